@@ -1,0 +1,1 @@
+"""Private numba kernels: flat loops over arrays, writing into ``out``; no validation here."""
