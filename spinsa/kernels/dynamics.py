@@ -1,0 +1,216 @@
+"""Fused kernels for the attention fields, site energies and updates (DESIGN §1).
+
+Layout. Inside the kernels the spins live in *tiles* ``Xt[t, j, b, p]`` of shape
+``(n_tiles, N, d, TILE)``: each SIMD lane is one sample ``p`` of a tile, so every inner loop
+runs over contiguous samples and vectorises. :func:`to_tiles` / :func:`from_tiles` convert
+(once per call, or once per run); padded lanes hold the zero spin, which is harmless.
+
+Per (tile, row i) the kernel streams the row ``J[i]`` past the tile, computes
+``y = J_ij x_j`` once and uses it both for the score ``s_ij = x_i . y`` and for the field
+``sum_j alpha_ij y``, with an online (streaming-max) softmax so that any lam, any spin norm
+and masked (zero) spins stay finite. Nothing of size P x N x N is ever stored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spinsa.kernels._math import fast_exp
+from spinsa.kernels._numba import njit, prange
+
+TILE = 128  # samples per tile: the tile stays in L2 while rows of J stream past
+NORM_CODES = {"none": 0, "sphere": 1, "layernorm": 2}
+LAYERNORM_EPS = 1e-5  # as torch.nn.LayerNorm
+
+_U = np.uint64  # unsigned indices: no negative-index wraparound, so no gathers
+
+
+def to_tiles(x: np.ndarray) -> np.ndarray:
+    """(P, N, d) -> (n_tiles, N, d, TILE), zero-padded."""
+    P, N, d = x.shape
+    n_tiles = -(-P // TILE)
+    padded = np.zeros((n_tiles * TILE, N, d), dtype=x.dtype)
+    padded[:P] = x
+    return np.ascontiguousarray(padded.reshape(n_tiles, TILE, N, d).transpose(0, 2, 3, 1))
+
+
+def from_tiles(Xt: np.ndarray, n_samples: int) -> np.ndarray:
+    """(n_tiles, N, d, TILE) -> (P, N, d), a C-contiguous copy."""
+    n_tiles, N, d, _ = Xt.shape
+    return np.ascontiguousarray(Xt.transpose(0, 3, 1, 2).reshape(n_tiles * TILE, N, d)[:n_samples])
+
+
+def energies_from_tiles(Et: np.ndarray, n_samples: int) -> np.ndarray:
+    """(n_tiles, N, TILE) -> (P, N)."""
+    n_tiles, N, _ = Et.shape
+    return np.ascontiguousarray(Et.transpose(0, 2, 1).reshape(n_tiles * TILE, N)[:n_samples])
+
+
+@njit
+def _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w):
+    """Unnormalised field acc (d, TILE), running max m and normaliser z of row i, tile t."""
+    N = _U(Xt.shape[1])
+    d = _U(Xt.shape[2])
+    dt = Xt.dtype.type
+    for p in range(_U(TILE)):
+        m[p] = dt(-1e30)  # finite: exp(m - m_new) must not be exp(-inf + inf)
+        z[p] = dt(0)
+    for a in range(d):
+        for p in range(_U(TILE)):
+            acc[a, p] = dt(0)
+    for j in range(N):
+        if j == i:
+            continue
+        for a in range(d):  # y = J_ij x_j
+            Jab = J[i, j, a, 0]
+            for p in range(_U(TILE)):
+                y[a, p] = Jab * Xt[t, j, 0, p]
+            for b in range(_U(1), d):
+                Jab = J[i, j, a, b]
+                for p in range(_U(TILE)):
+                    y[a, p] += Jab * Xt[t, j, b, p]
+        for p in range(_U(TILE)):
+            s[p] = dt(0)
+        for a in range(d):  # s = x_i . y
+            for p in range(_U(TILE)):
+                s[p] += Xt[t, i, a, p] * y[a, p]
+        for p in range(_U(TILE)):  # online softmax: rescale what is summed so far
+            ls = lam * s[p]
+            m_new = max(m[p], ls)
+            c[p] = fast_exp(m[p] - m_new)
+            w[p] = fast_exp(ls - m_new)
+            z[p] = z[p] * c[p] + w[p]
+            m[p] = m_new
+        for a in range(d):
+            for p in range(_U(TILE)):
+                acc[a, p] = acc[a, p] * c[p] + w[p] * y[a, p]
+
+
+@njit
+def _update_spin(h, x_old, gamma, norm, out_row, eps):
+    """out_row (d, TILE) = Norm(h + gamma x_old) for the chosen norm (0 none, 1 sphere, 2 LN)."""
+    d = _U(h.shape[0])
+    dt = h.dtype.type
+    for a in range(d):
+        for p in range(_U(TILE)):
+            out_row[a, p] = h[a, p] + gamma * x_old[a, p]
+    if norm == 1:
+        for p in range(_U(TILE)):
+            n2 = dt(0)
+            for a in range(d):
+                n2 += out_row[a, p] * out_row[a, p]
+            inv = dt(1) / np.sqrt(n2) if n2 > 0 else dt(0)  # a zero spin stays zero
+            for a in range(d):
+                out_row[a, p] *= inv
+    elif norm == 2:
+        for p in range(_U(TILE)):
+            mu = dt(0)
+            for a in range(d):
+                mu += out_row[a, p]
+            mu /= dt(d)
+            var = dt(0)
+            for a in range(d):
+                var += (out_row[a, p] - mu) * (out_row[a, p] - mu)
+            inv = dt(1) / np.sqrt(var / dt(d) + eps)
+            for a in range(d):
+                out_row[a, p] = (out_row[a, p] - mu) * inv
+
+
+@njit(parallel=True)
+def sweep(Xt, J, lam, gamma, norm, write_update, out, energies):
+    """All rows of all tiles at once (synchronous).
+
+    ``out`` gets the fields h (``write_update`` False) or the updated spins
+    Norm(h + gamma x) (True); ``energies`` (n_tiles, N, TILE) gets e_i of the input state.
+    """
+    n_tiles, N, d, _ = Xt.shape
+    dt = Xt.dtype.type
+    lam = dt(lam)
+    gamma = dt(gamma)
+    eps = dt(LAYERNORM_EPS)
+    for k in prange(n_tiles * N):  # contiguous chunks per thread keep each tile on one core
+        t = _U(k // N)
+        i = _U(k % N)
+        acc = np.empty((d, TILE), Xt.dtype)
+        y = np.empty((d, TILE), Xt.dtype)
+        m = np.empty(TILE, Xt.dtype)
+        z = np.empty(TILE, Xt.dtype)
+        s = np.empty(TILE, Xt.dtype)
+        c = np.empty(TILE, Xt.dtype)
+        w = np.empty(TILE, Xt.dtype)
+        _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w)
+        for p in range(_U(TILE)):
+            energies[t, i, p] = -(m[p] + np.log(z[p])) / lam
+            z[p] = dt(1) / z[p]
+        for a in range(_U(d)):
+            for p in range(_U(TILE)):
+                acc[a, p] *= z[p]
+        if write_update:
+            _update_spin(acc, Xt[t, i], gamma, norm, out[t, i], eps)
+        else:
+            for a in range(_U(d)):
+                for p in range(_U(TILE)):
+                    out[t, i, a, p] = acc[a, p]
+
+
+@njit(parallel=True)
+def async_sweep(Xt, J, lam, gamma, norm, order):
+    """Random sequential update in place: sites in ``order``, one at a time, every tile.
+
+    All samples share the same order of sites within a sweep (the samples stay in SIMD
+    lanes); each site sees the spins already updated earlier in the sweep.
+    """
+    n_tiles, N, d, _ = Xt.shape
+    dt = Xt.dtype.type
+    lam = dt(lam)
+    gamma = dt(gamma)
+    eps = dt(LAYERNORM_EPS)
+    for t in prange(n_tiles):
+        acc = np.empty((d, TILE), Xt.dtype)
+        y = np.empty((d, TILE), Xt.dtype)
+        m = np.empty(TILE, Xt.dtype)
+        z = np.empty(TILE, Xt.dtype)
+        s = np.empty(TILE, Xt.dtype)
+        c = np.empty(TILE, Xt.dtype)
+        w = np.empty(TILE, Xt.dtype)
+        new = np.empty((d, TILE), Xt.dtype)
+        for k in range(order.shape[0]):
+            i = _U(order[k])
+            _row(Xt, J, lam, _U(t), i, acc, y, m, z, s, c, w)
+            for a in range(_U(d)):
+                for p in range(_U(TILE)):
+                    acc[a, p] /= z[p]
+            _update_spin(acc, Xt[t, i], gamma, norm, new, eps)
+            for a in range(_U(d)):
+                for p in range(_U(TILE)):
+                    Xt[t, i, a, p] = new[a, p]
+
+
+@njit(parallel=True)
+def attention(x, J, lam, out):
+    """out[p, i, j] = alpha_ij (zero diagonal) for spins x (P, N, d); two-pass softmax."""
+    P, N, d = x.shape
+    dt = x.dtype.type
+    lam = dt(lam)
+    for p in prange(P):
+        for i in range(N):
+            top = dt(-np.inf)
+            for j in range(N):
+                if j == i:
+                    out[p, i, j] = dt(0)
+                    continue
+                sc = dt(0)
+                for a in range(d):
+                    ya = dt(0)
+                    for b in range(d):
+                        ya += J[i, j, a, b] * x[p, j, b]
+                    sc += x[p, i, a] * ya
+                out[p, i, j] = lam * sc
+                top = max(top, lam * sc)
+            total = dt(0)
+            for j in range(N):
+                if j != i:
+                    out[p, i, j] = np.exp(out[p, i, j] - top)
+                    total += out[p, i, j]
+            for j in range(N):
+                out[p, i, j] /= total

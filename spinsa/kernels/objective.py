@@ -1,0 +1,128 @@
+"""The pseudo-likelihood objective and its closed-form gradient (DESIGN §4).
+
+    L(J)       = (1/P) sum_mu sum_i e_i(xi^mu; J)
+    dL/dJ_ij   = -(1/P) sum_mu alpha_ij(xi^mu) xi_i^mu (xi_j^mu)^T
+
+Row i of J enters e_i only, so rows are independent: the kernels run one row per thread.
+Samples sit in SIMD lanes (the tiled layout of :mod:`spinsa.kernels.dynamics`); the scores
+of one tile (N x TILE floats) stay in cache between the two softmax passes; sums over
+samples are accumulated per tile in the working precision and across tiles in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spinsa.kernels._math import fast_exp
+from spinsa.kernels._numba import njit, prange
+from spinsa.kernels.dynamics import TILE, to_tiles
+
+_U = np.uint64
+
+
+@njit
+def _row_loss_grad(Xt, n_samples, J_row, lam, i, grad_row, S, u, y, m, z):
+    """sum_mu e_i and -sum_mu alpha_ij xi_i xi_j^T (into grad_row, float64) for row i."""
+    n_tiles = _U(Xt.shape[0])
+    N = _U(Xt.shape[1])
+    d = _U(Xt.shape[2])
+    dt = Xt.dtype.type
+    loss = 0.0
+    grad_row[:] = 0.0
+    for t in range(n_tiles):
+        for p in range(_U(TILE)):
+            m[p] = dt(-1e30)
+        for j in range(N):  # pass 1: scaled scores and their max
+            if j == i:
+                continue
+            for a in range(d):
+                Jab = J_row[j, a, 0]
+                for p in range(_U(TILE)):
+                    y[a, p] = Jab * Xt[t, j, 0, p]
+                for b in range(_U(1), d):
+                    Jab = J_row[j, a, b]
+                    for p in range(_U(TILE)):
+                        y[a, p] += Jab * Xt[t, j, b, p]
+            for p in range(_U(TILE)):
+                S[j, p] = dt(0)
+            for a in range(d):
+                for p in range(_U(TILE)):
+                    S[j, p] += Xt[t, i, a, p] * y[a, p]
+            for p in range(_U(TILE)):
+                S[j, p] *= lam
+                m[p] = max(m[p], S[j, p])
+        for p in range(_U(TILE)):
+            z[p] = dt(0)
+            S[i, p] = dt(0)
+        for j in range(N):  # pass 2: unnormalised weights and the normaliser
+            if j == i:
+                continue
+            for p in range(_U(TILE)):
+                S[j, p] = fast_exp(S[j, p] - m[p])
+                z[p] += S[j, p]
+        n_valid = min(TILE, n_samples - int(t) * TILE)  # padded lanes hold zero spins
+        for p in range(n_valid):
+            loss -= (float(m[p]) + np.log(float(z[p]))) / lam
+        for p in range(_U(TILE)):
+            z[p] = dt(1) / z[p]
+        for j in range(N):  # pass 3: the gradient, a reduction over the lanes
+            if j == i:
+                continue
+            for a in range(d):
+                for p in range(_U(TILE)):
+                    u[a, p] = S[j, p] * z[p] * Xt[t, i, a, p]
+            for a in range(d):
+                for b in range(d):
+                    acc = dt(0)
+                    for p in range(_U(TILE)):
+                        acc += u[a, p] * Xt[t, j, b, p]
+                    grad_row[j, a, b] -= acc
+    return loss
+
+
+@njit
+def _row_into(Xt, n_samples, J_row, lam, i, grad_out_row):
+    N, d = Xt.shape[1], Xt.shape[2]
+    dt = Xt.dtype.type
+    grad64 = np.empty((N, d, d), np.float64)
+    S = np.empty((N, TILE), Xt.dtype)
+    u = np.empty((d, TILE), Xt.dtype)
+    y = np.empty((d, TILE), Xt.dtype)
+    m = np.empty(TILE, Xt.dtype)
+    z = np.empty(TILE, Xt.dtype)
+    loss = _row_loss_grad(Xt, n_samples, J_row, dt(lam), _U(i), grad64, S, u, y, m, z)
+    for j in range(N):
+        for a in range(d):
+            for b in range(d):
+                grad_out_row[j, a, b] = grad64[j, a, b] / n_samples
+    return loss / n_samples
+
+
+@njit(parallel=True)
+def _all_rows(Xt, n_samples, J, lam, grad_out, row_losses):
+    for i in prange(J.shape[0]):
+        row_losses[i] = _row_into(Xt, n_samples, J[i], lam, i, grad_out[i])
+
+
+def loss_and_grad_tiles(Xt, n_samples, J, lam, grad_out) -> float:
+    """As :func:`loss_and_grad` for patterns already in the tiled layout (fits reuse them)."""
+    row_losses = np.empty(J.shape[0], dtype=np.float64)
+    _all_rows(Xt, n_samples, J, lam, grad_out, row_losses)
+    return float(row_losses.sum())
+
+
+def loss_and_grad(xi, J, lam, grad_out) -> float:
+    """L(J) and dL/dJ written into ``grad_out`` (diagonal blocks zero); rows in parallel.
+
+    ``xi`` (P, N, d) and ``J`` (N, N, d, d) C-contiguous in one float dtype; no checks.
+    """
+    return loss_and_grad_tiles(to_tiles(xi), xi.shape[0], J, lam, grad_out)
+
+
+def row_loss_and_grad(xi, J_row, lam, i, grad_row_out, tiles=None) -> float:
+    """(1/P) sum_mu e_i and its gradient in J_row = J[i] (N, d, d); one thread, GIL released.
+
+    Pass ``tiles=to_tiles(xi)`` to avoid re-tiling the patterns at every call.
+    """
+    Xt = to_tiles(xi) if tiles is None else tiles
+    return float(_row_into(Xt, xi.shape[0], J_row, lam, int(i), grad_row_out))

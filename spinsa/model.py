@@ -1,0 +1,330 @@
+"""The vector-spin model of self-attention (DESIGN §1): energies, attention, fields, dynamics.
+
+Spins ``x`` have shape (P, N, d): P samples, N tokens, a spin in R^d per token. Couplings
+``J`` have shape (N, N, d, d); the diagonal blocks ``J[i, i]`` never enter (j != i
+everywhere). With scores ``s_ij = x_i . J_ij x_j`` and inverse temperature ``lam``:
+
+    alpha_ij = exp(lam s_ij) / sum_{k != i} exp(lam s_ik)
+    e_i      = -(1/lam) log sum_{j != i} exp(lam s_ij)
+    h_i      = sum_{j != i} alpha_ij J_ij x_j = -de_i/dx_i
+    x_i(t+1) = Norm(h_i(x(t)) + gamma x_i(t))
+
+Computation is float32 unless an input is float64. Memory stays O(P N d + N^2 d^2): the
+kernels never form a P x N x N x d array (``attention`` returns P x N x N by definition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from spinsa._checks import (
+    check_choice,
+    check_count,
+    check_positive,
+    check_real,
+    check_spins_couplings,
+)
+from spinsa.kernels import dynamics as _k
+
+NORMS = tuple(_k.NORM_CODES)
+UPDATES = ("sync", "async")
+
+
+@dataclass(frozen=True)
+class DynamicsConfig:
+    """Parameters of a run of the dynamics.
+
+    Attributes
+    ----------
+    lam : float
+        Inverse temperature of the softmax, > 0.
+    gamma : float
+        Weight of the residual term: x(t+1) = Norm(h + gamma x).
+    norm : {"sphere", "layernorm", "none"}
+        Normalisation after each update.
+    update : {"sync", "async"}
+        All sites at once (a transformer layer) or random sequential, one site at a time.
+    seed : int or None
+        Seed of the site order of the asynchronous update (unused when synchronous).
+    """
+
+    lam: float = 1.0
+    gamma: float = 1.0
+    norm: Literal["sphere", "layernorm", "none"] = "sphere"
+    update: Literal["sync", "async"] = "sync"
+    seed: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "lam", check_positive(self.lam, "lam"))
+        object.__setattr__(self, "gamma", check_real(self.gamma, "gamma"))
+        check_choice(self.norm, "norm", NORMS)
+        check_choice(self.update, "update", UPDATES)
+        if self.seed is not None:
+            object.__setattr__(self, "seed", check_count(self.seed, "seed"))
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The result of :func:`run`.
+
+    Attributes
+    ----------
+    states : ndarray, shape (n_records, P, N, d)
+        Spins at the recorded times.
+    times : ndarray of int, shape (n_records,)
+        The recorded times; always includes 0 and the last step.
+    energies : ndarray, shape (n_steps + 1, P)
+        Total energy E(x(t)) = sum_i e_i at every t = 0 .. n_steps.
+    config : DynamicsConfig
+        The parameters of the run.
+    """
+
+    states: np.ndarray
+    times: np.ndarray
+    energies: np.ndarray
+    config: DynamicsConfig = field(default_factory=DynamicsConfig)
+
+    @property
+    def final(self) -> np.ndarray:
+        """The last state, shape (P, N, d)."""
+        return self.states[-1]
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.times[-1])
+
+    def to_dict(self) -> dict:
+        """The config as a plain dict (for HDF5 attrs)."""
+        return asdict(self.config)
+
+
+# ----------------------------------------------------------------------------- fields
+def _fields_and_energies(x, J, lam):
+    Xt = _k.to_tiles(x)
+    out = np.empty_like(Xt)
+    Et = np.empty((Xt.shape[0], Xt.shape[1], _k.TILE), dtype=x.dtype)
+    _k.sweep(Xt, J, lam, 0.0, 0, False, out, Et)
+    return out, Et
+
+
+def local_fields(x, J, lam) -> np.ndarray:
+    """Attention fields h_i = sum_{j != i} alpha_ij J_ij x_j.
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+        Spins.
+    J : array_like, shape (N, N, d, d)
+        Couplings (diagonal blocks ignored).
+    lam : float
+        Inverse temperature, > 0.
+
+    Returns
+    -------
+    ndarray, shape (P, N, d)
+        The fields; equal to -de_i/dx_i.
+    """
+    x, J = check_spins_couplings(x, J)
+    lam = check_positive(lam, "lam")
+    out, _ = _fields_and_energies(x, J, lam)
+    return _k.from_tiles(out, x.shape[0])
+
+
+def site_energies(x, J, lam) -> np.ndarray:
+    """Site energies e_i = -(1/lam) log sum_{j != i} exp(lam x_i . J_ij x_j).
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+    J : array_like, shape (N, N, d, d)
+    lam : float
+
+    Returns
+    -------
+    ndarray, shape (P, N)
+    """
+    x, J = check_spins_couplings(x, J)
+    lam = check_positive(lam, "lam")
+    _, Et = _fields_and_energies(x, J, lam)
+    return _k.energies_from_tiles(Et, x.shape[0])
+
+
+def energy(x, J, lam) -> np.ndarray:
+    """Total energy E(x) = sum_i e_i(x), shape (P,) for x of shape (P, N, d)."""
+    return site_energies(x, J, lam).sum(axis=1)
+
+
+def attention(x, J, lam) -> np.ndarray:
+    """Attention weights alpha_ij; rows sum to 1 and the diagonal is 0.
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+    J : array_like, shape (N, N, d, d)
+    lam : float
+
+    Returns
+    -------
+    ndarray, shape (P, N, N)
+    """
+    x, J = check_spins_couplings(x, J)
+    lam = check_positive(lam, "lam")
+    out = np.empty((x.shape[0], x.shape[1], x.shape[1]), dtype=x.dtype)
+    _k.attention(x, J, lam, out)
+    return out
+
+
+# --------------------------------------------------------------------------- dynamics
+def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
+    """One synchronous update x_i <- Norm(h_i(x) + gamma x_i) of every site.
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+    J : array_like, shape (N, N, d, d)
+    lam : float
+    gamma : float, default 1
+    norm : {"sphere", "layernorm", "none"}
+        ``sphere`` divides by |x_i| (a zero spin stays zero), ``layernorm`` subtracts the
+        mean of the d components and divides by their standard deviation (eps 1e-5).
+
+    Returns
+    -------
+    ndarray, shape (P, N, d)
+    """
+    cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm)
+    x, J = check_spins_couplings(x, J)
+    Xt = _k.to_tiles(x)
+    out = np.empty_like(Xt)
+    Et = np.empty((Xt.shape[0], Xt.shape[1], _k.TILE), dtype=x.dtype)
+    _k.sweep(Xt, J, cfg.lam, cfg.gamma, _k.NORM_CODES[cfg.norm], True, out, Et)
+    return _k.from_tiles(out, x.shape[0])
+
+
+def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
+    """One asynchronous sweep: N single-site updates in a random order.
+
+    Each site i, in a random permutation drawn from ``rng``, is set to
+    Norm(h_i(x) + gamma x_i) with the field of the current state, so later sites see the
+    earlier updates. All samples use the same permutation.
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+    J : array_like, shape (N, N, d, d)
+    lam, gamma, norm
+        As in :func:`step`.
+    rng : numpy.random.Generator or int or None
+        The source of the site order.
+
+    Returns
+    -------
+    ndarray, shape (P, N, d)
+    """
+    cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm, update="async")
+    x, J = check_spins_couplings(x, J)
+    rng = np.random.default_rng(rng)
+    Xt = _k.to_tiles(x)
+    _k.async_sweep(Xt, J, cfg.lam, cfg.gamma, _k.NORM_CODES[cfg.norm],
+                   rng.permutation(x.shape[1]).astype(np.int64))
+    return _k.from_tiles(Xt, x.shape[0])
+
+
+def run(
+    x0,
+    J,
+    lam,
+    steps,
+    gamma=1.0,
+    norm="sphere",
+    record_every=1,
+    update="sync",
+    seed=None,
+    callback: Callable[[int, np.ndarray], None] | None = None,
+    progress: bool = False,
+) -> Trajectory:
+    """Iterate the dynamics for ``steps`` steps from ``x0``.
+
+    Parameters
+    ----------
+    x0 : array_like, shape (P, N, d)
+        Initial spins.
+    J : array_like, shape (N, N, d, d)
+        Couplings.
+    lam : float
+        Inverse temperature (lam_eval), > 0.
+    steps : int
+        Number of steps (synchronous updates, or asynchronous sweeps), >= 0.
+    gamma, norm
+        As in :func:`step`.
+    record_every : int, default 1
+        Keep the state every ``record_every`` steps (and always at t = 0 and t = steps).
+    update : {"sync", "async"}
+        Synchronous updates or random sequential sweeps (see :func:`async_sweep`).
+    seed : int or None
+        Seed of the asynchronous site orders.
+    callback : callable, optional
+        ``callback(t, x)`` after every step with the state x(t) of shape (P, N, d).
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    Trajectory
+        ``states`` (n_records, P, N, d), ``times``, ``energies`` (steps + 1, P), ``config``.
+    """
+    cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm, update=update, seed=seed)
+    steps = check_count(steps, "steps")
+    record_every = check_count(record_every, "record_every", minimum=1)
+    x0, J = check_spins_couplings(x0, J, x_name="x0")
+    P = x0.shape[0]
+    norm_code = _k.NORM_CODES[cfg.norm]
+    rng = np.random.default_rng(cfg.seed)
+
+    Xt = _k.to_tiles(x0)
+    new = np.empty_like(Xt)
+    fields = np.empty_like(Xt)
+    Et = np.empty((Xt.shape[0], Xt.shape[1], _k.TILE), dtype=x0.dtype)
+    energies = np.empty((steps + 1, P), dtype=np.float64)
+    times = [0]
+    states = [x0.copy()]
+
+    def total_energy():
+        return _k.energies_from_tiles(Et, P).sum(axis=1, dtype=np.float64)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=steps, desc="dynamics", unit="step")
+    for t in range(1, steps + 1):
+        if cfg.update == "sync":
+            _k.sweep(Xt, J, cfg.lam, cfg.gamma, norm_code, True, new, Et)  # Et: E(x(t-1))
+            Xt, new = new, Xt
+        else:
+            _k.sweep(Xt, J, cfg.lam, 0.0, 0, False, fields, Et)
+            order = rng.permutation(x0.shape[1]).astype(np.int64)
+            _k.async_sweep(Xt, J, cfg.lam, cfg.gamma, norm_code, order)
+        energies[t - 1] = total_energy()
+        record = t % record_every == 0 or t == steps
+        if record or callback is not None:
+            x = _k.from_tiles(Xt, P)
+            if record:
+                times.append(t)
+                states.append(x)
+            if callback is not None:
+                callback(t, x)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    _k.sweep(Xt, J, cfg.lam, 0.0, 0, False, fields, Et)  # the energy of the final state
+    energies[steps] = total_energy()
+    return Trajectory(
+        states=np.stack(states), times=np.asarray(times, dtype=np.int64), energies=energies,
+        config=cfg,
+    )

@@ -1,0 +1,24 @@
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng():
+    """A fresh seeded generator per test: tests never share random state."""
+    return np.random.default_rng(20240601)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked ``gpu`` when no CUDA device is present."""
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if has_gpu:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
