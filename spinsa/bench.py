@@ -1,0 +1,228 @@
+"""The benchmark harness: fast code and a plain implementation, side by side, in one process.
+
+Run ``spinsa bench`` (or ``python -m spinsa.bench``). Each benchmark prints the best of a few
+repetitions of both implementations, their ratio, the useful GFLOP/s and, for scale, this
+machine's float32 matmul peak measured by numpy's BLAS in the same process. Timings on a
+shared machine are noisy; ratios measured in one process much less so. Tests never assert
+on any of these numbers.
+
+Useful work is counted as in the issue tracker: a synchronous step costs 4 P N^2 d^2 flops
+(scores and fields, 2 d^2 each per pair); the objective and gradient cost the same per
+evaluation (scores, and the gradient's outer products).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Timing:
+    name: str
+    seconds: float  # best of the repetitions
+    gflops: float  # useful GFLOP/s
+
+
+def best_time(fn, repeat: int = 3) -> float:
+    """Best wall time of ``repeat`` calls of ``fn()`` (after whatever warm-up the caller did)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def matmul_peak(n: int = 2048, repeat: int = 5) -> float:
+    """float32 GFLOP/s of numpy's BLAS on an n x n matmul: the machine's practical peak."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    a @ b
+    return 2 * n**3 / best_time(lambda: a @ b, repeat) / 1e9
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+# ------------------------------------------------------------------ plain implementations
+def _torch():
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError('the plain baselines need torch: pip install "spinsa[torch]"') from exc
+    return torch
+
+
+def plain_torch_run(x0, J, lam, steps, gamma=1.0, batch=256, device="cpu"):
+    """The published notebook's way: materialise y[p, i, j] = J_ij x_j, (batch, N, N, d)."""
+    torch = _torch()
+    J = torch.as_tensor(J, device=device)
+    x = torch.as_tensor(x0, device=device).clone()
+    N = x.shape[1]
+    eye = torch.eye(N, dtype=torch.bool, device=device)
+    for _ in range(steps):
+        out = torch.empty_like(x)
+        for start in range(0, x.shape[0], batch):
+            xb = x[start:start + batch]
+            y = torch.einsum("ijab,pjb->pija", J, xb)
+            s = torch.einsum("pia,pija->pij", xb, y).masked_fill(eye, float("-inf"))
+            h = torch.einsum("pij,pija->pia", torch.softmax(lam * s, dim=-1), y)
+            u = h + gamma * xb
+            out[start:start + batch] = u / u.norm(dim=-1, keepdim=True)
+        x = out
+    return x.cpu().numpy()
+
+
+def autograd_loss_and_grad(xi, J, lam, batch=512):
+    """The objective of DESIGN §4 and its gradient by torch autograd (the reference to beat)."""
+    torch = _torch()
+    Jt = torch.as_tensor(J).clone().requires_grad_(True)
+    N = Jt.shape[0]
+    eye = torch.eye(N, dtype=torch.bool)
+    total = 0.0
+    for start in range(0, xi.shape[0], batch):
+        xb = torch.as_tensor(xi[start:start + batch])
+        s = torch.einsum("pia,ijab,pjb->pij", xb, Jt, xb).masked_fill(eye, float("-inf"))
+        loss = -(torch.logsumexp(lam * s, dim=-1) / lam).sum() / xi.shape[0]
+        loss.backward()
+        total += float(loss.detach())
+    return total, Jt.grad.numpy()
+
+
+# ------------------------------------------------------------------------- benchmarks
+def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
+    """``spinsa.run`` against :func:`plain_torch_run`; returns the timings and peak memory."""
+    import spinsa
+
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((P, N, d)).astype(np.float32)
+    x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
+    J = spinsa.random_couplings(N, d, scale=1.0, seed=1)
+    flops = 4.0 * P * steps * N**2 * d**2
+    spinsa.run(x0[:8], J, 1.0, 1)  # compile (or load from the cache)
+    rss0 = peak_rss_mb()
+    fast = best_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
+    extra_mb = peak_rss_mb() - rss0
+    out = {"fast": Timing("spinsa.run (numba)", fast, flops / fast / 1e9), "extra_mb": extra_mb}
+    if with_plain:
+        plain = best_time(lambda: plain_torch_run(x0, J, 1.0, steps), 1)
+        out["plain"] = Timing("plain torch", plain, flops / plain / 1e9)
+        a = spinsa.run(x0[:64], J, 1.0, 3).final
+        b = plain_torch_run(x0[:64], J, 1.0, 3)
+        out["max_abs_diff"] = float(np.abs(a - b).max())
+    return out
+
+
+def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
+    """The pseudo-likelihood objective + gradient against torch autograd."""
+    from spinsa.kernels import objective
+
+    rng = np.random.default_rng(0)
+    xi = rng.standard_normal((P, N, d)).astype(np.float32)
+    xi /= np.linalg.norm(xi, axis=-1, keepdims=True)
+    J = (rng.uniform(-0.5, 0.5, (N, N, d, d)) / d**2).astype(np.float32)
+    J[np.arange(N), np.arange(N)] = 0
+    grad = np.empty_like(J)
+    flops = 4.0 * P * N**2 * d**2
+    objective.loss_and_grad(xi[:8], J, 5.0, grad)
+    rss0 = peak_rss_mb()
+    fast = best_time(lambda: objective.loss_and_grad(xi, J, 5.0, grad), repeat)
+    out = {
+        "fast": Timing("numba loss+grad", fast, flops / fast / 1e9),
+        "extra_mb": peak_rss_mb() - rss0,
+        # parameter x sample updates per second (the unit plmc is quoted in)
+        "updates_per_s": N * (N - 1) * d * d * P / fast,
+    }
+    if with_plain:
+        plain = best_time(lambda: autograd_loss_and_grad(xi, J, 5.0), 1)
+        out["plain"] = Timing("torch autograd", plain, flops / plain / 1e9)
+        loss, g = autograd_loss_and_grad(xi, J, 5.0)
+        out["max_rel_diff"] = float(np.abs(grad - g).max() / np.abs(g).max())
+    return out
+
+
+def _print_pair(title, res, peak):
+    fast = res["fast"]
+    print(f"\n{title}")
+    print(f"  {fast.name:<22}{fast.seconds:9.3f} s  {fast.gflops:7.1f} GFLOP/s "
+          f"({100 * fast.gflops / peak:4.1f}% of matmul peak)")
+    if "plain" in res:
+        plain = res["plain"]
+        print(f"  {plain.name:<22}{plain.seconds:9.3f} s  {plain.gflops:7.1f} GFLOP/s")
+        print(f"  ratio                 {plain.seconds / fast.seconds:9.1f} x")
+    for key in ("extra_mb", "updates_per_s", "max_abs_diff", "max_rel_diff"):
+        if key in res:
+            print(f"  {key:<22}{res[key]:9.3g}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="spinsa bench", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run_benchmarks(parser.parse_args(argv))
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--only", choices=["dynamics", "objective"], action="append",
+                        help="run only these benchmarks (repeatable)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smaller sizes (P=256, T=5; P=2048 only) for a smoke run")
+    parser.add_argument("--no-plain", action="store_true",
+                        help="skip the plain implementations (fast code only)")
+
+
+def run_benchmarks(args) -> int:
+    import numba
+
+    import spinsa
+
+    only = set(args.only or ["dynamics", "objective"])
+    peak = matmul_peak()
+    print(f"spinsa {spinsa.__version__}, numba {numba.__version__}, "
+          f"{numba.get_num_threads()} threads")
+    print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
+    plain = not args.no_plain
+    if "dynamics" in only:
+        P, T = (256, 5) if args.quick else (1000, 20)
+        res = bench_dynamics(P=P, steps=T, with_plain=plain)
+        _print_pair(f"dynamics: N=196, d=8, P={P}, T={T}, float32", res, peak)
+    if "objective" in only:
+        for P in ([2048] if args.quick else [2048, 10000]):
+            res = bench_objective(P=P, with_plain=plain)
+            _print_pair(f"objective + gradient: N=196, d=8, P={P}, float32", res, peak)
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            _bench_gpu(torch)
+    except ImportError:
+        pass
+    return 0
+
+
+def _bench_gpu(torch):
+    """The plain torch step on the GPU, for reference."""
+    rng = np.random.default_rng(0)
+    P, N, d, T = 1000, 196, 8, 20
+    x0 = rng.standard_normal((P, N, d)).astype(np.float32)
+    x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
+    J = (rng.standard_normal((N, N, d, d)) / np.sqrt(d)).astype(np.float32)
+    plain_torch_run(x0[:8], J, 1.0, 1, device="cuda")
+    torch.cuda.synchronize()
+    t = best_time(lambda: plain_torch_run(x0, J, 1.0, T, device="cuda"), 2)
+    flops = 4.0 * P * T * N**2 * d**2
+    print(f"\nGPU ({torch.cuda.get_device_name()}): plain torch dynamics {t:.3f} s, "
+          f"{flops / t / 1e9:.1f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
