@@ -24,7 +24,9 @@ def compute_dtype(*arrays) -> np.dtype:
 def check_finite(a: np.ndarray, name: str) -> None:
     if not np.isfinite(a).all():
         bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
-        raise ValueError(f"{name} contains {bad} NaN or infinite value(s); all entries must be finite")
+        raise ValueError(
+            f"{name} contains {bad} NaN or infinite value(s); all entries must be finite"
+        )
 
 
 def check_spins(x, name: str = "x", dtype=None) -> np.ndarray:
@@ -46,8 +48,9 @@ def check_spins(x, name: str = "x", dtype=None) -> np.ndarray:
     return x
 
 
-def check_couplings(J, n_tokens: int | None = None, d: int | None = None, dtype=None,
-                    name: str = "J") -> np.ndarray:
+def check_couplings(
+    J, n_tokens: int | None = None, d: int | None = None, dtype=None, name: str = "J"
+) -> np.ndarray:
     """A finite C-contiguous float array of shape (N, N, d, d), matching the spins if given."""
     J = np.asarray(J)
     if J.ndim != 4 or J.shape[0] != J.shape[1] or J.shape[2] != J.shape[3]:

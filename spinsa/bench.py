@@ -73,12 +73,12 @@ def plain_torch_run(x0, J, lam, steps, gamma=1.0, batch=256, device="cpu"):
     for _ in range(steps):
         out = torch.empty_like(x)
         for start in range(0, x.shape[0], batch):
-            xb = x[start:start + batch]
+            xb = x[start : start + batch]
             y = torch.einsum("ijab,pjb->pija", J, xb)
             s = torch.einsum("pia,pija->pij", xb, y).masked_fill(eye, float("-inf"))
             h = torch.einsum("pij,pija->pia", torch.softmax(lam * s, dim=-1), y)
             u = h + gamma * xb
-            out[start:start + batch] = u / u.norm(dim=-1, keepdim=True)
+            out[start : start + batch] = u / u.norm(dim=-1, keepdim=True)
         x = out
     return x.cpu().numpy()
 
@@ -91,7 +91,7 @@ def autograd_loss_and_grad(xi, J, lam, batch=512):
     eye = torch.eye(N, dtype=torch.bool)
     total = 0.0
     for start in range(0, xi.shape[0], batch):
-        xb = torch.as_tensor(xi[start:start + batch])
+        xb = torch.as_tensor(xi[start : start + batch])
         s = torch.einsum("pia,ijab,pjb->pij", xb, Jt, xb).masked_fill(eye, float("-inf"))
         loss = -(torch.logsumexp(lam * s, dim=-1) / lam).sum() / xi.shape[0]
         loss.backward()
@@ -154,8 +154,10 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
 def _print_pair(title, res, peak):
     fast = res["fast"]
     print(f"\n{title}")
-    print(f"  {fast.name:<22}{fast.seconds:9.3f} s  {fast.gflops:7.1f} GFLOP/s "
-          f"({100 * fast.gflops / peak:4.1f}% of matmul peak)")
+    print(
+        f"  {fast.name:<22}{fast.seconds:9.3f} s  {fast.gflops:7.1f} GFLOP/s "
+        f"({100 * fast.gflops / peak:4.1f}% of matmul peak)"
+    )
     if "plain" in res:
         plain = res["plain"]
         print(f"  {plain.name:<22}{plain.seconds:9.3f} s  {plain.gflops:7.1f} GFLOP/s")
@@ -172,12 +174,20 @@ def main(argv=None) -> int:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--only", choices=["dynamics", "objective"], action="append",
-                        help="run only these benchmarks (repeatable)")
-    parser.add_argument("--quick", action="store_true",
-                        help="smaller sizes (P=256, T=5; P=2048 only) for a smoke run")
-    parser.add_argument("--no-plain", action="store_true",
-                        help="skip the plain implementations (fast code only)")
+    parser.add_argument(
+        "--only",
+        choices=["dynamics", "objective"],
+        action="append",
+        help="run only these benchmarks (repeatable)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smaller sizes (P=256, T=5; P=2048 only) for a smoke run",
+    )
+    parser.add_argument(
+        "--no-plain", action="store_true", help="skip the plain implementations (fast code only)"
+    )
 
 
 def run_benchmarks(args) -> int:
@@ -187,8 +197,9 @@ def run_benchmarks(args) -> int:
 
     only = set(args.only or ["dynamics", "objective"])
     peak = matmul_peak()
-    print(f"spinsa {spinsa.__version__}, numba {numba.__version__}, "
-          f"{numba.get_num_threads()} threads")
+    print(
+        f"spinsa {spinsa.__version__}, numba {numba.__version__}, {numba.get_num_threads()} threads"
+    )
     print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
     plain = not args.no_plain
     if "dynamics" in only:
@@ -196,7 +207,7 @@ def run_benchmarks(args) -> int:
         res = bench_dynamics(P=P, steps=T, with_plain=plain)
         _print_pair(f"dynamics: N=196, d=8, P={P}, T={T}, float32", res, peak)
     if "objective" in only:
-        for P in ([2048] if args.quick else [2048, 10000]):
+        for P in [2048] if args.quick else [2048, 10000]:
             res = bench_objective(P=P, with_plain=plain)
             _print_pair(f"objective + gradient: N=196, d=8, P={P}, float32", res, peak)
     try:
@@ -220,8 +231,10 @@ def _bench_gpu(torch):
     torch.cuda.synchronize()
     t = best_time(lambda: plain_torch_run(x0, J, 1.0, T, device="cuda"), 2)
     flops = 4.0 * P * T * N**2 * d**2
-    print(f"\nGPU ({torch.cuda.get_device_name()}): plain torch dynamics {t:.3f} s, "
-          f"{flops / t / 1e9:.1f} GFLOP/s")
+    print(
+        f"\nGPU ({torch.cuda.get_device_name()}): plain torch dynamics {t:.3f} s, "
+        f"{flops / t / 1e9:.1f} GFLOP/s"
+    )
 
 
 if __name__ == "__main__":

@@ -229,8 +229,14 @@ def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
     x, J = check_spins_couplings(x, J)
     rng = np.random.default_rng(rng)
     Xt = _k.to_tiles(x)
-    _k.async_sweep(Xt, J, cfg.lam, cfg.gamma, _k.NORM_CODES[cfg.norm],
-                   rng.permutation(x.shape[1]).astype(np.int64))
+    _k.async_sweep(
+        Xt,
+        J,
+        cfg.lam,
+        cfg.gamma,
+        _k.NORM_CODES[cfg.norm],
+        rng.permutation(x.shape[1]).astype(np.int64),
+    )
     return _k.from_tiles(Xt, x.shape[0])
 
 
@@ -325,6 +331,8 @@ def run(
     _k.sweep(Xt, J, cfg.lam, 0.0, 0, False, fields, Et)  # the energy of the final state
     energies[steps] = total_energy()
     return Trajectory(
-        states=np.stack(states), times=np.asarray(times, dtype=np.int64), energies=energies,
+        states=np.stack(states),
+        times=np.asarray(times, dtype=np.int64),
+        energies=energies,
         config=cfg,
     )

@@ -36,14 +36,17 @@ def test_norm_helpers(rng):
     np.testing.assert_allclose(couplings.row_norms(couplings.set_row_norms(J, values)), values)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: spinsa.random_couplings(1, 3), "N must be"),
-    (lambda: spinsa.random_couplings(4, 0), "d must be"),
-    (lambda: spinsa.random_couplings(4, 3, scale=0), "scale must be"),
-    (lambda: couplings.set_norm(np.zeros((3, 3, 2, 2)), 1.0), "zero everywhere"),
-    (lambda: couplings.set_row_norms(np.ones((3, 3, 2, 2)), -1.0), "finite and > 0"),
-    (lambda: spinsa.hebbian_couplings(np.ones((3, 4))), "xi must have shape"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: spinsa.random_couplings(1, 3), "N must be"),
+        (lambda: spinsa.random_couplings(4, 0), "d must be"),
+        (lambda: spinsa.random_couplings(4, 3, scale=0), "scale must be"),
+        (lambda: couplings.set_norm(np.zeros((3, 3, 2, 2)), 1.0), "zero everywhere"),
+        (lambda: couplings.set_row_norms(np.ones((3, 3, 2, 2)), -1.0), "finite and > 0"),
+        (lambda: spinsa.hebbian_couplings(np.ones((3, 4))), "xi must have shape"),
+    ],
+)
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()

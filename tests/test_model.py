@@ -18,22 +18,28 @@ SHAPES = [(1, 2, 1), (3, 5, 4), (2, 7, 3), (130, 4, 2)]  # P > TILE exercises pa
 @pytest.mark.parametrize("lam", [0.3, 2.5])
 def test_functions_match_plain_numpy_in_float64(rng, shape, lam):
     x, J = random_system(rng, *shape)
-    np.testing.assert_allclose(spinsa.local_fields(x, J, lam), ref_fields(x, J, lam), rtol=1e-10,
-                               atol=1e-13)
-    np.testing.assert_allclose(spinsa.site_energies(x, J, lam), ref_energies(x, J, lam),
-                               rtol=1e-10, atol=1e-13)
-    np.testing.assert_allclose(spinsa.energy(x, J, lam), ref_energies(x, J, lam).sum(1),
-                               rtol=1e-10)
-    np.testing.assert_allclose(spinsa.attention(x, J, lam), ref_attention(x, J, lam),
-                               rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(
+        spinsa.local_fields(x, J, lam), ref_fields(x, J, lam), rtol=1e-10, atol=1e-13
+    )
+    np.testing.assert_allclose(
+        spinsa.site_energies(x, J, lam), ref_energies(x, J, lam), rtol=1e-10, atol=1e-13
+    )
+    np.testing.assert_allclose(spinsa.energy(x, J, lam), ref_energies(x, J, lam).sum(1), rtol=1e-10)
+    np.testing.assert_allclose(
+        spinsa.attention(x, J, lam), ref_attention(x, J, lam), rtol=1e-10, atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("norm", ["sphere", "layernorm", "none"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_step_matches_plain_numpy(rng, norm, shape):
     x, J = random_system(rng, *shape, unit=False)
-    np.testing.assert_allclose(spinsa.step(x, J, 1.7, gamma=0.6, norm=norm),
-                               ref_step(x, J, 1.7, 0.6, norm), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        spinsa.step(x, J, 1.7, gamma=0.6, norm=norm),
+        ref_step(x, J, 1.7, 0.6, norm),
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 def test_float32_agrees_with_float64(rng):
@@ -72,8 +78,12 @@ def test_energy_is_rotation_invariant(rng):
     xr = x @ R.T
     Jr = np.einsum("ab,ijbc,dc->ijad", R, J, R)
     np.testing.assert_allclose(spinsa.energy(xr, Jr, 2.0), spinsa.energy(x, J, 2.0), rtol=1e-10)
-    np.testing.assert_allclose(spinsa.local_fields(xr, Jr, 2.0),
-                               spinsa.local_fields(x, J, 2.0) @ R.T, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        spinsa.local_fields(xr, Jr, 2.0),
+        spinsa.local_fields(x, J, 2.0) @ R.T,
+        rtol=1e-9,
+        atol=1e-12,
+    )
 
 
 def test_attention_rows_sum_to_one_with_zero_diagonal(rng):
@@ -174,22 +184,26 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("make, message", BAD_INPUTS)
-@pytest.mark.parametrize("func", [spinsa.local_fields, spinsa.site_energies, spinsa.attention,
-                                  spinsa.step])
+@pytest.mark.parametrize(
+    "func", [spinsa.local_fields, spinsa.site_energies, spinsa.attention, spinsa.step]
+)
 def test_bad_input_is_refused_with_a_named_argument(rng, make, message, func):
     x, J = random_system(rng, P=2, N=4, d=3)
     with pytest.raises(ValueError, match=message):
         func(*make(x, J))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(steps=2.5), "steps must be an integer"),
-    (dict(steps=-1), "steps must be an integer >= 0"),
-    (dict(steps=3, record_every=0), "record_every"),
-    (dict(steps=3, norm="l2"), "norm must be one of"),
-    (dict(steps=3, update="parallel"), "update must be one of"),
-    (dict(steps=3, gamma=float("inf")), "gamma must be finite"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(steps=2.5), "steps must be an integer"),
+        (dict(steps=-1), "steps must be an integer >= 0"),
+        (dict(steps=3, record_every=0), "record_every"),
+        (dict(steps=3, norm="l2"), "norm must be one of"),
+        (dict(steps=3, update="parallel"), "update must be one of"),
+        (dict(steps=3, gamma=float("inf")), "gamma must be finite"),
+    ],
+)
 def test_run_refuses_bad_parameters(rng, kwargs, message):
     x, J = random_system(rng, P=2, N=4, d=3)
     with pytest.raises(ValueError, match=message):

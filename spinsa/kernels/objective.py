@@ -15,7 +15,7 @@ import numpy as np
 
 from spinsa.kernels._math import fast_exp
 from spinsa.kernels._numba import njit, prange
-from spinsa.kernels.dynamics import TILE, to_tiles
+from spinsa.kernels.dynamics import TILE, couple, dot_lanes, to_tiles
 
 _U = np.uint64
 
@@ -35,19 +35,8 @@ def _row_loss_grad(Xt, n_samples, J_row, lam, i, grad_row, S, u, y, m, z):
         for j in range(N):  # pass 1: scaled scores and their max
             if j == i:
                 continue
-            for a in range(d):
-                Jab = J_row[j, a, 0]
-                for p in range(_U(TILE)):
-                    y[a, p] = Jab * Xt[t, j, 0, p]
-                for b in range(_U(1), d):
-                    Jab = J_row[j, a, b]
-                    for p in range(_U(TILE)):
-                        y[a, p] += Jab * Xt[t, j, b, p]
-            for p in range(_U(TILE)):
-                S[j, p] = dt(0)
-            for a in range(d):
-                for p in range(_U(TILE)):
-                    S[j, p] += Xt[t, i, a, p] * y[a, p]
+            couple(J_row[j], Xt[t, j], y)
+            dot_lanes(Xt[t, i], y, S[j])
             for p in range(_U(TILE)):
                 S[j, p] *= lam
                 m[p] = max(m[p], S[j, p])
