@@ -1,0 +1,585 @@
+"""Reading and writing spinsa HDF5 files safely.
+
+Every write goes to a hidden temporary file next to the target (``.NAME.tmp-<pid>-<hex>``),
+is flushed to disk, and only then renamed onto the target with ``os.replace``, which is
+atomic on POSIX file systems: a reader sees either the previous file or the complete new
+one, never half a file, and a crash leaves at worst a hidden temporary file (removed on any
+Python exception, left behind only if the process is killed outright). One writer per file:
+two processes writing the same path at once do not corrupt it, but the last one wins.
+
+Arrays smaller than 64 KiB are stored contiguous; larger ones chunked along their first axis
+(about 1 MiB a chunk, so that reading ``states[t]`` reads one chunk) and compressed with
+gzip level 4 after byte shuffling. gzip rather than lzf so that plain HDF5 tools
+(``h5dump``, HDFView, other languages) read the files too. Files use the HDF5 1.8 format
+(readable by any HDF5 since 2008), which lifts the 64 KiB limit on an attribute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from spinsa.io.schema import (
+    COUPLINGS_DTYPE,
+    COUPLINGS_NAME,
+    GROUP_PROVENANCE_KEYS,
+    RESERVED_KEYS,
+    RESERVED_PREFIXES,
+    SpinsaFileError,
+    check_schema,
+    config_to_dict,
+    config_type,
+    decode_attr,
+    encode_attr,
+    flatten,
+    now_utc,
+    provenance,
+    spinsa_version,
+    to_json,
+)
+
+COMPRESS_MIN_BYTES = 64 * 1024
+CHUNK_TARGET_BYTES = 1024 * 1024
+LIBVER = ("v108", "v108")
+
+# --------------------------------------------------------------------------- writing
+
+
+def write_file(
+    path: str | os.PathLike,
+    arrays: Mapping[str, Any],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    kind: str,
+    config: Any = None,
+    seeds: Mapping[str, int | None] | None = None,
+    group_attrs: Mapping[str, Mapping[str, Any]] | None = None,
+    mode: str = "x",
+    overwrite: bool = False,
+) -> Path:
+    """Write a complete spinsa file in one go, atomically.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Target file; its directory must exist.
+    arrays : mapping
+        ``name -> array``. A nested mapping becomes a group (``{"trajectory": {"states": x}}``),
+        and so does a name with slashes (``{"trajectory/states": x}``). Numeric, boolean and
+        string arrays; a dataset whose last name is ``J`` is stored float32.
+    attrs : mapping, optional
+        The caller's root attributes (any value of :mod:`spinsa.io.schema`'s rules).
+    kind : str
+        What the file is: ``"run"``, ``"fit"``, ``"evaluation"``, ``"scan-point"``...
+    config : dataclass or mapping, optional
+        Stored whole as ``config_json`` and flattened as ``config.<key>`` attributes.
+    seeds : mapping, optional
+        ``name -> seed``, stored as ``seeds.<name>`` attributes.
+    group_attrs : mapping, optional
+        ``group path -> attributes`` for groups (created if absent).
+    mode : {"x", "w"}
+        ``"x"`` (default) refuses to replace an existing file; ``"w"`` replaces it.
+    overwrite : bool
+        ``True`` is the same as ``mode="w"``.
+
+    Returns
+    -------
+    Path
+        The path written.
+    """
+    path = Path(path)
+    replace = _replace_flag(mode, overwrite)
+    root = _root_attrs(kind, attrs, config, seeds)
+    groups = {
+        _clean_name(g, "group_attrs"): _encode_attrs(
+            a, f"group_attrs[{g!r}]", reserved=GROUP_PROVENANCE_KEYS, prefixes=()
+        )
+        for g, a in (group_attrs or {}).items()
+    }
+    _check_target(path, replace)
+
+    def fill(f: h5py.File) -> None:
+        f.attrs.update(root)
+        _write_arrays(f, arrays, "arrays")
+        for name, group_attr in groups.items():
+            f.require_group(name).attrs.update(group_attr)
+
+    _atomic_write(path, fill, replace=replace)
+    return path
+
+
+def write_group(
+    path: str | os.PathLike,
+    group: str,
+    arrays: Mapping[str, Any],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    overwrite: bool = False,
+) -> None:
+    """Add a group (an analysis, say) to an existing spinsa file, atomically.
+
+    The file is copied to a temporary file, the group written there, and the copy renamed
+    onto the original: a crash leaves the original untouched. The price is a full copy of
+    the file, O(file size) in time and twice its disk space while it runs; for analyses of
+    multi-GB trajectories, prefer a file of their own (``write_file(..., kind="analysis")``
+    with the source file's name in ``attrs``). Replacing a group does not shrink the file
+    (HDF5 does not reclaim the space; ``h5repack`` does).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A spinsa file.
+    group : str
+        Path of the group, e.g. ``"analysis/overlaps"``; missing parents are created.
+    arrays : mapping
+        ``name -> array`` (nested mappings become subgroups), as in :func:`write_file`.
+    attrs : mapping, optional
+        Attributes of the group; ``created`` and ``spinsa_version`` are added.
+    overwrite : bool
+        Replace the group if it exists (default: refuse).
+    """
+    path = Path(path)
+    group = _clean_name(group, "group")
+    group_attr = _encode_attrs(attrs, "attrs", reserved=GROUP_PROVENANCE_KEYS, prefixes=())
+    group_attr.update(created=now_utc(), spinsa_version=spinsa_version())
+    with open_file(path) as f:
+        if group in f:
+            if not isinstance(f[group], h5py.Group):
+                raise ValueError(f"{path}: {group!r} is a dataset, not a group")
+            if not overwrite:
+                raise ValueError(
+                    f"{path} already has a group {group!r}; pass overwrite=True to replace it"
+                )
+
+    def fill(f: h5py.File) -> None:
+        if group in f:
+            del f[group]
+        g = f.create_group(group)
+        g.attrs.update(group_attr)
+        _write_arrays(g, arrays, "arrays")
+
+    _atomic_write(path, fill, replace=True, copy_of=path)
+
+
+def _atomic_write(
+    path: Path, fill: Callable[[h5py.File], None], *, replace: bool, copy_of: Path | None = None
+) -> None:
+    """Run ``fill`` on a temporary file (a fresh one, or a copy of ``copy_of``), then rename."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        if copy_of is not None:
+            shutil.copy2(copy_of, tmp)
+        with h5py.File(tmp, "r+" if copy_of is not None else "x", libver=LIBVER) as f:
+            fill(f)
+        with open(tmp, "rb") as fh:  # data on disk before the rename makes it visible
+            os.fsync(fh.fileno())
+        if not replace and path.exists():  # appeared while we were writing
+            raise FileExistsError(_exists_message(path))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_arrays(group: h5py.Group, arrays: Mapping[str, Any], where: str) -> None:
+    if not isinstance(arrays, Mapping):
+        raise TypeError(
+            f"{where} must be a mapping of names to arrays, got {type(arrays).__name__}"
+        )
+    for key, value in arrays.items():
+        name = _clean_name(key, where)
+        if isinstance(value, Mapping):
+            _write_arrays(group.require_group(name), value, f"{where}[{key!r}]")
+        else:
+            _write_dataset(group, name, value, f"{where}[{key!r}]")
+
+
+def _write_dataset(group: h5py.Group, name: str, value: Any, where: str) -> None:
+    """One dataset: J as float32, strings as UTF-8, big arrays chunked and compressed."""
+    data = np.asarray(value)
+    if name.rsplit("/", 1)[-1] == COUPLINGS_NAME:
+        if data.dtype.kind not in "iuf":
+            raise TypeError(f"{where} holds couplings and must be real, got dtype {data.dtype}")
+        data = data.astype(COUPLINGS_DTYPE, copy=False)
+    if data.dtype.kind == "U":
+        group.create_dataset(name, data=data.astype(object), dtype=h5py.string_dtype())
+        return
+    if data.dtype.kind not in "biufcS":
+        raise TypeError(
+            f"{where} has dtype {data.dtype}; HDF5 datasets hold numeric, boolean or string arrays"
+        )
+    if data.ndim == 0 or data.nbytes < COMPRESS_MIN_BYTES:
+        group.create_dataset(name, data=data)
+        return
+    group.create_dataset(
+        name,
+        data=data,
+        chunks=_chunks(data.shape, data.itemsize),
+        compression="gzip",
+        compression_opts=4,
+        shuffle=True,
+    )
+
+
+def _chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | bool:
+    """Whole trailing axes, as many leading rows as fit in ~1 MiB; h5py's guess if a row won't."""
+    row_bytes = itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    if row_bytes > CHUNK_TARGET_BYTES:
+        return True
+    rows = max(1, min(shape[0], CHUNK_TARGET_BYTES // max(row_bytes, 1)))
+    return (rows, *shape[1:])
+
+
+def _root_attrs(kind: str, attrs: Mapping | None, config: Any, seeds: Mapping | None) -> dict:
+    out = _encode_attrs(provenance(kind), "provenance", reserved=(), prefixes=())
+    if config is not None:
+        cfg = config_to_dict(config)
+        try:
+            out["config_json"] = to_json(cfg)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"config cannot be stored as JSON: {err}") from None
+        if config_type(config) is not None:
+            out["config_type"] = config_type(config)
+        for key, value in flatten(cfg).items():
+            out[f"config.{key}"] = encode_attr(value, f"config.{key}")
+    for key, value in (seeds or {}).items():
+        out[f"seeds.{key}"] = encode_attr(value, f"seeds.{key}")
+    out.update(_encode_attrs(attrs, "attrs"))
+    return out
+
+
+def _encode_attrs(
+    attrs: Mapping | None, where: str, reserved=RESERVED_KEYS, prefixes=RESERVED_PREFIXES
+) -> dict[str, Any]:
+    if attrs is None:
+        return {}
+    if not isinstance(attrs, Mapping):
+        raise TypeError(f"{where} must be a mapping, got {type(attrs).__name__}")
+    out = {}
+    for key, value in attrs.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{where}: attribute names must be non-empty strings, got {key!r}")
+        if key in reserved or key.startswith(tuple(prefixes)):
+            raise ValueError(
+                f"{where}: {key!r} is written by spinsa.io itself (reserved: {', '.join(reserved)}"
+                f"{', and names starting with ' + ', '.join(prefixes) if prefixes else ''}); "
+                "rename it, or pass config= / seeds="
+            )
+        out[key] = encode_attr(value, key)
+    return out
+
+
+def _replace_flag(mode: str, overwrite: bool) -> bool:
+    if mode not in ("x", "w"):
+        raise ValueError(f"mode must be 'x' (refuse to overwrite) or 'w' (overwrite), got {mode!r}")
+    return mode == "w" or bool(overwrite)
+
+
+def _check_target(path: Path, replace: bool) -> None:
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{path} is a directory; give a file name such as {path / 'run.h5'}"
+        )
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
+    if path.exists() and not replace:
+        raise FileExistsError(_exists_message(path))
+
+
+def _exists_message(path: Path) -> str:
+    return f"{path} already exists; pass overwrite=True (or mode='w') to replace it"
+
+
+def _clean_name(name: Any, where: str) -> str:
+    if not isinstance(name, str) or not name.strip("/"):
+        raise ValueError(
+            f"{where}: names must be non-empty strings like 'trajectory/states', got {name!r}"
+        )
+    return name.strip("/")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFile:
+    """What a spinsa file holds, without its arrays (read those with :meth:`array`).
+
+    Attributes
+    ----------
+    path : Path
+    kind : str
+        ``"run"``, ``"fit"``, ...
+    attrs : dict
+        Every root attribute, decoded: provenance, ``config.*``, ``seeds.*`` and the writer's.
+    config : dict
+        The config as written (from ``config_json``); ``{}`` when the file has none.
+    seeds : dict
+        ``name -> seed`` from the ``seeds.*`` attributes.
+    datasets : dict
+        ``"trajectory/states" -> (shape, dtype)`` for every dataset; nothing is loaded.
+    groups : tuple of str
+        Every group's path, sorted (``"analysis"``, ``"analysis/overlaps"``, ...).
+    """
+
+    path: Path
+    kind: str
+    attrs: dict[str, Any]
+    config: dict[str, Any]
+    seeds: dict[str, Any]
+    datasets: dict[str, tuple[tuple[int, ...], np.dtype]]
+    groups: tuple[str, ...]
+
+    def array(self, name: str, sl: Any = None) -> np.ndarray:
+        """The dataset ``name`` (or the slice ``sl`` of it); see :func:`read_array`."""
+        return read_array(self.path, name, sl)
+
+
+def read(path: str | os.PathLike) -> RunFile:
+    """The attributes, config and table of contents of a spinsa file (no array is loaded).
+
+    Raises :class:`SpinsaFileError` if the path is not a readable spinsa file.
+    """
+    path = Path(path)
+    datasets: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    groups: list[str] = []
+    with open_file(path) as f:
+        attrs = {key: decode_attr(value) for key, value in f.attrs.items()}
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset):
+                datasets[name] = (obj.shape, _public_dtype(obj))
+            else:
+                groups.append(name)
+
+        f.visititems(visit)
+    return RunFile(
+        path=path,
+        kind=attrs.get("kind", ""),
+        attrs=attrs,
+        config=json.loads(attrs["config_json"]) if "config_json" in attrs else {},
+        seeds={k[len("seeds.") :]: v for k, v in attrs.items() if k.startswith("seeds.")},
+        datasets=datasets,
+        groups=tuple(sorted(groups)),
+    )
+
+
+def read_array(path: str | os.PathLike, name: str, sl: Any = None) -> np.ndarray:
+    """One dataset, or a slice of it read from disk without loading the rest.
+
+    Parameters
+    ----------
+    path : str or PathLike
+    name : str
+        Dataset path, e.g. ``"trajectory/states"``.
+    sl : index, optional
+        Anything h5py accepts: ``5``, ``slice(0, 10)``, ``(slice(None), 0)``,
+        ``np.s_[::10, :3]``. ``None`` (default) reads everything.
+
+    Returns
+    -------
+    ndarray
+        String datasets come back as ``str`` arrays.
+    """
+    path = Path(path)
+    with open_file(path) as f:
+        return _read_dataset(f, path, name.strip("/"), sl)
+
+
+def read_group(path: str | os.PathLike, group: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays directly in ``group`` (loaded) and the group's attributes (decoded).
+
+    The mirror of :func:`write_group`; subgroups are not descended into.
+    """
+    path = Path(path)
+    group = group.strip("/") or "/"
+    with open_file(path) as f:
+        if group not in f or not isinstance(f[group], h5py.Group):
+            raise KeyError(f"{path} has no group {group!r}; its groups: {_groups(f)}")
+        g = f[group]
+        arrays = {
+            k: _read_dataset(g, path, k, None) for k, v in g.items() if isinstance(v, h5py.Dataset)
+        }
+        attrs = {k: decode_attr(v) for k, v in g.attrs.items()}
+    return arrays, attrs
+
+
+def check_file(path: str | os.PathLike) -> None:
+    """Raise :class:`SpinsaFileError` unless ``path`` is a spinsa file this version can read."""
+    with open_file(path):
+        pass
+
+
+@contextmanager
+def open_file(path: str | os.PathLike) -> Iterator[h5py.File]:
+    """The file opened read-only with h5py, after the checks of :func:`check_file`.
+
+    ::
+
+        with spinsa.io.open_file("run.h5") as f:
+            x_T = f["trajectory/states"][-1]
+    """
+    f = _open_checked(Path(path))
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+def _open_checked(path: Path) -> h5py.File:
+    if not path.exists():
+        leftovers = sorted(path.parent.glob(f".{path.name}.tmp-*")) if path.parent.is_dir() else []
+        hint = (
+            f" A temporary file {leftovers[0].name} is there: the write that was making it "
+            "did not finish (it crashed or is still running)."
+            if leftovers
+            else f" Check the path (relative paths start from {Path.cwd()})."
+        )
+        raise SpinsaFileError(f"{path}: no such file.{hint}", "missing")
+    if path.is_dir():
+        raise SpinsaFileError(f"{path} is a directory, not an HDF5 file", "not-hdf5")
+    with open(path, "rb"):  # a PermissionError is what it says; do not call it corruption
+        pass
+    if not h5py.is_hdf5(path):
+        raise SpinsaFileError(
+            f"{path} is not an HDF5 file ({path.stat().st_size} bytes, no HDF5 signature). "
+            "spinsa reads the .h5 files it wrote with spinsa.io; was this one saved as text, "
+            "npz or pickle, or is it an HTML error page from a download?",
+            "not-hdf5",
+        )
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
+    try:
+        check_schema(f.attrs.get("schema"), path)
+    except SpinsaFileError:
+        f.close()
+        raise
+    except Exception as err:
+        f.close()
+        raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
+    return f
+
+
+def _corrupt_message(path: Path, err: Exception) -> str:
+    return (
+        f"{path} has an HDF5 signature but cannot be read ({err}): it is truncated or "
+        "corrupt, e.g. an interrupted copy. Copy it again or re-run what produced it."
+    )
+
+
+def _read_dataset(group: h5py.Group, path: Path, name: str, sl: Any) -> np.ndarray:
+    obj = group.get(name)
+    if not isinstance(obj, h5py.Dataset):
+        names: list[str] = []
+        group.file.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        raise KeyError(f"{path} has no dataset {name!r}; its datasets: {names}")
+    try:
+        if h5py.check_string_dtype(obj.dtype) is not None:
+            return np.asarray(obj.asstr()[() if sl is None else sl], dtype=str)
+        return obj[() if sl is None else sl]
+    except OSError as err:
+        raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
+
+
+def _public_dtype(ds: h5py.Dataset) -> np.dtype:
+    return np.dtype(str) if h5py.check_string_dtype(ds.dtype) is not None else ds.dtype
+
+
+def _groups(f: h5py.File) -> list[str]:
+    names: list[str] = []
+    f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Group) else None)
+    return names
+
+
+# --------------------------------------------------------------------------- trajectories
+
+
+def save_trajectory(
+    path: str | os.PathLike,
+    traj: Any,
+    *,
+    J: np.ndarray | None = None,
+    extra_attrs: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Save a :class:`spinsa.model.Trajectory` (and its couplings) as a ``kind="run"`` file.
+
+    Layout: every array field of the trajectory under ``trajectory/`` (``states``
+    (n_records, P, N, d), ``times`` (n_records,), ``energies`` (steps + 1, P)), its other
+    fields as attributes of that group, its ``DynamicsConfig`` as the file's config, its seed
+    as ``seeds.dynamics``, and ``J`` (N, N, d, d) stored float32 at ``/J``.
+    """
+    from spinsa._checks import check_couplings
+    from spinsa.model import Trajectory
+
+    if not isinstance(traj, Trajectory):
+        raise TypeError(f"traj must be a spinsa.model.Trajectory, got {type(traj).__name__}")
+    arrays: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(traj):
+        if field.name == "config" or not field.init:
+            continue
+        value = getattr(traj, field.name)
+        if isinstance(value, np.ndarray):
+            arrays[f"trajectory/{field.name}"] = value
+        else:
+            fields[field.name] = value
+    if J is not None:
+        _, _, n_tokens, d = np.shape(traj.states)
+        arrays["J"] = check_couplings(J, n_tokens, d)
+    seed = getattr(traj.config, "seed", None)
+    return write_file(
+        path,
+        arrays,
+        extra_attrs,
+        kind="run",
+        config=traj.config,
+        seeds={"dynamics": seed},
+        group_attrs={"trajectory": fields},
+        overwrite=overwrite,
+    )
+
+
+def load_trajectory(path: str | os.PathLike) -> Any:
+    """The :class:`spinsa.model.Trajectory` saved by :func:`save_trajectory` (arrays loaded).
+
+    The couplings, if saved, are ``read_array(path, "J")``.
+    """
+    from spinsa.model import DynamicsConfig, Trajectory
+
+    path = Path(path)
+    with open_file(path) as f:
+        if not isinstance(f.get("trajectory"), h5py.Group):
+            raise ValueError(
+                f"{path} holds no trajectory (kind {decode_attr(f.attrs['kind'])!r}); "
+                f"its groups: {_groups(f)}"
+            )
+        config = json.loads(decode_attr(f.attrs.get("config_json", "{}")))
+    arrays, fields = read_group(path, "trajectory")
+    fields = {k: v for k, v in fields.items() if k not in GROUP_PROVENANCE_KEYS}
+    known = {f.name for f in dataclasses.fields(DynamicsConfig) if f.init}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        warnings.warn(
+            f"{path}: ignoring config keys that DynamicsConfig does not have: {unknown}",
+            stacklevel=2,
+        )
+    kwargs = {**fields, **arrays}
+    init = {f.name for f in dataclasses.fields(Trajectory) if f.init}
+    return Trajectory(
+        config=DynamicsConfig(**{k: v for k, v in config.items() if k in known}),
+        **{k: v for k, v in kwargs.items() if k in init},
+    )

@@ -1,0 +1,341 @@
+"""The retrieval tasks of D'Amico & Negri 2024 (§III): masking, noise, reconstruction errors.
+
+These are array functions; the time loop lives in :func:`spinsa.run`, and an evaluation
+decodes the recorded states with :meth:`spinsa.PatchEmbedding.decode` and hands the stack of
+decoded images to :func:`reconstruction_errors`.
+
+Random numbers come from a ``np.random.Generator``: every ``rng`` argument accepts a
+Generator (used as is, so successive calls draw new numbers), an int seed (a fresh
+``np.random.default_rng(seed)``: same seed, same result) or ``None`` (fresh OS entropy).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from spinsa._checks import check_finite, check_real, check_spins, compute_dtype
+from spinsa.embedding import PatchEmbedding
+
+__all__ = [
+    "ReconstructionErrors",
+    "ErrorSummary",
+    "as_generator",
+    "mask_tokens",
+    "pixel_mask",
+    "corrupt_gaussian",
+    "reconstruction_errors",
+    "summarize",
+]
+
+
+def as_generator(rng, name: str = "rng") -> np.random.Generator:
+    """A ``np.random.Generator`` from a Generator (returned as is), an int seed or ``None``."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool)):
+        if rng is not None and rng < 0:
+            raise ValueError(f"{name} must be a non-negative int seed, got {rng}")
+        return np.random.default_rng(rng)
+    raise ValueError(f"{name} must be a np.random.Generator, an int seed or None, got {rng!r}")
+
+
+def _check_fraction(fraction) -> float:
+    fraction = check_real(fraction, "fraction")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    return fraction
+
+
+def mask_tokens(x, fraction: float = 0.3, rng=None) -> tuple[np.ndarray, np.ndarray]:
+    """Set a random subset of each image's tokens to the zero spin (the masked task's input).
+
+    Exactly ``k = floor(fraction * N + 1/2)`` tokens (nearest integer, halves rounded up)
+    are masked in every image, a uniformly random subset drawn independently per image.
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+        Spins (not modified).
+    fraction : float in [0, 1]
+        Fraction of the N tokens to mask (0.3 in the paper).
+    rng : np.random.Generator, int or None
+        Source of the random subsets (see the module docstring).
+
+    Returns
+    -------
+    x_masked : ndarray, shape (P, N, d)
+        A copy of ``x`` with the masked tokens set to 0.
+    mask : ndarray, shape (P, N), bool
+        True where a token is masked.
+    """
+    x = check_spins(x)
+    fraction = _check_fraction(fraction)
+    gen = as_generator(rng)
+    P, N, _ = x.shape
+    k = int(np.floor(fraction * N + 0.5))
+    order = np.argsort(gen.random((P, N)), axis=1)[:, :k]
+    mask = np.zeros((P, N), dtype=bool)
+    np.put_along_axis(mask, order, True, axis=1)
+    x_masked = x.copy()
+    x_masked[mask] = 0
+    return x_masked, mask
+
+
+def pixel_mask(mask, embedding: PatchEmbedding) -> np.ndarray:
+    """Pixel masks of token masks: a pixel is masked when its token is.
+
+    Parameters
+    ----------
+    mask : array_like of bool, shape (P, N)
+        Token mask, as returned by :func:`mask_tokens`.
+    embedding : PatchEmbedding
+        The embedding that defines which pixels form each token.
+
+    Returns
+    -------
+    ndarray, shape (P, H, W), bool
+        The same for every channel when the images have several.
+    """
+    if not isinstance(embedding, PatchEmbedding):
+        raise ValueError(f"embedding must be a PatchEmbedding, got {type(embedding).__name__}")
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise ValueError(f"mask must be a bool array, got dtype {mask.dtype}")
+    if mask.ndim != 2 or mask.shape[1] != embedding.n_tokens:
+        raise ValueError(
+            f"mask must have shape (P, N) = (P, {embedding.n_tokens}), got shape {mask.shape}"
+        )
+    return mask[:, embedding.token_index_map()]
+
+
+def corrupt_gaussian(images, variance: float = 0.7, rng=None, clip: bool = True) -> np.ndarray:
+    """Gaussian corruption of the denoising task, with each image's statistics restored.
+
+    For every image (mean m, standard deviation s over all its pixels and channels):
+
+    1. y = image + sqrt(variance) · z, with z i.i.d. standard normal per pixel;
+    2. y' = m + (y - mean(y)) · s / std(y), so that y' has exactly the original mean and
+       variance (a constant result m where std(y) = 0);
+    3. y' is clipped to [0, 1] (``clip=True``; clipping lowers the variance again).
+
+    Parameters
+    ----------
+    images : array_like, shape (P, ...)
+        Images with pixel values in [0, 1] (any trailing shape: (P, H, W) or (P, H, W, C)).
+    variance : float >= 0
+        Variance of the added noise (0.7 in the paper).
+    rng : np.random.Generator, int or None
+        Source of the noise (see the module docstring); noise is drawn in float64.
+    clip : bool
+        Clip the result to [0, 1]; ``False`` returns step 2 (for tests and analyses).
+
+    Returns
+    -------
+    ndarray, same shape as ``images``
+        float64 for float64 input, float32 otherwise.
+    """
+    images = np.asarray(images)
+    if images.ndim < 2:
+        raise ValueError(f"images must have shape (P, ...) with P images, got {images.shape}")
+    if not np.issubdtype(images.dtype, np.number) or np.iscomplexobj(images):
+        raise ValueError(f"images must be a real array, got dtype {images.dtype}")
+    dtype = compute_dtype(images)
+    check_finite(images, "images")
+    if images.size and (images.min() < 0 or images.max() > 1):
+        raise ValueError(
+            f"images must have pixel values in [0, 1], got values in "
+            f"[{float(images.min()):g}, {float(images.max()):g}]"
+        )
+    variance = check_real(variance, "variance")
+    if variance < 0:
+        raise ValueError(f"variance must be >= 0, got {variance}")
+    gen = as_generator(rng)
+    clean = images.astype(np.float64)
+    axes = tuple(range(1, clean.ndim))
+    noisy = clean + np.sqrt(variance) * gen.standard_normal(clean.shape)
+    m, s = clean.mean(axis=axes, keepdims=True), clean.std(axis=axes, keepdims=True)
+    my, sy = noisy.mean(axis=axes, keepdims=True), noisy.std(axis=axes, keepdims=True)
+    ratio = np.zeros_like(s)
+    np.divide(s, sy, out=ratio, where=sy > 0)
+    out = m + (noisy - my) * ratio
+    if clip:
+        np.clip(out, 0, 1, out=out)
+    return out.astype(dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class ReconstructionErrors:
+    """Mean squared pixel errors, per recorded time and per image.
+
+    Attributes
+    ----------
+    all : ndarray, shape (T, P) (or (P,) without a time axis), float64
+        Mean over all pixels (and channels) of (decoded - clean)².
+    masked : ndarray, same shape
+        Mean over the masked pixels only; NaN when no mask was given or the image has none.
+    visible : ndarray, same shape
+        Mean over the visible (unmasked) pixels; NaN when no mask was given or the image
+        has none.
+
+    The same class holds the over-images summaries of :func:`summarize` (shape (T,)).
+    """
+
+    all: np.ndarray
+    masked: np.ndarray
+    visible: np.ndarray
+
+    def __post_init__(self) -> None:
+        shape = None
+        for name in ("all", "masked", "visible"):
+            value = np.asarray(getattr(self, name))
+            if not np.issubdtype(value.dtype, np.number):
+                raise ValueError(f"{name} must be a real array, got dtype {value.dtype}")
+            if shape is not None and value.shape != shape:
+                raise ValueError(
+                    f"all, masked and visible must have one shape; {name} has {value.shape}, "
+                    f"all has {shape}"
+                )
+            shape = value.shape
+            value = value.copy() if value is getattr(self, name) else value
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
+
+
+@dataclass(frozen=True, eq=False)
+class ErrorSummary:
+    """Means over images and their standard errors, at every recorded time.
+
+    Attributes
+    ----------
+    mean, sem : ReconstructionErrors
+        Mean over images and standard error of the mean (std with ddof=1 over sqrt(n)),
+        each field of shape (T,). NaN entries (images without masked or visible pixels)
+        are left out; the mean is NaN when no image counts, the sem when fewer than two do.
+    count : ReconstructionErrors
+        Number of images that entered each mean (int64, shape (T,)).
+    """
+
+    mean: ReconstructionErrors
+    sem: ReconstructionErrors
+    count: ReconstructionErrors
+
+    def __post_init__(self) -> None:
+        for name in ("mean", "sem", "count"):
+            if not isinstance(getattr(self, name), ReconstructionErrors):
+                raise ValueError(f"{name} must be a ReconstructionErrors")
+
+
+def reconstruction_errors(decoded, clean, pixel_mask=None) -> ReconstructionErrors:
+    """Mean squared pixel error of decoded images against the clean ones (paper §III).
+
+    Parameters
+    ----------
+    decoded : array_like, shape (T, P, *image) or (P, *image)
+        Decoded images at T recorded times (``emb.decode`` of each recorded state), or at one
+        time. ``image`` is (H, W) or (H, W, C), the shape of one clean image.
+    clean : array_like, shape (P, *image)
+        The original images.
+    pixel_mask : array_like of bool, shape (P, H, W), optional
+        True at masked pixels (:func:`pixel_mask`); with channels it applies to all of them.
+
+    Returns
+    -------
+    ReconstructionErrors
+        Fields of shape (T, P), or (P,) when ``decoded`` has no time axis:
+        ``all[t, p] = mean_pixels (decoded[t, p] - clean[p])²``, ``masked`` and ``visible``
+        the same mean restricted to masked / visible pixels (NaN without a mask, or for an
+        image with no masked / no visible pixel). Computed in float64.
+    """
+    clean = np.asarray(clean)
+    decoded = np.asarray(decoded)
+    for name, arr in (("clean", clean), ("decoded", decoded)):
+        if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+            raise ValueError(f"{name} must be a real array, got dtype {arr.dtype}")
+    if clean.ndim not in (3, 4):
+        raise ValueError(
+            f"clean must have shape (P, H, W) or (P, H, W, C), got shape {clean.shape}"
+        )
+    single = decoded.shape == clean.shape
+    if not single and decoded.shape[1:] != clean.shape:
+        raise ValueError(
+            f"decoded must have shape (T, *clean.shape) = (T, {', '.join(map(str, clean.shape))})"
+            f" or clean's shape {clean.shape}, got shape {decoded.shape}"
+        )
+    check_finite(clean, "clean")
+    check_finite(decoded, "decoded")
+    stack = decoded[None] if single else decoded
+    T, P = stack.shape[:2]
+    pixels_per_image = int(np.prod(clean.shape[1:]))
+
+    if pixel_mask is not None:
+        m = np.asarray(pixel_mask)
+        if m.dtype != np.bool_:
+            raise ValueError(f"pixel_mask must be a bool array, got dtype {m.dtype}")
+        if m.shape != clean.shape[:3]:
+            raise ValueError(
+                f"pixel_mask must have shape (P, H, W) = {clean.shape[:3]}, got shape {m.shape}"
+            )
+        if clean.ndim == 4:
+            m = np.broadcast_to(m[..., None], clean.shape)
+        m = m.reshape(P, -1)
+        n_masked = m.sum(axis=1)
+        n_visible = pixels_per_image - n_masked
+
+    total = np.empty((T, P))
+    masked = np.full((T, P), np.nan)
+    visible = np.full((T, P), np.nan)
+    ref = clean.reshape(P, -1).astype(np.float64)
+    for t in range(T):  # one time at a time keeps the float64 temporaries small
+        sq = (stack[t].reshape(P, -1).astype(np.float64) - ref) ** 2
+        sum_all = sq.sum(axis=1)
+        total[t] = sum_all / pixels_per_image
+        if pixel_mask is not None:
+            sum_masked = np.where(m, sq, 0.0).sum(axis=1)
+            np.divide(sum_masked, n_masked, out=masked[t], where=n_masked > 0)
+            np.divide(sum_all - sum_masked, n_visible, out=visible[t], where=n_visible > 0)
+    if single:
+        total, masked, visible = total[0], masked[0], visible[0]
+    return ReconstructionErrors(all=total, masked=masked, visible=visible)
+
+
+def _mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, standard error and count over the last axis, leaving NaN entries out."""
+    ok = ~np.isnan(values)
+    n = ok.sum(axis=-1)
+    v = np.where(ok, values, 0.0)
+    mean = np.full(n.shape, np.nan)
+    np.divide(v.sum(axis=-1), n, out=mean, where=n > 0)
+    dev2 = np.where(ok, (values - mean[..., None]) ** 2, 0.0).sum(axis=-1)
+    sem = np.full(n.shape, np.nan)
+    np.divide(dev2, n * (n - 1.0), out=sem, where=n > 1)
+    return mean, np.sqrt(sem), n.astype(np.int64)
+
+
+def summarize(errors: ReconstructionErrors) -> ErrorSummary:
+    """Error curves: mean over images and its standard error at every recorded time.
+
+    Parameters
+    ----------
+    errors : ReconstructionErrors
+        Fields of shape (T, P) (or (P,)).
+
+    Returns
+    -------
+    ErrorSummary
+        ``mean``, ``sem`` and ``count``, each a ReconstructionErrors with fields of shape (T,)
+        (or () for (P,) input); sem = std(ddof=1) / sqrt(n) over the n non-NaN images.
+    """
+    if not isinstance(errors, ReconstructionErrors):
+        raise ValueError(
+            f"errors must be a ReconstructionErrors (from reconstruction_errors), "
+            f"got {type(errors).__name__}"
+        )
+    parts = {name: _mean_sem(getattr(errors, name)) for name in ("all", "masked", "visible")}
+    return ErrorSummary(
+        mean=ReconstructionErrors(*(parts[k][0] for k in parts)),
+        sem=ReconstructionErrors(*(parts[k][1] for k in parts)),
+        count=ReconstructionErrors(*(parts[k][2] for k in parts)),
+    )

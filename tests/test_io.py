@@ -1,0 +1,415 @@
+"""spinsa.io: round trips, provenance, atomic writes, and the refusal of bad files."""
+
+import dataclasses
+import os
+import socket
+from datetime import datetime, timedelta, timezone
+
+import h5py
+import numpy as np
+import pytest
+
+import spinsa
+from spinsa import io
+from spinsa.io import hdf5
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20241003)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Opt:
+    lr: float = 5e-4
+    betas: tuple = (0.9, 0.999)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    lam: float = 5.0
+    norm: str = "sphere"
+    seed: int | None = None
+    classes: tuple = ("0", "1")
+    opt: _Opt = _Opt()
+
+
+def _files(directory):
+    return sorted(os.listdir(directory))
+
+
+def _small(path, **kw):
+    return io.write_file(path, {"x": np.arange(3.0)}, kind="run", **kw)
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+def test_round_trip_arrays_attrs_config(tmp_path, rng):
+    path = tmp_path / "fit.h5"
+    J = rng.normal(size=(5, 5, 3, 3))  # float64 in, float32 out
+    arrays = {
+        "J": J,
+        "trajectory": {"states": rng.normal(size=(4, 2, 5, 3)).astype(np.float32)},
+        "losses": rng.normal(size=7),
+        "counts": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "mask": np.array([True, False, True]),
+        "labels": np.array(["zero", "one", "two"]),
+        "hebbian/J": rng.normal(size=(5, 5, 3, 3)),
+        "loss_final": 0.25,
+    }
+    attrs = {
+        "n_train": 10_000,
+        "lam_eval": 1.0,
+        "converged": True,
+        "note": None,
+        "classes": ["a", "b"],
+        "bounds": (0, 1),
+        "nested": {"a": 1, "b": [1, 2]},
+        "weights": np.linspace(0.0, 1.0, 4),
+        "tricky": "json:not really json",
+        "big": int(2**70),
+    }
+    cfg = _Config(seed=7)
+    io.write_file(path, arrays, attrs, kind="fit", config=cfg, seeds={"init": 3, "data": None})
+
+    f = io.read(path)
+    assert f.kind == "fit"
+    assert f.config == dataclasses.asdict(cfg) | {
+        "classes": ["0", "1"],
+        "opt": {"lr": 5e-4, "betas": [0.9, 0.999]},
+    }
+    assert _Config(**{**f.config, "opt": _Opt(**f.config["opt"])}) == dataclasses.replace(
+        cfg, classes=["0", "1"], opt=_Opt(betas=[0.9, 0.999])
+    )
+    assert f.seeds == {"init": 3, "data": None}
+    for key, value in attrs.items():
+        got = f.attrs[key]
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(got, value)
+        elif isinstance(value, tuple):
+            assert got == list(value)
+        else:
+            assert got == value and type(got) is type(value), key
+    # the config, readable leaf by leaf
+    assert f.attrs["config.lam"] == 5.0
+    assert f.attrs["config.opt.lr"] == 5e-4
+    assert f.attrs["config.seed"] == 7
+    assert f.attrs["config.classes"] == ["0", "1"]
+    assert f.attrs["config_type"].endswith("_Config")
+
+    assert f.array("J").dtype == np.float32
+    np.testing.assert_array_equal(f.array("J"), J.astype(np.float32))
+    assert f.array("hebbian/J").dtype == np.float32
+    for name in ["trajectory/states", "losses", "counts", "mask", "labels"]:
+        value = arrays[name] if "/" not in name else arrays["trajectory"]["states"]
+        got = f.array(name)
+        assert got.dtype == value.dtype, name
+        np.testing.assert_array_equal(got, value)
+    assert f.array("loss_final") == 0.25
+    assert f.datasets["trajectory/states"] == ((4, 2, 5, 3), np.dtype(np.float32))
+    assert f.datasets["labels"][1] == np.dtype(str)
+    assert f.groups == ("hebbian", "trajectory")
+
+
+def test_provenance_attrs(tmp_path):
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+    _small(tmp_path / "r.h5")
+    attrs = io.read(tmp_path / "r.h5").attrs
+    assert attrs["schema"] == io.SCHEMA == "spinsa/1"
+    assert attrs["spinsa_version"] == spinsa.__version__
+    assert attrs["numpy_version"] == np.__version__
+    assert attrs["host"] == socket.gethostname()
+    assert attrs["kind"] == "run"
+    created = datetime.fromisoformat(attrs["created"])
+    assert created.utcoffset() == timedelta(0)
+    assert before <= created <= datetime.now(timezone.utc)
+
+
+def test_string_attr_with_json_prefix_is_not_misread(tmp_path):
+    _small(tmp_path / "r.h5", attrs={"s": "json:[1, 2]", "t": "plain"})
+    with h5py.File(tmp_path / "r.h5") as f:
+        assert f.attrs["t"] == "plain"  # native strings stay native in the file
+    attrs = io.read(tmp_path / "r.h5").attrs
+    assert attrs["s"] == "json:[1, 2]" and attrs["t"] == "plain"
+
+
+def test_big_arrays_chunked_along_first_axis_and_compressed(tmp_path, rng):
+    states = rng.normal(size=(50, 20, 30, 8))  # 1.9 MB, rows of 38 kB
+    io.write_file(tmp_path / "r.h5", {"states": states, "small": np.zeros(10)}, kind="run")
+    with h5py.File(tmp_path / "r.h5") as f:
+        big, small = f["states"], f["small"]
+        assert big.compression == "gzip" and big.compression_opts == 4 and big.shuffle
+        assert big.chunks[1:] == (20, 30, 8) and 1 <= big.chunks[0] <= 50
+        assert small.chunks is None and small.compression is None
+    np.testing.assert_array_equal(io.read_array(tmp_path / "r.h5", "states"), states)
+
+
+def test_read_array_slices(tmp_path, rng):
+    states = rng.normal(size=(6, 2, 4, 3)).astype(np.float32)
+    io.write_file(tmp_path / "r.h5", {"trajectory/states": states}, kind="run")
+    path = tmp_path / "r.h5"
+    np.testing.assert_array_equal(io.read_array(path, "trajectory/states", -1), states[-1])
+    np.testing.assert_array_equal(
+        io.read_array(path, "/trajectory/states", np.s_[1:5:2, :, 0]), states[1:5:2, :, 0]
+    )
+    with pytest.raises(KeyError, match="no dataset 'trajectory/nope'.*trajectory/states"):
+        io.read_array(path, "trajectory/nope")
+
+
+def test_open_file_is_read_only(tmp_path):
+    _small(tmp_path / "r.h5")
+    with io.open_file(tmp_path / "r.h5") as f:
+        assert f.mode == "r"
+        np.testing.assert_array_equal(f["x"][:], np.arange(3.0))
+    assert not f  # closed
+
+
+# --------------------------------------------------------------------------- overwriting
+
+
+def test_refuses_to_overwrite_unless_asked(tmp_path):
+    path = tmp_path / "r.h5"
+    _small(path, attrs={"version": 1})
+    with pytest.raises(
+        FileExistsError, match=r"already exists; pass overwrite=True \(or mode='w'\)"
+    ):
+        _small(path, attrs={"version": 2})
+    assert io.read(path).attrs["version"] == 1
+    _small(path, attrs={"version": 2}, overwrite=True)
+    assert io.read(path).attrs["version"] == 2
+    _small(path, attrs={"version": 3}, mode="w")
+    assert io.read(path).attrs["version"] == 3
+    assert _files(tmp_path) == ["r.h5"]
+    with pytest.raises(ValueError, match="mode must be 'x'.*or 'w'"):
+        _small(path, mode="a")
+
+
+def test_bad_targets_and_inputs(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        _small(tmp_path / "nowhere" / "r.h5")
+    with pytest.raises(IsADirectoryError):
+        _small(tmp_path)
+    with pytest.raises(ValueError, match="kind must be a non-empty string"):
+        io.write_file(tmp_path / "r.h5", {}, kind="")
+    with pytest.raises(ValueError, match="'schema' is written by spinsa.io itself"):
+        _small(tmp_path / "r.h5", attrs={"schema": "mine"})
+    with pytest.raises(ValueError, match="'config.lam' is written by spinsa.io itself"):
+        _small(tmp_path / "r.h5", attrs={"config.lam": 1.0})
+    with pytest.raises(TypeError, match="attribute 'fn': cannot store a value of type function"):
+        _small(tmp_path / "r.h5", attrs={"fn": lambda: 0})
+    with pytest.raises(TypeError, match=r"arrays\['obj'\] has dtype object"):
+        io.write_file(tmp_path / "r.h5", {"obj": np.array([{}, 1], dtype=object)}, kind="run")
+    with pytest.raises(TypeError, match="config cannot be stored as JSON: function is not JSON"):
+        _small(tmp_path / "r.h5", config={"fn": lambda: 0})
+    with pytest.raises(TypeError, match="config must be a dataclass instance or a mapping"):
+        _small(tmp_path / "r.h5", config=[1, 2])
+    assert _files(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- crashes
+
+
+class _Explodes:
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("conversion failed")
+
+
+def test_crash_while_writing_leaves_no_file(tmp_path, rng):
+    arrays = {"a": rng.normal(size=(100, 200)), "b": _Explodes()}
+    with pytest.raises(RuntimeError, match="conversion failed"):
+        io.write_file(tmp_path / "r.h5", arrays, kind="run")
+    assert _files(tmp_path) == []
+
+
+def test_interrupt_while_writing_leaves_no_file(tmp_path, monkeypatch):
+    calls = []
+    real = hdf5._write_dataset
+
+    def interrupted(*args):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real(*args)
+
+    monkeypatch.setattr(hdf5, "_write_dataset", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        io.write_file(tmp_path / "r.h5", {"a": np.ones(3), "b": np.ones(3)}, kind="run")
+    assert calls == ["a", "b"]
+    assert _files(tmp_path) == []
+
+
+def test_crash_while_overwriting_keeps_the_old_file(tmp_path):
+    path = tmp_path / "r.h5"
+    _small(path, attrs={"version": 1})
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError):
+        io.write_file(path, {"b": _Explodes()}, kind="run", overwrite=True)
+    assert path.read_bytes() == before
+    assert _files(tmp_path) == ["r.h5"]
+
+
+# --------------------------------------------------------------------------- write_group
+
+
+def test_write_group_adds_and_keeps_the_rest(tmp_path, rng):
+    path = tmp_path / "r.h5"
+    J = rng.normal(size=(4, 4, 2, 2)).astype(np.float32)
+    io.write_file(
+        path,
+        {"J": J, "trajectory/times": np.arange(5)},
+        {"note": "base"},
+        kind="run",
+        config={"lam": 2.0},
+    )
+    m = rng.normal(size=(5, 3))
+    io.write_group(path, "analysis/overlaps", {"m": m, "sub": {"q": np.ones(2)}}, {"lam": 1.0})
+
+    f = io.read(path)
+    assert f.attrs["note"] == "base" and f.config == {"lam": 2.0} and f.kind == "run"
+    assert set(f.groups) == {"analysis", "analysis/overlaps", "analysis/overlaps/sub", "trajectory"}
+    np.testing.assert_array_equal(f.array("J"), J)
+    np.testing.assert_array_equal(f.array("trajectory/times"), np.arange(5))
+    arrays, attrs = io.read_group(path, "analysis/overlaps")
+    assert list(arrays) == ["m"]
+    np.testing.assert_array_equal(arrays["m"], m)
+    np.testing.assert_array_equal(f.array("analysis/overlaps/sub/q"), np.ones(2))
+    assert attrs["lam"] == 1.0 and attrs["spinsa_version"] == spinsa.__version__
+    datetime.fromisoformat(attrs["created"])
+    assert _files(tmp_path) == ["r.h5"]
+
+    with pytest.raises(ValueError, match="already has a group 'analysis/overlaps'; pass overwrite"):
+        io.write_group(path, "analysis/overlaps", {"m": np.zeros(1)})
+    io.write_group(path, "analysis/overlaps", {"m2": np.zeros(1)}, overwrite=True)
+    arrays, _ = io.read_group(path, "analysis/overlaps")
+    assert list(arrays) == ["m2"]
+    with pytest.raises(ValueError, match="'J' is a dataset, not a group"):
+        io.write_group(path, "J", {}, overwrite=True)
+    with pytest.raises(KeyError, match="no group 'nope'"):
+        io.read_group(path, "nope")
+
+
+def test_crash_in_write_group_leaves_file_intact(tmp_path):
+    path = tmp_path / "r.h5"
+    _small(path)
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError):
+        io.write_group(path, "analysis", {"ok": np.ones(3), "bad": _Explodes()})
+    assert path.read_bytes() == before
+    assert _files(tmp_path) == ["r.h5"]
+    assert "analysis" not in io.read(path).groups
+
+
+def test_write_group_refuses_bad_files(tmp_path):
+    with pytest.raises(io.SpinsaFileError, match="no such file"):
+        io.write_group(tmp_path / "none.h5", "analysis", {})
+
+
+# --------------------------------------------------------------------------- bad files
+
+
+def _reason(path):
+    with pytest.raises(io.SpinsaFileError) as info:
+        io.check_file(path)
+    assert isinstance(info.value, ValueError)
+    return info.value.reason, str(info.value)
+
+
+def test_missing_file(tmp_path):
+    reason, msg = _reason(tmp_path / "run.h5")
+    assert reason == "missing" and "run.h5: no such file" in msg
+    (tmp_path / ".run.h5.tmp-123-abcd").write_bytes(b"")
+    reason, msg = _reason(tmp_path / "run.h5")
+    assert reason == "missing" and "did not finish" in msg
+    with pytest.raises(io.SpinsaFileError, match="no such file"):
+        io.read(tmp_path / "other.h5")
+
+
+def test_text_file_named_h5(tmp_path):
+    (tmp_path / "run.h5").write_text("lam,gamma\n1.0,1.0\n")
+    reason, msg = _reason(tmp_path / "run.h5")
+    assert reason == "not-hdf5" and "is not an HDF5 file" in msg
+    assert _reason(tmp_path)[0] == "not-hdf5"  # a directory
+
+
+def test_truncated_file(tmp_path, rng):
+    path = tmp_path / "run.h5"
+    io.write_file(path, {"x": rng.normal(size=(64, 64))}, kind="run")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    reason, msg = _reason(path)
+    assert reason == "corrupt" and "truncated or corrupt" in msg
+    with pytest.raises(io.SpinsaFileError, match="truncated or corrupt"):
+        io.read_array(path, "x")
+
+
+def test_foreign_hdf5_file(tmp_path):
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f["x"] = np.ones(3)
+    reason, msg = _reason(tmp_path / "a.h5")
+    assert (
+        reason == "foreign" and "not a spinsa file" in msg and "no root attribute 'schema'" in msg
+    )
+    with h5py.File(tmp_path / "b.h5", "w") as f:
+        f.attrs["schema"] = "netket/3"
+    reason, msg = _reason(tmp_path / "b.h5")
+    assert reason == "foreign" and "'netket/3'" in msg
+
+
+def test_newer_schema(tmp_path):
+    path = tmp_path / "r.h5"
+    _small(path)
+    with h5py.File(path, "r+") as f:
+        f.attrs["schema"] = "spinsa/2"
+    reason, msg = _reason(path)
+    assert reason == "newer-schema" and "'spinsa/2'" in msg and "pip install -U spinsa" in msg
+    with pytest.raises(io.SpinsaFileError, match="newer"):
+        io.write_group(path, "analysis", {})
+
+
+# --------------------------------------------------------------------------- trajectories
+
+
+def _trajectory(rng, model):
+    P, N, d = 3, 5, 4
+    x0 = rng.normal(size=(P, N, d))
+    x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
+    J = rng.normal(size=(N, N, d, d)) / d
+    J[np.arange(N), np.arange(N)] = 0.0
+    return model.run(x0, J, 2.0, 6, record_every=2, seed=11), J
+
+
+def test_save_and_load_trajectory(tmp_path, rng):
+    model = pytest.importorskip("spinsa.model")
+    traj, J = _trajectory(rng, model)
+    path = tmp_path / "run.h5"
+    io.save_trajectory(path, traj, J=J, extra_attrs={"task": "masked"})
+    back = io.load_trajectory(path)
+
+    assert type(back) is type(traj) and back.config == traj.config
+    for field in dataclasses.fields(traj):
+        if field.init and field.name != "config":
+            np.testing.assert_array_equal(getattr(back, field.name), getattr(traj, field.name))
+    np.testing.assert_array_equal(back.final, traj.final)
+    f = io.read(path)
+    assert f.kind == "run" and f.attrs["task"] == "masked"
+    assert f.config == dataclasses.asdict(traj.config)
+    assert f.seeds == {"dynamics": traj.config.seed}
+    assert f.array("J").dtype == np.float32
+    np.testing.assert_allclose(f.array("J"), J, rtol=1e-6)
+    with pytest.raises(FileExistsError):
+        io.save_trajectory(path, traj)
+    io.save_trajectory(path, traj, overwrite=True)
+    assert "J" not in io.read(path).datasets
+
+
+def test_trajectory_errors(tmp_path, rng):
+    model = pytest.importorskip("spinsa.model")
+    traj, _ = _trajectory(rng, model)
+    with pytest.raises(ValueError, match=r"J has shape \(5, 5, 3, 3\).*expected J.shape"):
+        io.save_trajectory(tmp_path / "r.h5", traj, J=np.zeros((5, 5, 3, 3)))
+    with pytest.raises(TypeError, match="traj must be a spinsa.model.Trajectory"):
+        io.save_trajectory(tmp_path / "r.h5", {"states": 1})
+    _small(tmp_path / "fit.h5")
+    with pytest.raises(ValueError, match="holds no trajectory"):
+        io.load_trajectory(tmp_path / "fit.h5")
