@@ -56,7 +56,8 @@ def _cmd_info(args) -> int:
             names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
             print(f"  CUDA: available ({', '.join(names)})")
         else:
-            print(f"  CUDA: not available; torch runs on the CPU ({torch.get_num_threads()} threads)")
+            threads = torch.get_num_threads()
+            print(f"  CUDA: not available; torch runs on the CPU ({threads} threads)")
     except ImportError:
         pass
     return 0
@@ -217,6 +218,13 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=bench.run_benchmarks)
 
 
+# --------------------------------------------------------------------------- scan
+def _add_scan(sub) -> None:
+    from spinsa.scan.cli import add_parser
+
+    add_parser(sub)
+
+
 # ----------------------------------------------------------------------- registry
 # Subcommands, in the order `spinsa --help` lists them.
 _SUBCOMMANDS = [
@@ -225,6 +233,7 @@ _SUBCOMMANDS = [
     _add_bench,
     _add_data,
     _add_fit,
+    _add_scan,
 ]
 
 

@@ -1,0 +1,41 @@
+"""Training the couplings without backpropagation (DESIGN §4).
+
+The objective L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J) has a closed-form gradient and splits into one
+problem per row of J. Two backends minimise it under a fixed norm or an L2 penalty:
+
+- ``"torch"``: minibatch Adam/AdamW/SGD with the gradient computed in closed form in torch,
+  on CUDA when available (:mod:`spinsa.fit.torch_backend`);
+- ``"lbfgs"``: full-batch scipy L-BFGS-B with the numba objective, rows in parallel
+  (:mod:`spinsa.fit.lbfgs`).
+
+Importing this package imports neither torch nor scipy.optimize.
+"""
+
+from spinsa.fit.api import BACKENDS, fit_pseudolikelihood, initial_couplings
+from spinsa.fit.checkpoint import load_fit, save_fit
+from spinsa.fit.config import PRESETS, FitConfig, FitResult
+from spinsa.fit.memory import (
+    InsufficientMemoryError,
+    MemoryEstimate,
+    available_memory,
+    estimate_memory,
+)
+from spinsa.fit.objective import check_patterns, pl_loss_and_grad, pl_row_loss_and_grad
+
+__all__ = [
+    "BACKENDS",
+    "PRESETS",
+    "FitConfig",
+    "FitResult",
+    "InsufficientMemoryError",
+    "MemoryEstimate",
+    "available_memory",
+    "check_patterns",
+    "estimate_memory",
+    "fit_pseudolikelihood",
+    "initial_couplings",
+    "load_fit",
+    "pl_loss_and_grad",
+    "pl_row_loss_and_grad",
+    "save_fit",
+]

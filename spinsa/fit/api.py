@@ -1,0 +1,340 @@
+"""``fit_pseudolikelihood``: validate, initialise, resume, dispatch to a backend, report.
+
+The backends sit behind one table (:data:`BACKENDS`); each receives validated patterns, a
+:class:`~spinsa.fit.checkpoint.FitState` (fresh or loaded from a checkpoint) and a driver
+(:class:`_Run`) that records the history, shows the progress bar, calls the user's callback
+and writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from spinsa._checks import check_couplings
+from spinsa.fit.checkpoint import FitState, data_fingerprint, load_checkpoint, save_checkpoint
+from spinsa.fit.config import FitConfig, FitResult
+from spinsa.fit.objective import check_patterns, frobenius, row_norms
+
+__all__ = ["fit_pseudolikelihood", "initial_couplings", "BACKENDS"]
+
+
+def _fit_torch(xi, state, config, run):
+    from spinsa.fit.torch_backend import fit_torch
+
+    fit_torch(xi, state, config, run)
+
+
+def _fit_lbfgs(xi, state, config, run):
+    from spinsa.fit.lbfgs import fit_lbfgs
+
+    fit_lbfgs(xi, state, config, run)
+
+
+# name -> solver(xi, state, config, run); FitConfig validates the name against this table
+BACKENDS: dict[str, Callable] = {"torch": _fit_torch, "lbfgs": _fit_lbfgs}
+
+
+def initial_couplings(n_tokens: int, d: int, init: str, rng: np.random.Generator, dtype):
+    """Random initial couplings with zero diagonal blocks, shape (N, N, d, d).
+
+    ``"uniform"``: U(-1/2, 1/2)/d² entry-wise (the published notebook's initialisation);
+    ``"normal"``: N(0, 1/(d²(N-1))) entry-wise, so that every row has norm about 1.
+    """
+    shape = (n_tokens, n_tokens, d, d)
+    if init == "uniform":
+        J = (rng.random(shape) - 0.5) / d**2
+    elif init == "normal":
+        J = rng.standard_normal(shape) / (d * np.sqrt(n_tokens - 1))
+    else:
+        raise ValueError(f"init must be one of 'uniform', 'normal'; got {init!r}")
+    J[np.arange(n_tokens), np.arange(n_tokens)] = 0.0
+    return np.ascontiguousarray(J, dtype=dtype)
+
+
+class _Run:
+    """Records steps and epochs into the state, reports progress, writes checkpoints."""
+
+    def __init__(
+        self,
+        state: FitState,
+        config: FitConfig,
+        checkpoint,
+        fingerprint,
+        callback,
+        progress: bool,
+        total_steps: int,
+    ):
+        self.state, self.config = state, config
+        self.checkpoint, self.fingerprint = checkpoint, fingerprint
+        self.callback = callback
+        self._t0 = time.perf_counter()
+        self._wall0 = state.wall_time
+        self._seen0 = state.n_samples_seen
+        self.bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(
+                total=total_steps,
+                initial=min(state.step, total_steps),
+                unit="step",
+                desc=f"fit ({config.backend})",
+                dynamic_ncols=True,
+            )
+
+    @property
+    def device(self) -> str:
+        return self.state.device
+
+    @device.setter
+    def device(self, value: str) -> None:
+        self.state.device = value
+
+    @property
+    def n_samples_seen(self) -> float:
+        return self.state.n_samples_seen
+
+    @n_samples_seen.setter
+    def n_samples_seen(self, value: float) -> None:
+        self.state.n_samples_seen = value
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def record_step(self, loss: float, grad_norm: float, norm: float, get_J) -> None:
+        s = self.state
+        s.step += 1
+        s.step_loss.append(loss)
+        s.step_grad_norm.append(grad_norm)
+        s.step_norm.append(norm)
+        if self.bar is not None:
+            rate = (s.n_samples_seen - self._seen0) / max(self._elapsed(), 1e-9)
+            self.bar.set_postfix(
+                loss=f"{loss:.5g}", grad=f"{grad_norm:.3g}", samples_s=f"{rate:.3g}", refresh=False
+            )
+            self.bar.update(1)
+        if self.callback is not None:
+            self.callback(s.step, get_J())
+
+    def record_epoch(self, loss: float, grad_norm: float) -> None:
+        self.state.epoch_loss.append(loss)
+        self.state.epoch_grad_norm.append(grad_norm)
+
+    def end_of_epoch(self, checkpoint_now: bool) -> None:
+        self.state.wall_time = self._wall0 + self._elapsed()
+        if checkpoint_now and self.checkpoint is not None:
+            save_checkpoint(self.checkpoint, self.state, self.config, self.fingerprint)
+
+    def close(self) -> None:
+        self.state.wall_time = self._wall0 + self._elapsed()
+        if self.checkpoint is not None:
+            save_checkpoint(self.checkpoint, self.state, self.config, self.fingerprint)
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _build_config(config, preset, options) -> FitConfig:
+    if config is not None:
+        if not isinstance(config, FitConfig):
+            raise ValueError(f"config must be a FitConfig, got {type(config).__name__}")
+        if preset is not None:
+            raise ValueError("pass either config or preset, not both")
+        return dataclasses.replace(config, **options) if options else config
+    return FitConfig.from_preset(preset, **options)
+
+
+def _targets(J: np.ndarray, config: FitConfig) -> np.ndarray:
+    if config.constraint == "global":
+        value = config.norm if config.norm is not None else frobenius(J)
+        if not value > 0:
+            raise ValueError(
+                "the initial couplings are zero, so their norm cannot be kept; "
+                "give norm=... or non-zero J0"
+            )
+        return np.array([value])
+    if config.constraint == "row":
+        if config.norm is not None:
+            return np.full(J.shape[0], config.norm)
+        norms = row_norms(J)
+        if not (norms > 0).all():
+            raise ValueError(
+                f"rows {np.flatnonzero(norms == 0).tolist()} of the initial "
+                "couplings are zero, so their norms cannot be kept; give norm=..."
+            )
+        return norms
+    return np.zeros(0)
+
+
+def _apply_targets(J: np.ndarray, targets: np.ndarray, constraint: str) -> np.ndarray:
+    if constraint == "global":
+        return (J * (targets[0] / frobenius(J))).astype(J.dtype)
+    if constraint == "row":
+        norms = row_norms(J)
+        if not (norms > 0).all():
+            raise ValueError(
+                f"rows {np.flatnonzero(norms == 0).tolist()} of J0 are zero; "
+                "a row of fixed norm needs a non-zero starting point"
+            )
+        return (J * (targets / norms)[:, None, None, None]).astype(J.dtype)
+    return J
+
+
+def _total_steps(P: int, config: FitConfig) -> int:
+    if config.backend == "torch":
+        return config.epochs * -(-P // min(config.batch_size, P))
+    return config.max_iter
+
+
+def fit_pseudolikelihood(
+    xi,
+    J0=None,
+    *,
+    backend: str | None = None,
+    lam: float | None = None,
+    preset: str | None = None,
+    config: FitConfig | None = None,
+    checkpoint=None,
+    callback: Callable[[int, np.ndarray], None] | None = None,
+    progress: bool = False,
+    **options,
+) -> FitResult:
+    """Fit the couplings by minimising the pseudo-likelihood objective of DESIGN §4.
+
+    L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J) at λ = ``lam``, with the closed-form gradient
+    ∂L/∂J_ij = -(1/P) Σ_μ α_ij ξ_i ξ_jᵀ (no autograd), under a fixed global norm, fixed row
+    norms, or an L2 penalty (``constraint=``).
+
+    Parameters
+    ----------
+    xi : array_like, shape (P, N, d)
+        Training patterns, unit spins (see ``unit_spins`` in :class:`FitConfig` for what
+        happens otherwise: by default a warning, and the patterns are fitted as given).
+    J0 : array_like, shape (N, N, d, d), optional
+        Warm start; its diagonal blocks are set to zero (with a warning if they were not).
+        With a fixed norm and ``norm=None``, its norm(s) are the ones kept. Default: random
+        couplings from ``init`` and ``seed``.
+    backend : {"torch", "lbfgs"}, optional
+        Minibatch first-order optimiser in torch, or full-batch L-BFGS with numba.
+        Default ``"torch"`` (or the preset's).
+    lam : float, optional
+        λ_train (default 5, as in the paper).
+    preset : {"damico2024"}, optional
+        A named recipe (:data:`spinsa.fit.PRESETS`); ``options`` override its values.
+    config : FitConfig, optional
+        A complete config; ``options`` override its values.
+    checkpoint : str or PathLike, optional
+        Checkpoint file. If it exists, the fit resumes from it (after checking that the
+        options and the data are the same) and ends with the couplings an uninterrupted fit
+        would have reached; if it holds a finished fit, its result is returned at once.
+        Written atomically after every ``checkpoint_every`` epochs (torch) or every L-BFGS
+        segment.
+    callback : callable, optional
+        ``callback(step, J)`` after every optimiser step (L-BFGS: every iteration), with J a
+        numpy copy (N, N, d, d). With ``backend="lbfgs", constraint="row"`` the rows iterate
+        independently in threads: the calls come after each segment, one per iteration, all
+        with the couplings at the end of the segment.
+    progress : bool
+        Show a progress bar with the loss, the gradient norm and samples/s.
+    **options
+        Any field of :class:`FitConfig` (``constraint``, ``norm``, ``epochs``, ``lr``, ...).
+
+    Returns
+    -------
+    FitResult
+        Couplings, per-step and per-epoch history, wall time and the full config.
+
+    Examples
+    --------
+    >>> res = spinsa.fit_pseudolikelihood(xi, backend="lbfgs", lam=5.0, constraint="row")
+    >>> res = spinsa.fit_pseudolikelihood(xi, preset="damico2024", epochs=10)
+    """
+    if backend is not None:
+        options["backend"] = backend
+    if lam is not None:
+        options["lam"] = lam
+    config = _build_config(config, preset, options)
+    dtype = config.np_dtype
+    if config.backend == "torch":  # fail early, before any work: torch missing, CUDA absent
+        from spinsa.fit.torch_backend import resolve_device
+
+        resolve_device(config.device)
+    xi = check_patterns(xi, config.unit_spins, dtype=dtype)
+    P, N, d = xi.shape
+
+    if config.check_memory:
+        from spinsa.fit.memory import estimate_memory
+
+        estimate_memory(P, N, d, config=config).check()
+
+    fingerprint = data_fingerprint(xi)
+    if J0 is not None:
+        J0 = check_couplings(J0, N, d, dtype=dtype, name="J0").copy()
+        diag = J0[np.arange(N), np.arange(N)]
+        if np.any(diag != 0):
+            warnings.warn(
+                "J0 has non-zero diagonal blocks J0[i, i]; they are set to zero",
+                UserWarning,
+                stacklevel=2,
+            )
+            J0[np.arange(N), np.arange(N)] = 0.0
+        fingerprint += ":" + data_fingerprint(J0)
+
+    state = None
+    if checkpoint is not None:
+        checkpoint = Path(checkpoint)
+        if not checkpoint.parent.is_dir():
+            raise FileNotFoundError(
+                f"cannot checkpoint to {checkpoint}: directory {checkpoint.parent} does not exist"
+            )
+        if checkpoint.exists():
+            state = load_checkpoint(checkpoint, config, fingerprint)
+            if state.J.shape != (N, N, d, d) or state.J.dtype != dtype:
+                raise ValueError(
+                    f"checkpoint {checkpoint} holds couplings of shape "
+                    f"{state.J.shape} {state.J.dtype}, not ({N}, {N}, {d}, {d}) "
+                    f"{dtype}"
+                )
+    if state is None:
+        init_seq, loop_seq = np.random.SeedSequence(config.seed).spawn(2)
+        if J0 is None:
+            J0 = initial_couplings(N, d, config.init, np.random.default_rng(init_seq), dtype)
+        targets = _targets(J0, config)
+        J0 = _apply_targets(J0, targets, config.constraint)
+        state = FitState(
+            J=np.ascontiguousarray(J0),
+            targets=targets,
+            rng_state=np.random.default_rng(loop_seq).bit_generator.state,
+        )
+
+    if not state.finished:
+        run = _Run(
+            state, config, checkpoint, fingerprint, callback, progress, _total_steps(P, config)
+        )
+        try:
+            BACKENDS[config.backend](xi, state, config, run)
+        finally:
+            if run.bar is not None:
+                run.bar.close()
+        run.close()
+
+    return FitResult(
+        J=state.J,
+        config=config,
+        step_loss=np.asarray(state.step_loss),
+        step_grad_norm=np.asarray(state.step_grad_norm),
+        step_norm=np.asarray(state.step_norm),
+        epoch_loss=np.asarray(state.epoch_loss),
+        epoch_grad_norm=np.asarray(state.epoch_grad_norm),
+        wall_time=state.wall_time,
+        device=state.device,
+        converged=state.converged,
+        message=state.message,
+        resumed_from=state.resumed_from,
+        n_samples_seen=int(round(state.n_samples_seen)),
+    )

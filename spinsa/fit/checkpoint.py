@@ -1,0 +1,235 @@
+"""Checkpoints of a running fit, and the HDF5 file of a finished one.
+
+A checkpoint is a spinsa HDF5 file (``kind="fit-checkpoint"``, written atomically through
+:mod:`spinsa.io`) with everything needed to continue the fit exactly where it stopped:
+
+- ``state/couplings``  J (N, N, d, d) in the fit's own dtype (not downcast, so that a
+                       resumed float64 fit is bit-identical to an uninterrupted one)
+- ``state/targets``    the fixed norm(s): (1,) global, (N,) per row, (0,) for the L2 penalty
+- ``optimizer/<name>`` the torch optimiser's per-parameter state (``exp_avg``, ``step``...)
+- ``history/<name>``   the history so far (see :class:`spinsa.fit.FitResult`)
+- ``lbfgs/<name>``     per-row L-BFGS bookkeeping (iterations, finished flags, last losses)
+- root attributes      epoch/segment and step counters, the numpy generator's state, the
+                       wall time so far, the data's SHA-1 and shape, the config
+
+L-BFGS keeps its curvature memory inside scipy; it is not saved. The L-BFGS backend instead
+restarts from the current couplings every ``segment_iters`` iterations whether or not it is
+interrupted, and checkpoints between segments, so a resumed fit retraces the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FitState", "save_checkpoint", "load_checkpoint", "save_fit", "load_fit"]
+
+CHECKPOINT_KIND = "fit-checkpoint"
+FIT_KIND = "fit"
+# options that do not change the result: a checkpoint made with other values still resumes
+RESUME_FREE = ("check_memory", "workers", "checkpoint_every")
+
+
+@dataclass
+class FitState:
+    """Mutable state of a fit in progress (what a checkpoint holds)."""
+
+    J: np.ndarray
+    targets: np.ndarray
+    rng_state: dict | None = None
+    epoch: int = 0  # torch: epochs done; L-BFGS: segments done
+    step: int = 0
+    optimizer: dict[str, np.ndarray] = field(default_factory=dict)
+    step_loss: list[float] = field(default_factory=list)
+    step_grad_norm: list[float] = field(default_factory=list)
+    step_norm: list[float] = field(default_factory=list)
+    epoch_loss: list[float] = field(default_factory=list)
+    epoch_grad_norm: list[float] = field(default_factory=list)
+    wall_time: float = 0.0
+    n_samples_seen: float = 0.0  # in full-objective evaluations of one pattern
+    finished: bool = False
+    converged: bool | None = None
+    message: str = ""
+    resumed_from: int = 0
+    device: str = ""
+    # L-BFGS bookkeeping
+    iterations: int = 0
+    row_iters: np.ndarray | None = None
+    row_done: np.ndarray | None = None
+    row_loss: np.ndarray | None = None
+    row_gnorm2: np.ndarray | None = None
+    row_success: np.ndarray | None = None
+
+
+def data_fingerprint(xi: np.ndarray) -> str:
+    """SHA-1 of the patterns' bytes (the fit's dtype, C order) with their shape and dtype."""
+    h = hashlib.sha1()
+    h.update(f"{xi.shape}|{xi.dtype.str}|".encode())
+    h.update(memoryview(np.ascontiguousarray(xi)).cast("B"))
+    return h.hexdigest()
+
+
+def _comparable(config_dict: dict) -> dict:
+    return {k: v for k, v in json.loads(json.dumps(config_dict)).items() if k not in RESUME_FREE}
+
+
+def save_checkpoint(path, state: FitState, config, fingerprint: str) -> None:
+    """Write ``state`` atomically to ``path`` (replacing the previous checkpoint)."""
+    from spinsa import io
+
+    arrays: dict[str, Any] = {
+        "state": {"couplings": state.J, "targets": np.asarray(state.targets, np.float64)},
+        "history": {
+            "step_loss": np.asarray(state.step_loss, np.float64),
+            "step_grad_norm": np.asarray(state.step_grad_norm, np.float64),
+            "step_norm": np.asarray(state.step_norm, np.float64),
+            "epoch_loss": np.asarray(state.epoch_loss, np.float64),
+            "epoch_grad_norm": np.asarray(state.epoch_grad_norm, np.float64),
+        },
+    }
+    if state.optimizer:
+        arrays["optimizer"] = {k: np.asarray(v) for k, v in state.optimizer.items()}
+    if state.row_iters is not None:
+        arrays["lbfgs"] = {
+            "row_iters": state.row_iters,
+            "row_done": state.row_done,
+            "row_loss": state.row_loss,
+            "row_gnorm2": state.row_gnorm2,
+            "row_success": state.row_success,
+        }
+    attrs = {
+        "epoch": int(state.epoch),
+        "step": int(state.step),
+        "iterations": int(state.iterations),
+        "rng_state": state.rng_state,
+        "wall_time": float(state.wall_time),
+        "n_samples_seen": float(state.n_samples_seen),
+        "finished": bool(state.finished),
+        "converged": state.converged,
+        "message": state.message,
+        "device": state.device,
+        "data_sha1": fingerprint,
+    }
+    io.write_file(path, arrays, attrs, kind=CHECKPOINT_KIND, config=config, overwrite=True)
+
+
+def load_checkpoint(path, config, fingerprint: str) -> FitState:
+    """The state saved at ``path``, after checking it belongs to this config and this data.
+
+    Raises ``ValueError`` naming the differing options (or the data) when the checkpoint was
+    written by another fit.
+    """
+    from spinsa import io
+
+    info = io.read(path)
+    if info.kind != CHECKPOINT_KIND:
+        raise ValueError(f"{path} is a spinsa file of kind {info.kind!r}, not a fit checkpoint")
+    saved, now = _comparable(info.config), _comparable(config.to_dict())
+    diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    if diff:
+        shown = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
+        raise ValueError(
+            f"checkpoint {path} was written by a fit with other options ({shown}); "
+            "delete it or give another checkpoint path to start afresh"
+        )
+    a = info.attrs
+    if a.get("data_sha1") != fingerprint:
+        raise ValueError(
+            f"checkpoint {path} was written for other training data (the patterns differ); "
+            "delete it or give another checkpoint path to start afresh"
+        )
+    state_arrays, _ = io.read_group(path, "state")
+    hist, _ = io.read_group(path, "history")
+    optimizer = io.read_group(path, "optimizer")[0] if "optimizer" in info.groups else {}
+    lb = io.read_group(path, "lbfgs")[0] if "lbfgs" in info.groups else {}
+    epoch = int(a["epoch"])
+    return FitState(
+        J=np.ascontiguousarray(state_arrays["couplings"]),
+        targets=state_arrays["targets"],
+        rng_state=a.get("rng_state"),
+        epoch=epoch,
+        step=int(a["step"]),
+        optimizer=optimizer,
+        step_loss=list(hist["step_loss"]),
+        step_grad_norm=list(hist["step_grad_norm"]),
+        step_norm=list(hist["step_norm"]),
+        epoch_loss=list(hist["epoch_loss"]),
+        epoch_grad_norm=list(hist["epoch_grad_norm"]),
+        wall_time=float(a["wall_time"]),
+        n_samples_seen=float(a["n_samples_seen"]),
+        finished=bool(a["finished"]),
+        converged=a.get("converged"),
+        message=a.get("message", ""),
+        resumed_from=epoch,
+        device=a.get("device", ""),
+        iterations=int(a.get("iterations", 0)),
+        row_iters=lb.get("row_iters"),
+        row_done=lb.get("row_done"),
+        row_loss=lb.get("row_loss"),
+        row_gnorm2=lb.get("row_gnorm2"),
+        row_success=lb.get("row_success"),
+    )
+
+
+def save_fit(path, result, overwrite: bool = False, attrs: dict | None = None) -> Path:
+    """Write a :class:`~spinsa.fit.FitResult` as a ``kind="fit"`` spinsa file.
+
+    Layout: ``J`` (N, N, d, d) float32; ``history/step_loss``, ``history/step_grad_norm``,
+    ``history/step_norm`` (n_steps,) and ``history/epoch_loss``, ``history/epoch_grad_norm``
+    (n_epochs + 1,); the FitConfig as the file's config; ``loss``, ``wall_time``, ``device``,
+    ``converged``, ``message``, ``resumed_from``, ``n_samples_seen`` as root attributes, plus
+    ``attrs`` (e.g. where the data came from).
+    """
+    from spinsa import io
+
+    root = {
+        "loss": result.loss,
+        "wall_time": float(result.wall_time),
+        "device": result.device,
+        "converged": result.converged,
+        "message": result.message,
+        "resumed_from": int(result.resumed_from),
+        "n_samples_seen": int(result.n_samples_seen),
+        **(attrs or {}),
+    }
+    arrays = {"J": result.J, "history": result.history()}
+    return io.write_file(
+        path,
+        arrays,
+        root,
+        kind=FIT_KIND,
+        config=result.config,
+        seeds={"fit": result.config.seed},
+        overwrite=overwrite,
+    )
+
+
+def load_fit(path):
+    """The :class:`~spinsa.fit.FitResult` stored by :func:`save_fit` (J comes back float32)."""
+    from spinsa import io
+    from spinsa.fit.config import FitConfig, FitResult
+
+    info = io.read(path)
+    if info.kind != FIT_KIND:
+        raise ValueError(f"{path} is a spinsa file of kind {info.kind!r}, not a fit")
+    known = {f.name for f in dataclasses.fields(FitConfig)}
+    config = FitConfig(**{k: v for k, v in info.config.items() if k in known})
+    hist, _ = io.read_group(path, "history")
+    a = info.attrs
+    return FitResult(
+        J=info.array("J"),
+        config=config,
+        wall_time=float(a["wall_time"]),
+        device=a["device"],
+        converged=a.get("converged"),
+        message=a.get("message", ""),
+        resumed_from=int(a.get("resumed_from", 0)),
+        n_samples_seen=int(a.get("n_samples_seen", 0)),
+        **hist,
+    )

@@ -1,0 +1,368 @@
+"""Configuration and result of a pseudo-likelihood fit, and the table of presets.
+
+:class:`FitConfig` holds every option of :func:`spinsa.fit_pseudolikelihood` (the options of
+both backends live in one flat, frozen, validated dataclass so that the whole recipe can be
+stored as HDF5 attributes); :class:`FitResult` holds the couplings and the history.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from spinsa._checks import check_choice
+
+BACKENDS = ("torch", "lbfgs")
+CONSTRAINTS = ("global", "row", "l2")
+OPTIMIZERS = ("adam", "adamw", "sgd")
+INITS = ("uniform", "normal")
+SITE_SAMPLINGS = ("all", "one")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "float64")
+UNIT_SPINS = ("warn", "normalize", "ignore")
+
+# The published notebook's recipe (DESIGN §4). Values given to ``FitConfig.from_preset``
+# override these; ``epochs`` is not part of the recipe and keeps the generic default.
+PRESETS: dict[str, dict[str, Any]] = {
+    "damico2024": dict(
+        backend="torch",
+        lam=5.0,
+        constraint="global",  # the global RMS of J restored after every step
+        norm=None,  # ... to its initial value
+        init="uniform",  # U(-1/2, 1/2) / d**2, zero diagonal blocks
+        optimizer="adamw",
+        lr=5e-4,
+        weight_decay=1e-6,
+        batch_size=256,
+        site_sampling="one",  # one random site i per minibatch
+        clip=1.0,
+        project_grad=False,  # the notebook steps with the raw gradient, then rescales J
+        unit_spins="ignore",  # the notebook's embedding gives tokens of norm 1/sqrt(2)
+    ),
+}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """Every option of a pseudo-likelihood fit (DESIGN §4), validated on construction.
+
+    The objective is L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J) at inverse temperature ``lam``; it is
+    unbounded below as |J| grows, so one of three ``constraint`` s keeps it finite.
+
+    Parameters
+    ----------
+    backend : {"torch", "lbfgs"}
+        ``"torch"``: minibatch first-order optimiser with the closed-form gradient computed in
+        torch (GPU when available). ``"lbfgs"``: full-batch scipy L-BFGS-B with the numba
+        objective and gradient.
+    lam : float
+        λ_train, inverse temperature of the softmax in the objective (> 0).
+    constraint : {"global", "row", "l2"}
+        ``"global"``: the Frobenius norm |J| is fixed (the paper: the global RMS of J is
+        restored after every step). ``"row"``: every row norm |J_i·| is fixed, so the rows are
+        independent problems. ``"l2"``: no constraint; the penalty (l2/2)|J|² is added.
+    norm : float or None
+        The fixed norm: |J| for ``"global"``, every |J_i·| for ``"row"``. ``None`` keeps the
+        initial value(s) (for ``"row"``: each row keeps its own initial norm).
+    l2 : float
+        Strength of the L2 penalty (> 0); used by ``constraint="l2"`` only.
+    init : {"uniform", "normal"}
+        Initial couplings when no ``J0`` is given, with zero diagonal blocks:
+        ``"uniform"``: U(-1/2, 1/2)/d² entry-wise (the notebook's); ``"normal"``:
+        N(0, 1/(d²(N-1))) entry-wise, so that every row has norm about 1.
+    seed : int
+        Seed of the initialisation, of the minibatch order and of the site sampling.
+    dtype : {"float32", "float64"}
+        Precision of the couplings and of the arithmetic (sums over samples are accumulated
+        in float64 either way).
+    epochs : int
+        Passes over the data (torch backend).
+    batch_size : int
+        Minibatch size (torch backend); ``batch_size >= P`` is full-batch gradient descent.
+    optimizer : {"adam", "adamw", "sgd"}
+        First-order optimiser (torch backend).
+    lr, weight_decay, momentum : float
+        Optimiser parameters (``weight_decay`` is decoupled for AdamW, coupled for Adam and
+        SGD, as in torch; ``momentum`` is SGD's).
+    clip : float or None
+        Clip the gradient to this Frobenius norm before every step (torch backend).
+    project_grad : bool
+        With a fixed norm (torch backend): remove from the gradient its component along J
+        (globally, or row by row) before clipping and stepping, so that the optimiser follows
+        the gradient on the constraint surface; J is rescaled onto it after every step either
+        way. Without the projection (the notebook's recipe), Adam's per-coordinate scaling
+        keeps pushing J along the radial direction that the rescaling undoes, and the fit
+        stalls above the constrained minimum.
+    site_sampling : {"all", "one"}
+        Sites in a minibatch's loss (torch backend): ``"all"``, Σ_i e_i averaged over the
+        batch; ``"one"``, one site i drawn uniformly per minibatch and e_i averaged over the
+        batch, so that only row i receives a gradient (the notebook's recipe).
+    chunk_size : int or None
+        Samples processed at once when computing the objective in torch; bounds the memory
+        (about chunk_size·N²·d·itemsize·4 bytes). ``None`` chooses it for a 256 MiB budget.
+    device : {"auto", "cpu", "cuda"}
+        Torch device; ``"auto"`` is CUDA when available, else the CPU.
+    max_iter : int
+        L-BFGS iterations in total (for ``constraint="row"``: per row).
+    gtol, ftol : float
+        L-BFGS-B stopping tolerances (largest projected gradient component; relative decrease
+        of the objective).
+    history_size : int
+        Number of correction pairs kept by L-BFGS (scipy's ``maxcor``).
+    segment_iters : int
+        L-BFGS restarts from the current couplings every ``segment_iters`` iterations; the
+        history and the checkpoint are written between segments. The curvature memory is
+        lost at a restart, which is what makes a resumed fit identical to an uninterrupted
+        one.
+    checkpoint_every : int
+        Epochs between two checkpoints (torch backend).
+    workers : int or None
+        Threads that run the rows of a ``constraint="row"`` L-BFGS fit; ``None``: numba's
+        thread count.
+    unit_spins : {"warn", "normalize", "ignore"}
+        What to do when the patterns are not unit spins (a token norm differs from 1 by more
+        than 1e-3): warn and fit them as given, project them on the sphere (zero tokens stay
+        zero), or say nothing.
+    check_memory : bool
+        Refuse to start when :func:`spinsa.fit.estimate_memory` exceeds the available memory.
+    preset : str or None
+        Name of the preset the config was built from (provenance only; see
+        :meth:`from_preset`).
+    """
+
+    backend: Literal["torch", "lbfgs"] = "torch"
+    lam: float = 5.0
+    constraint: Literal["global", "row", "l2"] = "global"
+    norm: float | None = None
+    l2: float = 1e-2
+    init: Literal["uniform", "normal"] = "uniform"
+    seed: int = 0
+    dtype: Literal["float32", "float64"] = "float32"
+    # torch backend
+    epochs: int = 20
+    batch_size: int = 256
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    clip: float | None = None
+    project_grad: bool = True
+    site_sampling: Literal["all", "one"] = "all"
+    chunk_size: int | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    checkpoint_every: int = 1
+    # L-BFGS backend
+    max_iter: int = 500
+    gtol: float = 1e-6
+    ftol: float = 1e-10
+    history_size: int = 10
+    segment_iters: int = 50
+    workers: int | None = None
+    # data
+    unit_spins: Literal["warn", "normalize", "ignore"] = "warn"
+    check_memory: bool = True
+    preset: str | None = None
+
+    def __post_init__(self):
+        check_choice(self.backend, "backend", BACKENDS)
+        check_choice(self.constraint, "constraint", CONSTRAINTS)
+        check_choice(self.optimizer, "optimizer", OPTIMIZERS)
+        check_choice(self.init, "init", INITS)
+        check_choice(self.site_sampling, "site_sampling", SITE_SAMPLINGS)
+        check_choice(self.device, "device", DEVICES)
+        check_choice(self.dtype, "dtype", DTYPES)
+        check_choice(self.unit_spins, "unit_spins", UNIT_SPINS)
+        if self.preset is not None:
+            check_choice(self.preset, "preset", tuple(PRESETS))
+        for name in ("lam", "l2", "lr", "gtol", "ftol"):
+            self._positive(name)
+        for name in ("weight_decay", "momentum"):
+            value = getattr(self, name)
+            if not (_is_real(value) and np.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        for name in ("norm", "clip"):
+            if getattr(self, name) is not None:
+                self._positive(name)
+        for name, minimum in [
+            ("seed", 0),
+            ("epochs", 0),
+            ("batch_size", 1),
+            ("checkpoint_every", 1),
+            ("max_iter", 0),
+            ("history_size", 1),
+            ("segment_iters", 1),
+        ]:
+            value = getattr(self, name)
+            if not _is_int(value) or value < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        for name in ("chunk_size", "workers"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}")
+        for name in ("check_memory", "project_grad"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, bool(getattr(self, name)))
+        if self.backend == "lbfgs" and self.site_sampling != "all":
+            raise ValueError(
+                "site_sampling='one' is a minibatch recipe of the torch backend; the 'lbfgs' "
+                "backend is full-batch and always uses every site"
+            )
+        # normalise numeric types so that asdict() round-trips through HDF5 attributes
+        for name in ("lam", "l2", "lr", "gtol", "ftol", "weight_decay", "momentum"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("norm", "clip"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, float(getattr(self, name)))
+
+    def _positive(self, name: str) -> None:
+        value = getattr(self, name)
+        if not (_is_real(value) and np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+    @classmethod
+    def from_preset(cls, preset: str | None = None, **options) -> FitConfig:
+        """A config from a named preset, with ``options`` overriding the preset's values.
+
+        ``FitConfig.from_preset("damico2024", epochs=50)`` is the published recipe run for 50
+        epochs. Known presets: ``"damico2024"`` (see :data:`PRESETS`). ``preset=None`` is the
+        plain constructor.
+        """
+        unknown = sorted(set(options) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            known = ", ".join(f.name for f in dataclasses.fields(cls))
+            raise ValueError(f"unknown fit option(s) {', '.join(unknown)}; known options: {known}")
+        if preset is None:
+            return cls(**options)
+        if preset not in PRESETS:
+            known = ", ".join(repr(p) for p in PRESETS)
+            raise ValueError(f"preset must be one of {known}; got {preset!r}")
+        values = {**PRESETS[preset], **options, "preset": preset}
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a plain dict (``dataclasses.asdict``)."""
+        return dataclasses.asdict(self)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Couplings and history of a pseudo-likelihood fit.
+
+    Attributes
+    ----------
+    J : ndarray, shape (N, N, d, d)
+        Fitted couplings, zero diagonal blocks, in the fit's dtype.
+    config : FitConfig
+        The full recipe.
+    step_loss : ndarray, shape (n_steps,)
+        Objective after every optimiser step: the minibatch's loss (torch; with
+        ``site_sampling="one"`` the loss of the drawn site only) or the full-batch L(J) at
+        every L-BFGS iteration. The L2 penalty is not included.
+    step_grad_norm : ndarray, shape (n_steps,)
+        Frobenius norm of the gradient the optimiser saw at that step: the minibatch gradient
+        before clipping, penalty included (torch); the full gradient projected on the
+        constraint's tangent space (L-BFGS).
+    step_norm : ndarray, shape (n_steps,)
+        |J| (Frobenius) after every step.
+    epoch_loss : ndarray, shape (n_epochs + 1,)
+        Full-batch L(J) at ``lam``, without penalty, at the start (index 0) and after every
+        epoch (torch) or L-BFGS segment.
+    epoch_grad_norm : ndarray, shape (n_epochs + 1,)
+        Norm of the full-batch gradient of the objective, projected on the tangent space of
+        the constraint (penalty included for ``"l2"``): it goes to zero at a constrained
+        optimum.
+    wall_time : float
+        Seconds spent fitting, summed over interrupted and resumed runs.
+    device : str
+        Where the arithmetic ran ("cpu", "cuda:0 (NVIDIA H100 ...)").
+    converged : bool or None
+        L-BFGS: every segment or row stopped on a tolerance. Torch: None (fixed epochs).
+    message : str
+        How the fit ended.
+    resumed_from : int
+        Epoch (torch) or segment (L-BFGS) a checkpoint was resumed from; 0 for a fresh fit.
+    n_samples_seen : int
+        Patterns processed, counted in evaluations of the full objective (a one-site or
+        one-row evaluation counts 1/N of a pattern), for throughput figures.
+    """
+
+    J: np.ndarray
+    config: FitConfig
+    step_loss: np.ndarray
+    step_grad_norm: np.ndarray
+    step_norm: np.ndarray
+    epoch_loss: np.ndarray
+    epoch_grad_norm: np.ndarray
+    wall_time: float
+    device: str
+    converged: bool | None = None
+    message: str = ""
+    resumed_from: int = 0
+    n_samples_seen: int = 0
+
+    def __post_init__(self):
+        J = np.asarray(self.J)
+        if J.ndim != 4 or J.shape[0] != J.shape[1] or J.shape[2] != J.shape[3]:
+            raise ValueError(f"J must have shape (N, N, d, d), got {J.shape}")
+        for name in ("step_loss", "step_grad_norm", "step_norm"):
+            a = np.asarray(getattr(self, name), dtype=np.float64)
+            if a.ndim != 1:
+                raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
+            object.__setattr__(self, name, a)
+        for name in ("epoch_loss", "epoch_grad_norm"):
+            a = np.asarray(getattr(self, name), dtype=np.float64)
+            if a.ndim != 1 or a.size < 1:
+                raise ValueError(f"{name} must be one-dimensional and non-empty")
+            object.__setattr__(self, name, a)
+        if not (len(self.step_loss) == len(self.step_grad_norm) == len(self.step_norm)):
+            raise ValueError("step_loss, step_grad_norm and step_norm must have the same length")
+        if len(self.epoch_loss) != len(self.epoch_grad_norm):
+            raise ValueError("epoch_loss and epoch_grad_norm must have the same length")
+        if not isinstance(self.config, FitConfig):
+            raise ValueError(f"config must be a FitConfig, got {type(self.config).__name__}")
+
+    @property
+    def loss(self) -> float:
+        """Final full-batch objective L(J) (``epoch_loss[-1]``)."""
+        return float(self.epoch_loss[-1])
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.step_loss.size)
+
+    @property
+    def n_epochs(self) -> int:
+        return int(self.epoch_loss.size - 1)
+
+    def history(self) -> dict[str, np.ndarray]:
+        """The history arrays by name (for writing to HDF5)."""
+        return {
+            "step_loss": self.step_loss,
+            "step_grad_norm": self.step_grad_norm,
+            "step_norm": self.step_norm,
+            "epoch_loss": self.epoch_loss,
+            "epoch_grad_norm": self.epoch_grad_norm,
+        }
+
+    def save(self, path, overwrite: bool = False) -> None:
+        """Write J, the history and the config to an HDF5 file (see :func:`spinsa.fit.save_fit`)."""
+        from spinsa.fit.checkpoint import save_fit
+
+        save_fit(path, self, overwrite=overwrite)

@@ -1,0 +1,232 @@
+"""The pseudo-likelihood objective of DESIGN §4, its gradient, and the checks on the data.
+
+    L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J),   e_i = -(1/λ) log Σ_{j≠i} exp(λ ξ_i·J_ij ξ_j)
+    ∂L/∂J_ij = -(1/P) Σ_μ α_ij(ξ^μ) ξ^μ_i (ξ^μ_j)^T,   ∂L/∂J_ii = 0
+
+e_i depends on row i of J only, so every row is an independent problem. The arithmetic is
+done by the fused numba kernels of :mod:`spinsa.kernels.objective` (parallel over rows, sums
+over samples accumulated in float64); the functions here validate and allocate.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from spinsa._checks import (
+    check_choice,
+    check_positive,
+    check_spins,
+    check_spins_couplings,
+    compute_dtype,
+)
+
+__all__ = ["pl_loss_and_grad", "pl_row_loss_and_grad", "check_patterns", "UNIT_TOLERANCE"]
+
+UNIT_TOLERANCE = 1e-3  # largest | |xi_i| - 1 | accepted as a unit spin
+
+
+def _kernels():
+    """The compiled objective kernels (imported on first use: compiling takes a moment)."""
+    from spinsa.kernels import objective
+
+    return objective
+
+
+def prepared_kernels(xi: np.ndarray):
+    """Objective callables bound to validated patterns, reusing their kernel layout.
+
+    Returns ``(full, row)`` with ``full(J, lam, grad_out) -> L`` and
+    ``row(J_row, lam, i, grad_row_out) -> L_i``; no validation (the fit validated once).
+    """
+    k = _kernels()
+    P = xi.shape[0]
+    if hasattr(k, "to_tiles") and hasattr(k, "loss_and_grad_tiles"):
+        tiles = k.to_tiles(xi)
+
+        def full(J, lam, out):
+            return k.loss_and_grad_tiles(tiles, P, J, lam, out)
+
+        def row(J_row, lam, i, out):
+            return k.row_loss_and_grad(xi, J_row, lam, i, out, tiles=tiles)
+
+        return full, row
+
+    def full_plain(J, lam, out):
+        return k.loss_and_grad(xi, J, lam, out)
+
+    def row_plain(J_row, lam, i, out):
+        return k.row_loss_and_grad(xi, J_row, lam, i, out)
+
+    return full_plain, row_plain
+
+
+def pl_loss_and_grad(xi, J, lam: float) -> tuple[float, np.ndarray]:
+    """Pseudo-likelihood objective and its closed-form gradient.
+
+    Parameters
+    ----------
+    xi : array_like, shape (P, N, d)
+        Training patterns (any real spins; unit spins in the model).
+    J : array_like, shape (N, N, d, d)
+        Couplings; the diagonal blocks J_ii are ignored.
+    lam : float
+        Inverse temperature λ > 0 of the softmax.
+
+    Returns
+    -------
+    loss : float
+        L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J).
+    grad : ndarray, shape (N, N, d, d)
+        ∂L/∂J_ij = -(1/P) Σ_μ α_ij(ξ^μ) ξ^μ_i (ξ^μ_j)^T, zero diagonal blocks; float32 unless
+        ``xi`` or ``J`` is float64.
+    """
+    xi, J = check_spins_couplings(xi, J, x_name="xi")
+    if xi.shape[0] == 0:
+        raise ValueError("xi is empty (0 patterns); the objective is an average over patterns")
+    lam = check_positive(lam, "lam")
+    grad = np.empty_like(J)
+    loss = _kernels().loss_and_grad(xi, J, lam, grad)
+    return float(loss), grad
+
+
+def pl_row_loss_and_grad(xi, J_row, lam: float, i: int) -> tuple[float, np.ndarray]:
+    """The objective of one site, L_i = (1/P) Σ_μ e_i(ξ^μ), and its gradient in row i of J.
+
+    Parameters
+    ----------
+    xi : array_like, shape (P, N, d)
+    J_row : array_like, shape (N, d, d)
+        Row i of the couplings, ``J[i]``; the block ``J_row[i]`` is ignored.
+    lam : float
+    i : int
+        The site, 0 <= i < N.
+
+    Returns
+    -------
+    loss : float
+    grad : ndarray, shape (N, d, d)
+        ∂L_i/∂J_ij, with ``grad[i] = 0``.
+    """
+    J_row = np.asarray(J_row)
+    if J_row.ndim != 3:
+        raise ValueError(f"J_row must have shape (N, d, d), got {J_row.shape}")
+    xi = np.asarray(xi)
+    dtype = compute_dtype(xi, J_row)
+    xi = check_spins(xi, "xi", dtype)
+    N, d = xi.shape[1], xi.shape[2]
+    if J_row.shape != (N, d, d):
+        raise ValueError(
+            f"J_row has shape {J_row.shape}; with xi of shape {xi.shape} it must be ({N}, {d}, {d})"
+        )
+    if xi.shape[0] == 0:
+        raise ValueError("xi is empty (0 patterns); the objective is an average over patterns")
+    J_row = np.ascontiguousarray(J_row, dtype=dtype)
+    if not np.isfinite(J_row).all():
+        raise ValueError("J_row contains NaN or infinite values")
+    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < N:
+        raise ValueError(f"i must be an integer site index in [0, {N}), got {i!r}")
+    lam = check_positive(lam, "lam")
+    grad = np.empty_like(J_row)
+    loss = _kernels().row_loss_and_grad(xi, J_row, lam, int(i), grad)
+    return float(loss), grad
+
+
+def check_patterns(xi, unit_spins: str = "warn", dtype=None, name: str = "xi") -> np.ndarray:
+    """Validate training patterns and decide what to do with spins that are not unit vectors.
+
+    Parameters
+    ----------
+    xi : array_like, shape (P, N, d)
+        Patterns; finite, at least one pattern and two tokens.
+    unit_spins : {"warn", "normalize", "ignore"}
+        When some token norm differs from 1 by more than ``UNIT_TOLERANCE`` (1e-3): warn
+        (``UserWarning``) and return the patterns as given; project every token on the unit
+        sphere (zero tokens stay zero, with a warning); or accept them silently.
+    dtype : numpy dtype, optional
+        Dtype of the returned array (default: float32 unless ``xi`` is float64).
+
+    Returns
+    -------
+    ndarray, shape (P, N, d)
+        C-contiguous patterns in ``dtype``.
+    """
+    check_choice(unit_spins, "unit_spins", ("warn", "normalize", "ignore"))
+    xi = check_spins(xi, name, dtype)
+    if xi.shape[0] == 0:
+        raise ValueError(f"{name} is empty (0 patterns); a fit needs at least one pattern")
+    if unit_spins == "ignore":
+        return xi
+    norms = np.sqrt(np.einsum("pia,pia->pi", xi, xi, dtype=np.float64))
+    off = np.abs(norms - 1.0) > UNIT_TOLERANCE
+    if not off.any():
+        return xi
+    n_off, worst = int(off.sum()), float(np.abs(norms - 1.0).max())
+    if unit_spins == "warn":
+        warnings.warn(
+            f"{name}: {n_off} of {norms.size} tokens are not unit spins (largest | |xi_i| - 1 | "
+            f"= {worst:.3g}); they are fitted as given. Pass unit_spins='normalize' to project "
+            "them on the sphere, or unit_spins='ignore' to silence this warning.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return xi
+    zero = norms == 0
+    if zero.any():
+        warnings.warn(
+            f"{name}: {int(zero.sum())} tokens are zero spins and stay zero after normalisation",
+            UserWarning,
+            stacklevel=3,
+        )
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=~zero)
+    return np.ascontiguousarray(xi * scale[..., None].astype(xi.dtype))
+
+
+# ----------------------------------------------------------------- constraint geometry
+def project_global(J: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """G minus its component along J: the gradient on the sphere |J| = const. Shapes (N,N,d,d)."""
+    J64 = J.astype(np.float64, copy=False)
+    nn = float(np.vdot(J64, J64))
+    if nn == 0.0:
+        return G.astype(np.float64)
+    return G - (np.vdot(J64, G.astype(np.float64)) / nn) * J64
+
+
+def project_rows(J: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """G minus, row by row, its component along J_i·: the gradient at fixed row norms."""
+    J64 = J.astype(np.float64, copy=False)
+    G64 = G.astype(np.float64)
+    N = J.shape[0]
+    jr = J64.reshape(N, -1)
+    gr = G64.reshape(N, -1)
+    nn = np.einsum("ik,ik->i", jr, jr)
+    coef = np.divide(np.einsum("ik,ik->i", jr, gr), nn, out=np.zeros(N), where=nn > 0)
+    return (gr - coef[:, None] * jr).reshape(G.shape)
+
+
+def constrained_grad(J: np.ndarray, G: np.ndarray, constraint: str, l2: float) -> np.ndarray:
+    """The gradient that vanishes at a constrained optimum (float64, shape of J)."""
+    if constraint == "global":
+        return project_global(J, G)
+    if constraint == "row":
+        return project_rows(J, G)
+    return G.astype(np.float64) + l2 * J.astype(np.float64)
+
+
+def row_norms(J: np.ndarray) -> np.ndarray:
+    """|J_i·| for every row, shape (N,), float64."""
+    N = J.shape[0]
+    return np.sqrt(np.einsum("ik,ik->i", J.reshape(N, -1), J.reshape(N, -1), dtype=np.float64))
+
+
+def frobenius(J) -> float:
+    """|J| in float64."""
+    J = np.asarray(J).ravel()
+    return float(
+        np.sqrt(
+            np.dot(J, J, out=None)
+            if J.dtype == np.float64
+            else np.einsum("k,k->", J, J, dtype=np.float64)
+        )
+    )

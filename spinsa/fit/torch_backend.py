@@ -1,0 +1,392 @@
+"""Torch backend of the pseudo-likelihood fit: the closed-form gradient computed in torch.
+
+The objective and its gradient are written out by hand (DESIGN §4), chunked over samples so
+that the largest intermediate, ``y[p, i, j] = J_ij ξ_j`` of shape (chunk, N, N, d), stays
+within a memory budget; no autograd is used in the fit. :func:`autograd_loss_and_grad` is the
+same objective differentiated by torch autograd: it is a *reference* for tests and benchmarks
+only.
+
+Torch is imported on first use; without it the functions here raise an ``ImportError`` that
+says ``pip install "spinsa[torch]"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from spinsa._checks import check_positive, check_spins_couplings
+
+__all__ = [
+    "torch_loss_and_grad",
+    "torch_row_loss_and_grad",
+    "autograd_loss_and_grad",
+    "resolve_device",
+    "auto_chunk_size",
+]
+
+CHUNK_BUDGET_BYTES = 256 * 2**20  # working memory of one chunk when chunk_size is None
+_INTERMEDIATES = 4  # (chunk, N, N, d)-sized buffers alive at once, counted generously
+
+
+def import_torch():
+    """``import torch``, or an ImportError that says how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(
+            'the torch backend needs PyTorch, which is not installed: pip install "spinsa[torch]"'
+        ) from None
+    return torch
+
+
+def resolve_device(device: str = "auto"):
+    """A ``torch.device`` for ``"auto"`` (CUDA when available, else CPU), ``"cpu"`` or ``"cuda"``.
+
+    Raises ``ValueError`` when ``"cuda"`` is asked for and torch sees no CUDA device.
+    """
+    torch = import_torch()
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda" or (isinstance(device, str) and device.startswith("cuda:")):
+        if not torch.cuda.is_available():
+            built = torch.version.cuda or "no CUDA (a CPU-only build)"
+            raise ValueError(
+                f"device={device!r} was requested but CUDA is not available (torch "
+                f"{torch.__version__}, built with {built}); use device='cpu' or 'auto', or "
+                "install the CUDA build of torch that matches your driver"
+            )
+        return torch.device(device)
+    raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda'; got {device!r}")
+
+
+def device_name(dev) -> str:
+    """A readable description of a torch device."""
+    torch = import_torch()
+    if dev.type == "cuda":
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+    return f"cpu (torch, {torch.get_num_threads()} threads)"
+
+
+def auto_chunk_size(n_tokens: int, d: int, itemsize: int, budget: int = CHUNK_BUDGET_BYTES) -> int:
+    """Samples per chunk so that the chunk's intermediates stay within ``budget`` bytes."""
+    per_sample = _INTERMEDIATES * n_tokens * n_tokens * d * itemsize
+    return max(1, int(budget // per_sample))
+
+
+@contextlib.contextmanager
+def deterministic(dev):
+    """``torch.use_deterministic_algorithms(True)`` on the CPU for the duration, then restored."""
+    torch = import_torch()
+    if dev.type != "cpu":
+        yield
+        return
+    before = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before, warn_only=warn_only)
+
+
+# ------------------------------------------------------------------ the closed form
+def _diag_mask(torch, n_tokens: int, dev):
+    return torch.eye(n_tokens, dtype=torch.bool, device=dev)
+
+
+def _chunk_closed_form(torch, x, J, lam: float, mask):
+    """Σ_p Σ_i e_i and Σ_p α_ij x_i x_j^T for one chunk. x (B, N, d), J (N, N, d, d).
+
+    Returns (loss, G) with loss a float64 0-d tensor and G (N, N, d, d) in J's dtype
+    (without the -1/P factor).
+    """
+    y = torch.einsum("ijab,pjb->pija", J, x)  # y[p, i, j] = J_ij x_j
+    s = torch.einsum("pia,pija->pij", x, y).mul_(lam)
+    s.masked_fill_(mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=2)  # (B, N)
+    alpha = torch.exp_(s.sub_(lse[..., None]))  # softmax over j != i, alpha_ii = 0
+    ax = torch.mul(alpha[..., None], x[:, None, :, :], out=y)  # alpha_ij x_j, reusing y
+    G = torch.einsum("pia,pijb->ijab", x, ax)
+    loss = -lse.to(torch.float64).sum() / lam
+    return loss, G
+
+
+def closed_form(torch, x, J, lam: float, chunk_size: int, mask=None):
+    """Full objective and gradient on tensors: (L as float64 0-d tensor, ∂L/∂J like J).
+
+    x (P, N, d) and J (N, N, d, d) on one device; sums over chunks accumulate in float64.
+    """
+    P, N, _ = x.shape
+    if mask is None:
+        mask = _diag_mask(torch, N, x.device)
+    loss = torch.zeros((), dtype=torch.float64, device=x.device)
+    acc = None
+    for start in range(0, P, chunk_size):
+        l_c, G_c = _chunk_closed_form(torch, x[start : start + chunk_size], J, lam, mask)
+        loss += l_c
+        G_c = G_c.to(torch.float64)
+        acc = G_c if acc is None else acc.add_(G_c)
+    grad = acc.mul_(-1.0 / P).to(J.dtype)
+    return loss / P, grad
+
+
+def row_closed_form(torch, x, J_row, lam: float, i: int):
+    """Objective of site i, (1/B) Σ_p e_i(x^p), and its gradient in row i. J_row (N, d, d)."""
+    B = x.shape[0]
+    xi_i = x[:, i]  # (B, d)
+    y = torch.einsum("jab,pjb->pja", J_row, x)  # J_ij x_j, (B, N, d)
+    s = torch.einsum("pa,pja->pj", xi_i, y).mul_(lam)
+    s[:, i] = float("-inf")
+    lse = torch.logsumexp(s, dim=1)
+    alpha = torch.exp_(s.sub_(lse[:, None]))
+    ax = torch.mul(alpha[..., None], x, out=y)
+    G = torch.einsum("pa,pjb->jab", xi_i, ax).mul_(-1.0 / B)
+    loss = -lse.to(torch.float64).sum() / (lam * B)
+    return loss, G
+
+
+def forward_loss(torch, x, J, lam: float, mask=None):
+    """Σ_p Σ_i e_i for x (B, N, d), differentiable (used by the autograd reference only)."""
+    N = x.shape[1]
+    if mask is None:
+        mask = _diag_mask(torch, N, x.device)
+    s = torch.einsum("pia,ijab,pjb->pij", x, J, x) * lam
+    s = s.masked_fill(mask, float("-inf"))
+    return -torch.logsumexp(s, dim=2).sum() / lam
+
+
+# ------------------------------------------------------------------ public wrappers
+def _as_tensors(xi, J, device):
+    """(x, J, was_numpy) as tensors on one device; numpy inputs are validated first."""
+    torch = import_torch()
+    if isinstance(xi, torch.Tensor) and isinstance(J, torch.Tensor):
+        if xi.ndim != 3 or J.shape != (xi.shape[1], xi.shape[1], xi.shape[2], xi.shape[2]):
+            raise ValueError(
+                f"xi must be (P, N, d) and J (N, N, d, d); got {tuple(xi.shape)} and "
+                f"{tuple(J.shape)}"
+            )
+        dev = xi.device if device is None else resolve_device(device)
+        dtype = torch.promote_types(xi.dtype, J.dtype)
+        return xi.to(dev, dtype), J.to(dev, dtype), False
+    xi, J = check_spins_couplings(xi, J, x_name="xi")
+    dev = resolve_device("cpu" if device is None else device)
+    return torch.from_numpy(xi).to(dev), torch.from_numpy(J).to(dev), True
+
+
+def torch_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, device=None):
+    """Objective and closed-form gradient of DESIGN §4, computed in torch without autograd.
+
+    Parameters
+    ----------
+    xi : ndarray or torch.Tensor, shape (P, N, d)
+    J : ndarray or torch.Tensor, shape (N, N, d, d)
+    lam : float
+    chunk_size : int, optional
+        Samples per chunk (default: :func:`auto_chunk_size`, a 256 MiB budget).
+    device : {"cpu", "cuda", "auto"}, optional
+        Default: the tensors' device, or the CPU for numpy input.
+
+    Returns
+    -------
+    loss : float
+    grad : same type as ``J``, shape (N, N, d, d)
+        Zero diagonal blocks.
+    """
+    torch = import_torch()
+    lam = check_positive(lam, "lam")
+    x, Jt, was_numpy = _as_tensors(xi, J, device)
+    if x.shape[0] == 0:
+        raise ValueError("xi is empty (0 patterns)")
+    if chunk_size is None:
+        chunk_size = auto_chunk_size(x.shape[1], x.shape[2], x.element_size())
+    with torch.no_grad():
+        loss, grad = closed_form(torch, x, Jt, lam, int(chunk_size))
+    return float(loss), (grad.cpu().numpy() if was_numpy else grad)
+
+
+def torch_row_loss_and_grad(xi, J_row, lam: float, i: int, device=None):
+    """Objective of one site, (1/P) Σ_μ e_i(ξ^μ), and its gradient in row i, in torch.
+
+    ``xi`` (P, N, d), ``J_row`` (N, d, d) = ``J[i]``; returns (loss, grad (N, d, d)) with
+    ``grad[i] = 0``, numpy in, numpy out.
+    """
+    torch = import_torch()
+    lam = check_positive(lam, "lam")
+    J_row = np.asarray(J_row)
+    if J_row.ndim != 3 or J_row.shape[1] != J_row.shape[2]:
+        raise ValueError(f"J_row must have shape (N, d, d), got {J_row.shape}")
+    full = np.zeros((J_row.shape[0], *J_row.shape), dtype=J_row.dtype)
+    x, Jt, _ = _as_tensors(xi, full, device)
+    N = x.shape[1]
+    if not 0 <= int(i) < N:
+        raise ValueError(f"i must be a site index in [0, {N}), got {i!r}")
+    Jr = torch.from_numpy(np.ascontiguousarray(J_row)).to(x.device, x.dtype)
+    with torch.no_grad():
+        loss, grad = row_closed_form(torch, x, Jr, lam, int(i))
+    return float(loss), grad.cpu().numpy()
+
+
+def autograd_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, device=None):
+    """REFERENCE ONLY: the same objective differentiated by torch autograd.
+
+    For tests and for the benchmark's autograd baseline; the fit never uses it. Same
+    arguments and return values as :func:`torch_loss_and_grad`.
+    """
+    torch = import_torch()
+    lam = check_positive(lam, "lam")
+    x, Jt, was_numpy = _as_tensors(xi, J, device)
+    P, N = x.shape[0], x.shape[1]
+    if P == 0:
+        raise ValueError("xi is empty (0 patterns)")
+    if chunk_size is None:
+        chunk_size = auto_chunk_size(N, x.shape[2], x.element_size())
+    Jt = Jt.detach().clone().requires_grad_(True)
+    mask = _diag_mask(torch, N, x.device)
+    total = 0.0
+    with torch.enable_grad():
+        for start in range(0, P, int(chunk_size)):
+            loss = forward_loss(torch, x[start : start + int(chunk_size)], Jt, lam, mask) / P
+            loss.backward()
+            total += float(loss.detach())
+    grad = Jt.grad.detach()
+    return total, (grad.cpu().numpy() if was_numpy else grad)
+
+
+# ------------------------------------------------------------------ the fit
+def _make_optimizer(torch, J, config):
+    if config.optimizer == "adam":
+        return torch.optim.Adam([J], lr=config.lr, weight_decay=config.weight_decay)
+    if config.optimizer == "adamw":
+        return torch.optim.AdamW([J], lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.SGD(
+        [J], lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+    )
+
+
+def _optimizer_arrays(opt) -> dict[str, np.ndarray]:
+    """The optimiser's per-parameter state as numpy arrays (for the checkpoint)."""
+    state = opt.state_dict()["state"].get(0, {})
+    return {k: v.detach().cpu().numpy().copy() for k, v in state.items() if v is not None}
+
+
+def _load_optimizer_arrays(torch, opt, arrays: dict[str, np.ndarray], dev) -> None:
+    if not arrays:
+        return
+    sd = opt.state_dict()
+    sd["state"] = {0: {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}}
+    opt.load_state_dict(sd)
+    # load_state_dict casts float state to the parameter's dtype and device; 'step' stays put
+    for k, v in opt.state[opt.param_groups[0]["params"][0]].items():
+        if torch.is_tensor(v) and k != "step":
+            opt.state[opt.param_groups[0]["params"][0]][k] = v.to(dev)
+
+
+def _project_(torch, grad, J, constraint: str) -> None:
+    """Remove from ``grad``, in place, its component along J (globally or row by row)."""
+    if constraint == "global":
+        nn = torch.sum(J * J)
+        if nn > 0:
+            grad.sub_(J * (torch.sum(J * grad) / nn))
+    else:
+        Jr, gr = J.flatten(1), grad.flatten(1)
+        nn = (Jr * Jr).sum(dim=1)
+        coef = torch.where(nn > 0, (Jr * gr).sum(dim=1) / nn.clamp_min(1e-30), 0.0)
+        grad.sub_(J * coef[:, None, None, None])
+
+
+def fit_torch(xi: np.ndarray, state, config, run) -> None:
+    """Minibatch fit with the closed-form gradient; updates ``state`` in place.
+
+    ``xi`` (P, N, d) validated patterns in the fit dtype; ``state`` a
+    :class:`spinsa.fit.checkpoint.FitState` (fresh or loaded); ``run`` the driver that records
+    steps, checkpoints and reports progress (:class:`spinsa.fit.api._Run`).
+    """
+    from spinsa.fit.objective import constrained_grad, prepared_kernels
+
+    torch = import_torch()
+    dev = resolve_device(config.device)
+    run.device = device_name(dev)
+    P, N, d = xi.shape
+    B = min(config.batch_size, P)
+    itemsize = xi.dtype.itemsize
+    chunk = config.chunk_size or auto_chunk_size(N, d, itemsize)
+    lam = config.lam
+    targets = state.targets
+
+    with deterministic(dev), torch.no_grad():
+        x_all = torch.from_numpy(xi).to(dev)
+        J = torch.from_numpy(state.J.copy()).to(dev)
+        mask = _diag_mask(torch, N, dev)
+        opt = _make_optimizer(torch, J, config)
+        _load_optimizer_arrays(torch, opt, state.optimizer, dev)
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state.rng_state
+        if config.constraint == "row":
+            row_target = torch.as_tensor(targets, dtype=J.dtype, device=dev)
+
+        if dev.type == "cpu":  # the full-batch evaluation: the numba kernel is faster here
+            full_kernel, _ = prepared_kernels(xi)
+            G_host = np.empty(state.J.shape, dtype=xi.dtype)
+
+        def evaluate():
+            """Full-batch L(J) and the norm of its constrained gradient, once per epoch."""
+            if dev.type == "cpu":
+                Jn = J.numpy()
+                loss, G = full_kernel(Jn, lam, G_host), G_host
+            else:
+                loss, Gt = closed_form(torch, x_all, J, lam, chunk, mask)
+                Jn, G = J.cpu().numpy(), Gt.cpu().numpy()
+            g = constrained_grad(Jn, G, config.constraint, config.l2)
+            run.n_samples_seen += P
+            return float(loss), float(np.linalg.norm(g))
+
+        if not state.epoch_loss:
+            run.record_epoch(*evaluate())
+
+        for epoch in range(state.epoch, config.epochs):
+            perm = rng.permutation(P)
+            for start in range(0, P, B):
+                idx = torch.from_numpy(perm[start : start + B]).to(dev)
+                xb = x_all.index_select(0, idx)
+                if config.site_sampling == "one":
+                    i = int(rng.integers(N))
+                    loss, g_row = row_closed_form(torch, xb, J[i], lam, i)
+                    grad = torch.zeros_like(J)
+                    grad[i] = g_row
+                else:
+                    loss, grad = closed_form(torch, xb, J, lam, chunk, mask)
+                if config.constraint == "l2":
+                    grad.add_(J, alpha=config.l2)
+                elif config.project_grad:
+                    _project_(torch, grad, J, config.constraint)
+                J.grad = grad
+                if config.clip is not None:
+                    gnorm = torch.nn.utils.clip_grad_norm_([J], config.clip)
+                else:
+                    gnorm = grad.norm()
+                opt.step()
+                J.grad = None
+                if config.constraint == "global":
+                    J.mul_(float(targets[0]) / J.norm())
+                elif config.constraint == "row":
+                    J.mul_((row_target / J.flatten(1).norm(dim=1))[:, None, None, None])
+                run.n_samples_seen += xb.shape[0] / (N if config.site_sampling == "one" else 1)
+                run.record_step(
+                    float(loss), float(gnorm), float(J.norm()), lambda: J.cpu().numpy().copy()
+                )
+            loss, gnorm = evaluate()
+            state.epoch = epoch + 1
+            state.J = J.cpu().numpy().copy()
+            state.rng_state = rng.bit_generator.state
+            state.optimizer = _optimizer_arrays(opt)
+            run.record_epoch(loss, gnorm)
+            last = state.epoch == config.epochs
+            run.end_of_epoch(checkpoint_now=last or state.epoch % config.checkpoint_every == 0)
+        state.J = J.cpu().numpy().copy()
+        state.finished = True
+        state.message = f"completed {config.epochs} epochs"
