@@ -106,7 +106,7 @@ class Trajectory:
 def _fields_and_energies(x, J, lam):
     Xt = _k.to_tiles(x)
     out = np.empty_like(Xt)
-    Et = np.empty((Xt.shape[0], Xt.shape[1], _k.TILE), dtype=x.dtype)
+    Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
     _k.sweep(Xt, J, lam, 0.0, 0, False, out, Et)
     return out, Et
 
@@ -200,7 +200,7 @@ def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
     x, J = check_spins_couplings(x, J)
     Xt = _k.to_tiles(x)
     out = np.empty_like(Xt)
-    Et = np.empty((Xt.shape[0], Xt.shape[1], _k.TILE), dtype=x.dtype)
+    Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
     _k.sweep(Xt, J, cfg.lam, cfg.gamma, _k.NORM_CODES[cfg.norm], True, out, Et)
     return _k.from_tiles(out, x.shape[0])
 
@@ -294,7 +294,7 @@ def run(
     Xt = _k.to_tiles(x0)
     new = np.empty_like(Xt)
     fields = np.empty_like(Xt)
-    Et = np.empty((Xt.shape[0], Xt.shape[1], _k.TILE), dtype=x0.dtype)
+    Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x0.dtype)
     energies = np.empty((steps + 1, P), dtype=np.float64)
     times = [0]
     states = [x0.copy()]

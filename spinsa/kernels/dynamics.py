@@ -18,32 +18,38 @@ import numpy as np
 from spinsa.kernels._math import fast_exp
 from spinsa.kernels._numba import njit, prange
 
-TILE = 128  # samples per tile: the tile stays in L2 while rows of J stream past
+TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while J streams past
 NORM_CODES = {"none": 0, "sphere": 1, "layernorm": 2}
 LAYERNORM_EPS = 1e-5  # as torch.nn.LayerNorm
 
 _U = np.uint64  # unsigned indices: no negative-index wraparound, so no gathers
 
 
-def to_tiles(x: np.ndarray) -> np.ndarray:
-    """(P, N, d) -> (n_tiles, N, d, TILE), zero-padded."""
+def tile_width(n_samples: int) -> int:
+    """Lanes per tile: TILE, or fewer (a multiple of 16) when there are fewer samples."""
+    return int(min(TILE, 16 * -(-n_samples // 16)))
+
+
+def to_tiles(x: np.ndarray, width: int | None = None) -> np.ndarray:
+    """(P, N, d) -> (n_tiles, N, d, width), zero-padded; width = tile_width(P) by default."""
     P, N, d = x.shape
-    n_tiles = -(-P // TILE)
-    padded = np.zeros((n_tiles * TILE, N, d), dtype=x.dtype)
+    width = tile_width(P) if width is None else width
+    n_tiles = -(-P // width)
+    padded = np.zeros((n_tiles * width, N, d), dtype=x.dtype)
     padded[:P] = x
-    return np.ascontiguousarray(padded.reshape(n_tiles, TILE, N, d).transpose(0, 2, 3, 1))
+    return np.ascontiguousarray(padded.reshape(n_tiles, width, N, d).transpose(0, 2, 3, 1))
 
 
 def from_tiles(Xt: np.ndarray, n_samples: int) -> np.ndarray:
     """(n_tiles, N, d, TILE) -> (P, N, d), a C-contiguous copy."""
-    n_tiles, N, d, _ = Xt.shape
-    return np.ascontiguousarray(Xt.transpose(0, 3, 1, 2).reshape(n_tiles * TILE, N, d)[:n_samples])
+    n_tiles, N, d, width = Xt.shape
+    return np.ascontiguousarray(Xt.transpose(0, 3, 1, 2).reshape(n_tiles * width, N, d)[:n_samples])
 
 
 def energies_from_tiles(Et: np.ndarray, n_samples: int) -> np.ndarray:
     """(n_tiles, N, TILE) -> (P, N)."""
-    n_tiles, N, _ = Et.shape
-    return np.ascontiguousarray(Et.transpose(0, 2, 1).reshape(n_tiles * TILE, N)[:n_samples])
+    n_tiles, N, width = Et.shape
+    return np.ascontiguousarray(Et.transpose(0, 2, 1).reshape(n_tiles * width, N)[:n_samples])
 
 
 @njit
@@ -55,9 +61,10 @@ def couple(Jij, xj, y):
     reads and writes y for every b).
     """
     d = _U(Jij.shape[0])
+    L = _U(y.shape[1])
     d8 = d - d % _U(8)
     for a in range(d):
-        for p in range(_U(TILE)):
+        for p in range(L):
             y[a, p] = 0
         for b in range(_U(0), d8, _U(8)):
             j0 = Jij[a, b]
@@ -68,7 +75,7 @@ def couple(Jij, xj, y):
             j5 = Jij[a, b + _U(5)]
             j6 = Jij[a, b + _U(6)]
             j7 = Jij[a, b + _U(7)]
-            for p in range(_U(TILE)):
+            for p in range(L):
                 y[a, p] += (
                     (j0 * xj[b, p] + j1 * xj[b + _U(1), p])
                     + (j2 * xj[b + _U(2), p] + j3 * xj[b + _U(3), p])
@@ -78,17 +85,18 @@ def couple(Jij, xj, y):
                 )
         for b in range(d8, d):
             jab = Jij[a, b]
-            for p in range(_U(TILE)):
+            for p in range(L):
                 y[a, p] += jab * xj[b, p]
 
 
 @njit
 def dot_lanes(xi, y, s):
     """s[p] = sum_a xi[a, p] y[a, p]: (d, TILE) . (d, TILE) -> (TILE,)."""
-    for p in range(_U(TILE)):
+    L = _U(s.shape[0])
+    for p in range(L):
         s[p] = 0
     for a in range(_U(xi.shape[0])):
-        for p in range(_U(TILE)):
+        for p in range(L):
             s[p] += xi[a, p] * y[a, p]
 
 
@@ -97,19 +105,20 @@ def _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w):
     """Unnormalised field acc (d, TILE), running max m and normaliser z of row i, tile t."""
     N = _U(Xt.shape[1])
     d = _U(Xt.shape[2])
+    L = _U(Xt.shape[3])
     dt = Xt.dtype.type
-    for p in range(_U(TILE)):
+    for p in range(L):
         m[p] = dt(-1e30)  # finite: exp(m - m_new) must not be exp(-inf + inf)
         z[p] = dt(0)
     for a in range(d):
-        for p in range(_U(TILE)):
+        for p in range(L):
             acc[a, p] = dt(0)
     for j in range(N):
         if j == i:
             continue
         couple(J[i, j], Xt[t, j], y)
         dot_lanes(Xt[t, i], y, s)
-        for p in range(_U(TILE)):  # online softmax: rescale what is summed so far
+        for p in range(L):  # online softmax: rescale what is summed so far
             ls = lam * s[p]
             m_new = max(m[p], ls)
             c[p] = fast_exp(m[p] - m_new)
@@ -117,7 +126,7 @@ def _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w):
             z[p] = z[p] * c[p] + w[p]
             m[p] = m_new
         for a in range(d):
-            for p in range(_U(TILE)):
+            for p in range(L):
                 acc[a, p] = acc[a, p] * c[p] + w[p] * y[a, p]
 
 
@@ -125,12 +134,13 @@ def _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w):
 def _update_spin(h, x_old, gamma, norm, out_row, eps):
     """out_row (d, TILE) = Norm(h + gamma x_old) for the chosen norm (0 none, 1 sphere, 2 LN)."""
     d = _U(h.shape[0])
+    L = _U(h.shape[1])
     dt = h.dtype.type
     for a in range(d):
-        for p in range(_U(TILE)):
+        for p in range(L):
             out_row[a, p] = h[a, p] + gamma * x_old[a, p]
     if norm == 1:
-        for p in range(_U(TILE)):
+        for p in range(L):
             n2 = dt(0)
             for a in range(d):
                 n2 += out_row[a, p] * out_row[a, p]
@@ -138,7 +148,7 @@ def _update_spin(h, x_old, gamma, norm, out_row, eps):
             for a in range(d):
                 out_row[a, p] *= inv
     elif norm == 2:
-        for p in range(_U(TILE)):
+        for p in range(L):
             mu = dt(0)
             for a in range(d):
                 mu += out_row[a, p]
@@ -158,7 +168,8 @@ def sweep(Xt, J, lam, gamma, norm, write_update, out, energies):
     ``out`` gets the fields h (``write_update`` False) or the updated spins
     Norm(h + gamma x) (True); ``energies`` (n_tiles, N, TILE) gets e_i of the input state.
     """
-    n_tiles, N, d, _ = Xt.shape
+    n_tiles, N, d, width = Xt.shape
+    L = _U(width)
     dt = Xt.dtype.type
     lam = dt(lam)
     gamma = dt(gamma)
@@ -166,25 +177,25 @@ def sweep(Xt, J, lam, gamma, norm, write_update, out, energies):
     for k in prange(n_tiles * N):  # contiguous chunks per thread keep each tile on one core
         t = _U(k // N)
         i = _U(k % N)
-        acc = np.empty((d, TILE), Xt.dtype)
-        y = np.empty((d, TILE), Xt.dtype)
-        m = np.empty(TILE, Xt.dtype)
-        z = np.empty(TILE, Xt.dtype)
-        s = np.empty(TILE, Xt.dtype)
-        c = np.empty(TILE, Xt.dtype)
-        w = np.empty(TILE, Xt.dtype)
+        acc = np.empty((d, width), Xt.dtype)
+        y = np.empty((d, width), Xt.dtype)
+        m = np.empty(width, Xt.dtype)
+        z = np.empty(width, Xt.dtype)
+        s = np.empty(width, Xt.dtype)
+        c = np.empty(width, Xt.dtype)
+        w = np.empty(width, Xt.dtype)
         _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w)
-        for p in range(_U(TILE)):
+        for p in range(L):
             energies[t, i, p] = -(m[p] + np.log(z[p])) / lam
             z[p] = dt(1) / z[p]
         for a in range(_U(d)):
-            for p in range(_U(TILE)):
+            for p in range(L):
                 acc[a, p] *= z[p]
         if write_update:
             _update_spin(acc, Xt[t, i], gamma, norm, out[t, i], eps)
         else:
             for a in range(_U(d)):
-                for p in range(_U(TILE)):
+                for p in range(L):
                     out[t, i, a, p] = acc[a, p]
 
 
@@ -195,29 +206,30 @@ def async_sweep(Xt, J, lam, gamma, norm, order):
     All samples share the same order of sites within a sweep (the samples stay in SIMD
     lanes); each site sees the spins already updated earlier in the sweep.
     """
-    n_tiles, N, d, _ = Xt.shape
+    n_tiles, N, d, width = Xt.shape
+    L = _U(width)
     dt = Xt.dtype.type
     lam = dt(lam)
     gamma = dt(gamma)
     eps = dt(LAYERNORM_EPS)
     for t in prange(n_tiles):
-        acc = np.empty((d, TILE), Xt.dtype)
-        y = np.empty((d, TILE), Xt.dtype)
-        m = np.empty(TILE, Xt.dtype)
-        z = np.empty(TILE, Xt.dtype)
-        s = np.empty(TILE, Xt.dtype)
-        c = np.empty(TILE, Xt.dtype)
-        w = np.empty(TILE, Xt.dtype)
-        new = np.empty((d, TILE), Xt.dtype)
+        acc = np.empty((d, width), Xt.dtype)
+        y = np.empty((d, width), Xt.dtype)
+        m = np.empty(width, Xt.dtype)
+        z = np.empty(width, Xt.dtype)
+        s = np.empty(width, Xt.dtype)
+        c = np.empty(width, Xt.dtype)
+        w = np.empty(width, Xt.dtype)
+        new = np.empty((d, width), Xt.dtype)
         for k in range(order.shape[0]):
             i = _U(order[k])
             _row(Xt, J, lam, _U(t), i, acc, y, m, z, s, c, w)
             for a in range(_U(d)):
-                for p in range(_U(TILE)):
+                for p in range(L):
                     acc[a, p] /= z[p]
             _update_spin(acc, Xt[t, i], gamma, norm, new, eps)
             for a in range(_U(d)):
-                for p in range(_U(TILE)):
+                for p in range(L):
                     Xt[t, i, a, p] = new[a, p]
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from spinsa.kernels._math import fast_exp
 from spinsa.kernels._numba import njit, prange
-from spinsa.kernels.dynamics import TILE, couple, dot_lanes, to_tiles
+from spinsa.kernels.dynamics import couple, dot_lanes, to_tiles
 
 _U = np.uint64
 
@@ -26,44 +26,45 @@ def _row_loss_grad(Xt, n_samples, J_row, lam, i, grad_row, S, u, y, m, z):
     n_tiles = _U(Xt.shape[0])
     N = _U(Xt.shape[1])
     d = _U(Xt.shape[2])
+    L = _U(Xt.shape[3])
     dt = Xt.dtype.type
     loss = 0.0
     grad_row[:] = 0.0
     for t in range(n_tiles):
-        for p in range(_U(TILE)):
+        for p in range(L):
             m[p] = dt(-1e30)
         for j in range(N):  # pass 1: scaled scores and their max
             if j == i:
                 continue
             couple(J_row[j], Xt[t, j], y)
             dot_lanes(Xt[t, i], y, S[j])
-            for p in range(_U(TILE)):
+            for p in range(L):
                 S[j, p] *= lam
                 m[p] = max(m[p], S[j, p])
-        for p in range(_U(TILE)):
+        for p in range(L):
             z[p] = dt(0)
             S[i, p] = dt(0)
         for j in range(N):  # pass 2: unnormalised weights and the normaliser
             if j == i:
                 continue
-            for p in range(_U(TILE)):
+            for p in range(L):
                 S[j, p] = fast_exp(S[j, p] - m[p])
                 z[p] += S[j, p]
-        n_valid = min(TILE, n_samples - int(t) * TILE)  # padded lanes hold zero spins
+        n_valid = min(int(L), n_samples - int(t) * int(L))  # padded lanes hold zero spins
         for p in range(n_valid):
             loss -= (float(m[p]) + np.log(float(z[p]))) / lam
-        for p in range(_U(TILE)):
+        for p in range(L):
             z[p] = dt(1) / z[p]
         for j in range(N):  # pass 3: the gradient, a reduction over the lanes
             if j == i:
                 continue
             for a in range(d):
-                for p in range(_U(TILE)):
+                for p in range(L):
                     u[a, p] = S[j, p] * z[p] * Xt[t, i, a, p]
             for a in range(d):
                 for b in range(d):
                     acc = dt(0)
-                    for p in range(_U(TILE)):
+                    for p in range(L):
                         acc += u[a, p] * Xt[t, j, b, p]
                     grad_row[j, a, b] -= acc
     return loss
@@ -71,14 +72,14 @@ def _row_loss_grad(Xt, n_samples, J_row, lam, i, grad_row, S, u, y, m, z):
 
 @njit
 def _row_into(Xt, n_samples, J_row, lam, i, grad_out_row):
-    N, d = Xt.shape[1], Xt.shape[2]
+    N, d, width = Xt.shape[1], Xt.shape[2], Xt.shape[3]
     dt = Xt.dtype.type
     grad64 = np.empty((N, d, d), np.float64)
-    S = np.empty((N, TILE), Xt.dtype)
-    u = np.empty((d, TILE), Xt.dtype)
-    y = np.empty((d, TILE), Xt.dtype)
-    m = np.empty(TILE, Xt.dtype)
-    z = np.empty(TILE, Xt.dtype)
+    S = np.empty((N, width), Xt.dtype)
+    u = np.empty((d, width), Xt.dtype)
+    y = np.empty((d, width), Xt.dtype)
+    m = np.empty(width, Xt.dtype)
+    z = np.empty(width, Xt.dtype)
     loss = _row_loss_grad(Xt, n_samples, J_row, dt(lam), _U(i), grad64, S, u, y, m, z)
     for j in range(N):
         for a in range(d):
