@@ -1,0 +1,691 @@
+"""Fixed points, cycles, convergence times and the attractors reached from many initial states.
+
+Distances between configurations are measured token by token, as the dynamics acts:
+
+    D(x, y) = max_i |x_i - y_i| ,
+
+so "x(t) is a fixed point" means D(x(t+1), x(t)) < tol, and "x(t) is on a k-cycle" means
+D(x(t+k), x(t)) < tol. A trajectory has **period** k (1 = fixed point) when k is the
+smallest lag, up to ``max_period``, such that D(x(t), x(t-k)) < tol for the last k recorded
+times (every phase of the cycle is checked once). Its **convergence time** is the first time
+t from which D(x(t'), x(t'+k)) < tol for every later t': the time at which it lands on its
+cycle (0 for a trajectory started on a fixed point).
+
+Different trajectories reach the same attractor when their final states have mutual overlap
+
+    q(a, b) = <x^a, x^b> / (|x^a| |x^b|)   (= (1/N) sum_i x^a_i . x^b_i for unit spins)
+
+of at least ``q_min``; states of one cycle found at different phases are merged into one
+attractor. :func:`find_attractors` runs the dynamics from many initial conditions and reports
+the attractors, their basin fractions, and how they compare with the training patterns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from spinsa._checks import check_count, check_positive, check_real
+from spinsa.analysis import _kernels
+from spinsa.analysis._results import AnalysisResult
+from spinsa.analysis.overlaps import (
+    _check_configs,
+    _check_times,
+    mean_pattern,
+    nearest_patterns,
+    pixel_correlations,
+    target_overlaps,
+)
+
+__all__ = [
+    "AttractorReport",
+    "CycleReport",
+    "StateClusters",
+    "cluster_states",
+    "find_attractors",
+    "find_cycles",
+    "fixed_points",
+    "lagged_distances",
+    "random_spins",
+    "step_sizes",
+]
+
+
+# --------------------------------------------------------------------------- distances
+
+
+def step_sizes(states) -> np.ndarray:
+    """max_i |x_i(t+1) - x_i(t)| between consecutive records.
+
+    Parameters
+    ----------
+    states : ndarray, shape (T, P, N, d)
+        Recorded states, T >= 2.
+
+    Returns
+    -------
+    ndarray, shape (T - 1, P)
+        Entry k compares record k + 1 with record k.
+    """
+    return lagged_distances(states, 1)[0, 1:]
+
+
+def lagged_distances(states, max_lag: int) -> np.ndarray:
+    """max_i |x_i(t) - x_i(t - k)| for every record t and lag k = 1..max_lag.
+
+    Parameters
+    ----------
+    states : ndarray, shape (T, P, N, d)
+        Recorded states (lags are counted in records).
+    max_lag : int
+        Largest lag K, 1 <= K < T.
+
+    Returns
+    -------
+    ndarray, shape (K, T, P)
+        ``out[k - 1, t, p]``; NaN where t < k.
+    """
+    states = _check_configs(states, "states", ndims=(4,))
+    max_lag = check_count(max_lag, "max_lag", 1)
+    if max_lag >= states.shape[0]:
+        raise ValueError(
+            f"max_lag = {max_lag} needs more than {max_lag} records; states has {states.shape[0]}"
+        )
+    out = np.empty((max_lag, *states.shape[:2]), dtype=states.dtype)
+    _kernels.lagged_distances(states, max_lag, out)
+    return out
+
+
+def fixed_points(states, tol: float = 1e-5) -> np.ndarray:
+    """Whether each trajectory ended on a fixed point: max_i |x_i(T) - x_i(T-1)| < tol.
+
+    Parameters
+    ----------
+    states : ndarray, shape (T, P, N, d)
+        Recorded states whose last two records are consecutive steps.
+    tol : float
+
+    Returns
+    -------
+    ndarray of bool, shape (P,)
+    """
+    states = _check_configs(states, "states", ndims=(4,))
+    tol = check_positive(tol, "tol")
+    if states.shape[0] < 2:
+        raise ValueError("states must hold at least 2 records to test for a fixed point")
+    out = np.empty(states.shape[1], dtype=states.dtype)
+    _kernels.token_max_distance(states[-1], states[-2], out)
+    return out < tol
+
+
+# --------------------------------------------------------------------------- cycles
+
+
+@dataclass(frozen=True)
+class CycleReport(AnalysisResult):
+    """Period and convergence time of every trajectory.
+
+    Attributes
+    ----------
+    period : ndarray of int64, shape (P,)
+        Smallest k <= max_period with x(t) = x(t - k) (within tol) at the end; 1 for a fixed
+        point, 0 when none was found (not converged, or a longer cycle).
+    convergence_time : ndarray of int64, shape (P,)
+        First time from which the trajectory stays on its cycle; -1 when period is 0.
+    residual : ndarray of float64, shape (P,)
+        Largest distance D(x(t), x(t - period)) over the checked window (NaN if period 0).
+    final_step : ndarray of float64, shape (P,)
+        D(x(T), x(T - 1)), the last step size.
+    max_period : int
+    tol : float
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = ("period", "convergence_time", "residual", "final_step")
+    period: np.ndarray
+    convergence_time: np.ndarray
+    residual: np.ndarray
+    final_step: np.ndarray
+    max_period: int = 1
+    tol: float = 1e-5
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        for name in self._arrays:
+            if getattr(self, name).shape != self.period.shape:
+                raise ValueError(f"{name} must have the shape {self.period.shape} of period")
+
+    @property
+    def is_fixed_point(self) -> np.ndarray:
+        """(P,) bool: period == 1."""
+        return self.period == 1
+
+    @property
+    def converged(self) -> np.ndarray:
+        """(P,) bool: a fixed point or a cycle of period <= max_period was found."""
+        return self.period > 0
+
+
+def _classify(D: np.ndarray, times: np.ndarray, max_period: int, tol: float) -> CycleReport:
+    """Periods and convergence times from lagged distances D (K, T, P)."""
+    K, T, P = D.shape
+    period = np.zeros(P, dtype=np.int64)
+    conv = np.full(P, -1, dtype=np.int64)
+    residual = np.full(P, np.nan)
+    for k in range(1, min(K, max_period) + 1):
+        if T < 2 * k:
+            break
+        res = D[k - 1, T - k :].max(axis=0)
+        new = (period == 0) & (res < tol)
+        if not new.any():
+            continue
+        # pair j compares x(j) with x(j + k); the trajectory is on its cycle from the first j
+        # after the last pair that is not within tol
+        bad = ~(D[k - 1, k:] < tol)
+        idx = np.arange(T - k)[:, None]
+        first_good = np.where(bad, idx, -1).max(axis=0) + 1
+        period[new] = k
+        residual[new] = res[new]
+        conv[new] = times[first_good[new]]
+    return CycleReport(
+        period=period,
+        convergence_time=conv,
+        residual=residual,
+        final_step=D[0, T - 1].astype(np.float64),
+        max_period=int(max_period),
+        tol=float(tol),
+    )
+
+
+def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleReport:
+    """Fixed points and exact k-cycles (k <= max_period) at the end of trajectories.
+
+    Parameters
+    ----------
+    states : ndarray, shape (T, P, N, d)
+        States recorded at every step (``spinsa.run(..., record_every=1).states``).
+    times : ndarray of int, shape (T,)
+        Their times; consecutive integers.
+    max_period : int
+        Largest period K looked for; needs T >= 2K records to check every phase.
+    tol : float
+        Distance (max over tokens of the Euclidean distance) below which two configurations
+        are the same.
+
+    Returns
+    -------
+    CycleReport
+    """
+    states = _check_configs(states, "states", ndims=(4,))
+    times = _check_times(times, states.shape[0])
+    max_period = check_count(max_period, "max_period", 1)
+    tol = check_positive(tol, "tol")
+    if states.shape[0] > 1 and not np.all(np.diff(times) == 1):
+        raise ValueError(
+            "find_cycles needs a state at every step: times must be consecutive integers "
+            "(record with record_every=1)"
+        )
+    if states.shape[0] < 2:
+        raise ValueError("states must hold at least 2 records")
+    K = min(max_period, states.shape[0] - 1)
+    D = lagged_distances(states, K)
+    return _classify(D, times, max_period, tol)
+
+
+# --------------------------------------------------------------------------- clustering
+
+
+@dataclass(frozen=True)
+class StateClusters(AnalysisResult):
+    """Groups of configurations with mutual overlap >= q_min.
+
+    Attributes
+    ----------
+    labels : ndarray of int64, shape (P,)
+        Cluster of each configuration, 0 for the largest; -1 for excluded ones.
+    representatives : ndarray of int64, shape (C,)
+        Index of the first (lowest-index) member of each cluster.
+    sizes : ndarray of int64, shape (C,)
+        Members per cluster, in decreasing order.
+    q_min : float
+    absolute : bool
+        Whether |q| was compared (x and -x in one cluster).
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = ("labels", "representatives", "sizes")
+    labels: np.ndarray
+    representatives: np.ndarray
+    sizes: np.ndarray
+    q_min: float = 0.99
+    absolute: bool = False
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        if self.representatives.shape != self.sizes.shape:
+            raise ValueError("representatives and sizes must have the same shape")
+
+    @property
+    def n_clusters(self) -> int:
+        return int(self.sizes.shape[0])
+
+
+def _unit_rows(states: np.ndarray) -> np.ndarray:
+    X = states.reshape(states.shape[0], -1).astype(np.float64)
+    n = np.linalg.norm(X, axis=1, keepdims=True)
+    return np.divide(X, n, out=np.zeros_like(X), where=n > 0)
+
+
+def _relabel(labels: np.ndarray) -> StateClusters:
+    """Number clusters by decreasing size (ties: first member first)."""
+    valid = labels >= 0
+    old = np.unique(labels[valid])
+    first = np.array([np.flatnonzero(labels == c)[0] for c in old], dtype=np.int64)
+    sizes = np.array([np.count_nonzero(labels == c) for c in old], dtype=np.int64)
+    order = np.lexsort((first, -sizes))
+    new_of_old = np.empty(old.size, dtype=np.int64)
+    new_of_old[order] = np.arange(old.size)
+    out = np.full(labels.shape, -1, dtype=np.int64)
+    if old.size:
+        out[valid] = new_of_old[np.searchsorted(old, labels[valid])]
+    return out, first[order], sizes[order]
+
+
+def cluster_states(states, q_min: float = 0.99, *, absolute: bool = False, include=None):
+    """Group configurations whose mutual overlap is at least ``q_min`` (leader clustering).
+
+    The first unassigned configuration opens a cluster and takes every unassigned one with
+    q >= q_min; this repeats until all are assigned. For the final states of a deterministic
+    dynamics, configurations on one attractor have q ~ 1 and those on different attractors
+    are far apart, so the result does not depend on the order; the cost is O(P C N d) for C
+    clusters.
+
+    Parameters
+    ----------
+    states : ndarray, shape (P, N, d)
+        Configurations (e.g. final states).
+    q_min : float in (-1, 1]
+        Overlap threshold; q is normalised so that a configuration has q = 1 with itself.
+    absolute : bool
+        Compare |q| (put x and -x in one cluster).
+    include : ndarray of bool, shape (P,), optional
+        Cluster only these; the others get label -1.
+
+    Returns
+    -------
+    StateClusters
+    """
+    states = _check_configs(states, "states", ndims=(3,))
+    q_min = check_real(q_min, "q_min")
+    if not -1.0 < q_min <= 1.0:
+        raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
+    P = states.shape[0]
+    if include is None:
+        include = np.ones(P, dtype=bool)
+    include = np.asarray(include)
+    if include.shape != (P,) or include.dtype != np.bool_:
+        raise ValueError(f"include must be a bool array of shape ({P},)")
+    labels = _leader(_unit_rows(states), q_min, absolute, include)
+    labels, reps, sizes = _relabel(labels)
+    return StateClusters(
+        labels=labels, representatives=reps, sizes=sizes, q_min=q_min, absolute=bool(absolute)
+    )
+
+
+def _leader(X: np.ndarray, q_min: float, absolute: bool, include: np.ndarray) -> np.ndarray:
+    labels = np.full(X.shape[0], -1, dtype=np.int64)
+    todo = np.flatnonzero(include)
+    c = 0
+    while todo.size:
+        r = todo[0]
+        q = X[todo] @ X[r]
+        if absolute:
+            q = np.abs(q)
+        take = q >= q_min
+        take[0] = True  # a zero configuration still belongs to its own cluster
+        labels[todo[take]] = c
+        todo = todo[~take]
+        c += 1
+    return labels
+
+
+# --------------------------------------------------------------------------- attractors
+
+
+@dataclass(frozen=True)
+class AttractorReport(AnalysisResult):
+    """The attractors reached from a set of initial conditions.
+
+    Per initial condition (P of them):
+
+    Attributes
+    ----------
+    labels : ndarray of int64, shape (P,)
+        Attractor reached (0 = largest basin); -1 if not converged to a fixed point or a
+        cycle of period <= max_period within the run.
+    period, convergence_time, final_step : ndarray, shape (P,)
+        As in :class:`CycleReport`.
+
+    Per attractor (C of them, by decreasing basin):
+
+    states : ndarray, shape (C, N, d)
+        A representative configuration (the final state of the attractor's lowest-index
+        trajectory; one phase of it for a cycle).
+    attractor_period : ndarray of int64, shape (C,)
+    basin_size : ndarray of int64, shape (C,)
+    basin_fraction : ndarray of float64, shape (C,)
+        basin_size / P; with ``fraction_unconverged`` they sum to 1.
+    overlap_mean : ndarray, shape (C,), or None
+        Overlap with the mean training pattern, projected token by token on the sphere
+        (:func:`spinsa.analysis.mean_pattern`).
+    nearest_index, nearest_overlap : ndarray, shape (C,), or None
+        Nearest training pattern and its overlap.
+    corr_mean, corr_nearest : ndarray, shape (C,), or None
+        Pixel correlation of the decoded attractor with the mean training image (the
+        "average digit") and with the nearest training image (given an embedding).
+
+    Per group of initial conditions (G of them, when ``groups`` was given):
+
+    group_fractions : ndarray, shape (G, C), or None
+        Fraction of the group's initial conditions in each basin.
+    group_unconverged : ndarray, shape (G,), or None
+    group_names : tuple of str
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = (
+        "labels",
+        "period",
+        "convergence_time",
+        "final_step",
+        "states",
+        "attractor_period",
+        "basin_size",
+        "basin_fraction",
+        "overlap_mean",
+        "nearest_index",
+        "nearest_overlap",
+        "corr_mean",
+        "corr_nearest",
+        "group_fractions",
+        "group_unconverged",
+    )
+    labels: np.ndarray
+    period: np.ndarray
+    convergence_time: np.ndarray
+    final_step: np.ndarray
+    states: np.ndarray
+    attractor_period: np.ndarray
+    basin_size: np.ndarray
+    basin_fraction: np.ndarray
+    overlap_mean: np.ndarray | None = None
+    nearest_index: np.ndarray | None = None
+    nearest_overlap: np.ndarray | None = None
+    corr_mean: np.ndarray | None = None
+    corr_nearest: np.ndarray | None = None
+    group_fractions: np.ndarray | None = None
+    group_unconverged: np.ndarray | None = None
+    group_names: tuple[str, ...] = ()
+    fraction_unconverged: float = 0.0
+    lam: float = 1.0
+    gamma: float = 1.0
+    norm: str = "sphere"
+    update: str = "sync"
+    steps: int = 0
+    max_period: int = 1
+    tol: float = 1e-5
+    q_min: float = 0.99
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        C = self.basin_size.shape[0]
+        for name in (
+            "attractor_period",
+            "basin_fraction",
+            "overlap_mean",
+            "nearest_index",
+            "nearest_overlap",
+            "corr_mean",
+            "corr_nearest",
+        ):
+            a = getattr(self, name)
+            if a is not None and a.shape != (C,):
+                raise ValueError(f"{name} must have shape ({C},), got {a.shape}")
+        if self.states.shape[:1] != (C,):
+            raise ValueError(f"states must have shape ({C}, N, d), got {self.states.shape}")
+        object.__setattr__(self, "group_names", tuple(str(g) for g in self.group_names))
+
+    @property
+    def n_attractors(self) -> int:
+        return int(self.basin_size.shape[0])
+
+
+def random_spins(n_samples: int, n_tokens: int, d: int, rng=0, dtype=np.float32) -> np.ndarray:
+    """Independent uniformly random unit spins, shape (n_samples, n_tokens, d).
+
+    ``rng`` is a ``np.random.Generator``, an int seed or ``None``.
+    """
+    from spinsa.tasks import as_generator
+
+    n_samples = check_count(n_samples, "n_samples", 1)
+    n_tokens = check_count(n_tokens, "n_tokens", 2)
+    d = check_count(d, "d", 1)
+    x = as_generator(rng).standard_normal((n_samples, n_tokens, d))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    return x.astype(dtype)
+
+
+class _UnionFind:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, a: int) -> int:
+        while self.parent[a] != a:
+            self.parent[a] = self.parent[self.parent[a]]
+            a = self.parent[a]
+        return a
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _merge_cycle_phases(labels, phases, period, reps_unit, q_min, absolute):
+    """Join clusters that hold different phases of one cycle."""
+    C = reps_unit.shape[0]
+    uf = _UnionFind(C)
+    for j in range(1, phases.shape[0]):
+        who = np.flatnonzero((period > j) & (labels >= 0))
+        if who.size == 0:
+            continue
+        q = _unit_rows(phases[j][who]) @ reps_unit.T
+        if absolute:
+            q = np.abs(q)
+        for s, c in zip(*np.nonzero(q >= q_min), strict=True):
+            uf.union(int(labels[who[s]]), int(c))
+    root = np.array([uf.find(c) for c in range(C)], dtype=np.int64)
+    out = labels.copy()
+    out[labels >= 0] = root[labels[labels >= 0]]
+    return out
+
+
+def find_attractors(
+    J,
+    lam: float,
+    x0s,
+    steps: int,
+    *,
+    gamma: float = 1.0,
+    norm: str = "sphere",
+    update: str = "sync",
+    seed: int | None = None,
+    max_period: int = 2,
+    tol: float = 1e-5,
+    q_min: float = 0.99,
+    absolute: bool = False,
+    patterns=None,
+    embedding=None,
+    images=None,
+    groups=None,
+    progress: bool = False,
+) -> AttractorReport:
+    """Run the dynamics from many initial conditions and identify the attractors reached.
+
+    Every trajectory runs ``steps`` steps of :func:`spinsa.run`; the distances
+    D(x(t), x(t - k)) for k <= max_period are computed on the fly (only the last
+    ``max_period + 1`` states are kept), which gives each trajectory's period and
+    convergence time as in :func:`find_cycles`. The final states of the converged ones are
+    clustered by mutual overlap (:func:`cluster_states`, phases of one cycle merged), and
+    each attractor is compared with the training patterns.
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+        Couplings.
+    lam : float
+        Inverse temperature of the dynamics.
+    x0s : ndarray, shape (P, N, d)
+        Initial conditions (test images, corrupted images, :func:`random_spins`...).
+    steps : int
+        Steps per trajectory, at least 2 * max_period - 1.
+    gamma, norm, update, seed, progress
+        Passed to :func:`spinsa.run`.
+    max_period : int
+        Longest cycle looked for.
+    tol : float
+        Distance under which two states are equal (see :func:`find_cycles`).
+    q_min : float
+        Overlap above which two final states belong to one attractor.
+    absolute : bool
+        Treat x and -x as one attractor, and rank training patterns by |overlap|.
+    patterns : ndarray, shape (M, N, d), optional
+        Training patterns: gives ``overlap_mean``, ``nearest_index``, ``nearest_overlap``.
+    embedding : PatchEmbedding, optional
+        Decodes attractors into images: gives ``corr_mean`` and ``corr_nearest``.
+    images : ndarray, shape (M, H, W[, C]), optional
+        The training images in pixels (default: ``embedding.decode(patterns)``).
+    groups : array_like, shape (P,), optional
+        A label per initial condition ("test", "masked", "random"...): gives basin fractions
+        per group.
+
+    Returns
+    -------
+    AttractorReport
+    """
+    import spinsa
+
+    x0s = _check_configs(x0s, "x0s", ndims=(3,))
+    lam = check_positive(lam, "lam")
+    gamma = check_real(gamma, "gamma")
+    max_period = check_count(max_period, "max_period", 1)
+    steps = check_count(steps, "steps", 1)
+    if steps < 2 * max_period - 1:
+        raise ValueError(
+            f"steps = {steps} is too short to recognise cycles of period {max_period}: "
+            f"it needs steps >= 2 * max_period - 1 = {2 * max_period - 1}"
+        )
+    tol = check_positive(tol, "tol")
+    q_min = check_real(q_min, "q_min")
+    if not -1.0 < q_min <= 1.0:
+        raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
+    P = x0s.shape[0]
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (P,):
+            raise ValueError(f"groups must have shape ({P},), one label per initial condition")
+    if patterns is not None:
+        patterns = _check_configs(patterns, "patterns", ndims=(3,))
+        if patterns.shape[1:] != x0s.shape[1:]:
+            raise ValueError(
+                f"patterns must have shape (M, {x0s.shape[1]}, {x0s.shape[2]}), "
+                f"got {patterns.shape}"
+            )
+    if embedding is not None and patterns is None and images is None:
+        raise ValueError("embedding needs patterns or images to compare the attractors with")
+
+    # run, keeping the last max_period + 1 states and the lagged distances
+    K = max_period
+    ring = np.empty((K + 1, *x0s.shape), dtype=x0s.dtype)
+    ring[0] = x0s
+    D = np.full((K, steps + 1, P), np.nan, dtype=np.float64)
+    buf = np.empty(P, dtype=x0s.dtype)
+
+    def track(t, x):
+        x = np.ascontiguousarray(x, dtype=ring.dtype)
+        ring[t % (K + 1)] = x
+        for k in range(1, min(K, t) + 1):
+            _kernels.token_max_distance(x, ring[(t - k) % (K + 1)], buf)
+            D[k - 1, t] = buf
+
+    spinsa.run(
+        x0s,
+        J,
+        lam,
+        steps,
+        gamma=gamma,
+        norm=norm,
+        record_every=steps,
+        update=update,
+        seed=seed,
+        callback=track,
+        progress=progress,
+    )
+    cycles = _classify(D, np.arange(steps + 1), max_period, tol)
+    final = ring[steps % (K + 1)]
+    phases = np.stack([ring[(steps - j) % (K + 1)] for j in range(K)])
+
+    # cluster the final states of the converged trajectories, merge phases of one cycle
+    converged = cycles.period > 0
+    labels = _leader(_unit_rows(final), q_min, absolute, converged)
+    if labels.max(initial=-1) >= 0:
+        labels, reps, _ = _relabel(labels)
+        labels = _merge_cycle_phases(
+            labels, phases, cycles.period, _unit_rows(final[reps]), q_min, absolute
+        )
+    labels, reps, sizes = _relabel(labels)
+    reps_states = final[reps]
+
+    fields: dict = {}
+    if patterns is not None and reps.size:
+        mean = np.broadcast_to(mean_pattern(patterns), reps_states.shape)
+        fields["overlap_mean"] = target_overlaps(reps_states, mean).astype(np.float64)
+        near = nearest_patterns(reps_states, patterns, absolute=absolute)
+        fields["nearest_index"] = near.index
+        fields["nearest_overlap"] = near.overlap.astype(np.float64)
+    if embedding is not None and reps.size:
+        train = np.asarray(images) if images is not None else embedding.decode(patterns)
+        decoded = embedding.decode(reps_states)
+        mean_img = np.broadcast_to(train.mean(axis=0), decoded.shape)
+        fields["corr_mean"] = pixel_correlations(decoded, mean_img)
+        if patterns is not None:
+            fields["corr_nearest"] = pixel_correlations(decoded, train[fields["nearest_index"]])
+    if groups is not None:
+        names, inverse = np.unique(groups, return_inverse=True)
+        G, C = names.size, reps.size
+        gf = np.zeros((G, C))
+        gu = np.zeros(G)
+        for g in range(G):
+            mine = labels[inverse == g]
+            gf[g] = np.bincount(mine[mine >= 0], minlength=C) / mine.size
+            gu[g] = np.mean(mine < 0)
+        fields.update(group_fractions=gf, group_unconverged=gu, group_names=tuple(map(str, names)))
+    return AttractorReport(
+        labels=labels,
+        period=cycles.period,
+        convergence_time=cycles.convergence_time,
+        final_step=cycles.final_step,
+        states=reps_states,
+        attractor_period=cycles.period[reps],
+        basin_size=sizes,
+        basin_fraction=sizes / P,
+        fraction_unconverged=float(np.mean(labels < 0)),
+        lam=lam,
+        gamma=gamma,
+        norm=str(norm),
+        update=str(update),
+        steps=steps,
+        max_period=max_period,
+        tol=tol,
+        q_min=q_min,
+        **fields,
+    )

@@ -1,0 +1,433 @@
+"""Comparing couplings with the Hebb rule: per-pair similarity, geometry, spectra.
+
+The Hebbian couplings of P patterns are J^Hebb_ij = (1/P) sum_mu xi^mu_i (xi^mu_j)^T
+(:func:`spinsa.hebbian_couplings`). To compare them with fitted couplings J on an equal
+footing they are rescaled to the same Frobenius norm (globally, or row by row). The
+comparisons:
+
+- per pair of tokens, the cosine similarity of the d x d blocks,
+  cos_ij = <J_ij, K_ij>_F / (|J_ij|_F |K_ij|_F), and the global cosine <J, K>_F / (|J| |K|);
+- the coupling strength |J_ij|_F as a function of the distance between patches i and j;
+- spectra of the (N d) x (N d) matrix M[(i, a), (j, b)] = J[i, j, a, b] (eigenvalues,
+  singular values, eigenvalues of its symmetric part) and the singular values of each block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from spinsa._checks import check_choice, check_count, check_couplings, check_finite, check_spins
+from spinsa.analysis._results import AnalysisResult
+
+__all__ = [
+    "CouplingSpectrum",
+    "HebbianComparison",
+    "StrengthDistance",
+    "compare_with_hebbian",
+    "coupling_cosine",
+    "coupling_matrix",
+    "coupling_spectrum",
+    "matched_hebbian",
+    "pair_cosines",
+    "pair_strengths",
+    "strength_vs_distance",
+]
+
+MATCHES = ("global", "rows")
+
+
+def matched_hebbian(xi, J, match: str = "global") -> np.ndarray:
+    """Hebbian couplings of the patterns ``xi``, rescaled to the norm of ``J``.
+
+    Parameters
+    ----------
+    xi : ndarray, shape (P, N, d)
+        Patterns.
+    J : ndarray, shape (N, N, d, d)
+        The couplings to match.
+    match : {"global", "rows"}
+        ``"global"``: same Frobenius norm |K| = |J|; ``"rows"``: same norm of every row,
+        |K_i.| = |J_i.| (a row of zero norm in either stays zero).
+
+    Returns
+    -------
+    ndarray, shape (N, N, d, d)
+        In the dtype of ``J``.
+    """
+    import spinsa
+
+    xi = check_spins(xi, "xi")
+    J = check_couplings(J, xi.shape[1], xi.shape[2], name="J")
+    check_choice(match, "match", MATCHES)
+    K = np.asarray(spinsa.hebbian_couplings(xi), dtype=J.dtype)
+    if match == "global":
+        if not np.any(K):
+            raise ValueError("the Hebbian couplings of xi are zero: there is no norm to match")
+        scale = np.linalg.norm(J.astype(np.float64)) / np.linalg.norm(K.astype(np.float64))
+        return (K * scale).astype(J.dtype)
+    rows_J = np.sqrt((J.astype(np.float64) ** 2).sum(axis=(1, 2, 3)))
+    rows_K = np.sqrt((K.astype(np.float64) ** 2).sum(axis=(1, 2, 3)))
+    scale = np.divide(rows_J, rows_K, out=np.zeros_like(rows_J), where=rows_K > 0)
+    return (K * scale[:, None, None, None]).astype(J.dtype)
+
+
+def _check_pair(J, K) -> tuple[np.ndarray, np.ndarray]:
+    J = check_couplings(J, name="J", dtype=np.float64)
+    K = check_couplings(K, J.shape[0], J.shape[2], name="K", dtype=np.float64)
+    return J, K
+
+
+def pair_strengths(J) -> np.ndarray:
+    """|J_ij|_F, the Frobenius norm of every d x d block.
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+
+    Returns
+    -------
+    ndarray of float64, shape (N, N)
+        Zero on the diagonal.
+    """
+    J = check_couplings(J, dtype=np.float64)
+    return np.sqrt((J**2).sum(axis=(2, 3)))
+
+
+def pair_cosines(J, K) -> np.ndarray:
+    """Cosine similarity of the blocks J_ij and K_ij, for every pair of tokens.
+
+    Parameters
+    ----------
+    J, K : ndarray, shape (N, N, d, d)
+
+    Returns
+    -------
+    ndarray of float64, shape (N, N)
+        <J_ij, K_ij>_F / (|J_ij|_F |K_ij|_F); NaN on the diagonal and where a block is zero.
+    """
+    J, K = _check_pair(J, K)
+    num = np.einsum("ijab,ijab->ij", J, K)
+    den = np.sqrt((J**2).sum(axis=(2, 3)) * (K**2).sum(axis=(2, 3)))
+    out = np.full(num.shape, np.nan)
+    np.divide(num, den, out=out, where=den > 0)
+    np.fill_diagonal(out, np.nan)
+    return np.clip(out, -1.0, 1.0)
+
+
+def coupling_cosine(J, K) -> float:
+    """Global cosine similarity <J, K>_F / (|J|_F |K|_F) of two sets of couplings.
+
+    Parameters
+    ----------
+    J, K : ndarray, shape (N, N, d, d)
+
+    Returns
+    -------
+    float
+        NaN if either is zero.
+    """
+    J, K = _check_pair(J, K)
+    den = np.linalg.norm(J) * np.linalg.norm(K)
+    return float(np.vdot(J, K) / den) if den > 0 else float("nan")
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+@dataclass(frozen=True)
+class StrengthDistance(AnalysisResult):
+    """Coupling strength |J_ij| against the distance between patches i and j.
+
+    Attributes
+    ----------
+    distance : ndarray of float64, shape (N (N - 1),)
+        |r_i - r_j| for every ordered pair i != j.
+    strength : ndarray of float64, shape (N (N - 1),)
+        |J_ij|_F for the same pairs.
+    bin_distance : ndarray of float64, shape (B,)
+        Distance of each bin (its mean distance).
+    mean, sem : ndarray of float64, shape (B,)
+        Mean strength in each bin and its standard error (NaN with one pair).
+    count : ndarray of int64, shape (B,)
+        Pairs per bin.
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = (
+        "distance",
+        "strength",
+        "bin_distance",
+        "mean",
+        "sem",
+        "count",
+    )
+    distance: np.ndarray
+    strength: np.ndarray
+    bin_distance: np.ndarray
+    mean: np.ndarray
+    sem: np.ndarray
+    count: np.ndarray
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        if self.distance.shape != self.strength.shape:
+            raise ValueError("distance and strength must have the same shape")
+        B = self.bin_distance.shape
+        for name in ("mean", "sem", "count"):
+            if getattr(self, name).shape != B:
+                raise ValueError(f"{name} must have the shape {B} of bin_distance")
+
+
+def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
+    """How the coupling strength |J_ij|_F decays with the distance between patches.
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+        Couplings.
+    positions : ndarray, shape (N, D)
+        Position of every token, e.g. ``PatchEmbedding.token_positions()`` (pixels) or grid
+        coordinates.
+    bins : int or array_like, optional
+        ``None`` (default): one bin per distinct distance (a grid has few); an int: that many
+        equal-width bins; an array: bin edges.
+
+    Returns
+    -------
+    StrengthDistance
+    """
+    S = pair_strengths(J)
+    N = S.shape[0]
+    positions = np.asarray(positions, dtype=np.float64)
+    if positions.ndim != 2 or positions.shape[0] != N:
+        raise ValueError(f"positions must have shape (N, D) with N = {N}, got {positions.shape}")
+    check_finite(positions, "positions")
+    dist = np.linalg.norm(positions[:, None, :] - positions[None, :, :], axis=-1)
+    off = ~np.eye(N, dtype=bool)
+    dist, strength = dist[off], S[off]
+    if bins is None:
+        keys, which = np.unique(np.round(dist, 9), return_inverse=True)
+        n_bins = keys.size
+    else:
+        if np.ndim(bins) == 0:
+            edges = np.linspace(dist.min(), dist.max(), check_count(bins, "bins", 1) + 1)
+        else:
+            edges = np.asarray(bins, dtype=np.float64)
+        if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
+            raise ValueError("bins must be a positive int or increasing edges")
+        which = np.clip(np.searchsorted(edges, dist, side="right") - 1, 0, edges.size - 2)
+        inside = (dist >= edges[0]) & (dist <= edges[-1])
+        which = np.where(inside, which, -1)
+        n_bins = edges.size - 1
+    count = np.bincount(which[which >= 0], minlength=n_bins).astype(np.int64)
+    ok = which >= 0
+    total = np.bincount(which[ok], weights=strength[ok], minlength=n_bins)
+    total2 = np.bincount(which[ok], weights=strength[ok] ** 2, minlength=n_bins)
+    dsum = np.bincount(which[ok], weights=dist[ok], minlength=n_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        var = (total2 - count * mean**2) / (count - 1)
+        sem = np.sqrt(np.maximum(var, 0.0) / count)
+        bin_distance = dsum / count
+    sem[count < 2] = np.nan
+    return StrengthDistance(
+        distance=dist,
+        strength=strength,
+        bin_distance=bin_distance,
+        mean=mean,
+        sem=sem,
+        count=count,
+    )
+
+
+# --------------------------------------------------------------------------- spectra
+
+
+def coupling_matrix(J) -> np.ndarray:
+    """The (N d) x (N d) matrix M[i d + a, j d + b] = J[i, j, a, b].
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+
+    Returns
+    -------
+    ndarray, shape (N d, N d)
+    """
+    J = check_couplings(J)
+    N, _, d, _ = J.shape
+    return J.transpose(0, 2, 1, 3).reshape(N * d, N * d)
+
+
+@dataclass(frozen=True)
+class CouplingSpectrum(AnalysisResult):
+    """Spectra of a set of couplings.
+
+    Attributes
+    ----------
+    eigenvalues : ndarray of complex128, shape (N d,)
+        Eigenvalues of M (J is not symmetric in general), by decreasing real part.
+    singular_values : ndarray of float64, shape (N d,)
+        Singular values of M, decreasing.
+    symmetric_eigenvalues : ndarray of float64, shape (N d,)
+        Eigenvalues of (M + M^T) / 2, decreasing.
+    block_singular_values : ndarray of float64, shape (N, N, d)
+        Singular values of every block J_ij, decreasing (zero on the diagonal).
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = (
+        "eigenvalues",
+        "singular_values",
+        "symmetric_eigenvalues",
+        "block_singular_values",
+    )
+    eigenvalues: np.ndarray
+    singular_values: np.ndarray
+    symmetric_eigenvalues: np.ndarray
+    block_singular_values: np.ndarray
+
+    def __post_init__(self):
+        self._freeze_arrays()
+
+
+def coupling_spectrum(J) -> CouplingSpectrum:
+    """Eigenvalues and singular values of the couplings seen as one (N d) x (N d) matrix.
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+
+    Returns
+    -------
+    CouplingSpectrum
+    """
+    M = coupling_matrix(np.asarray(J, dtype=np.float64))
+    ev = np.linalg.eigvals(M)
+    ev = ev[np.lexsort((-ev.imag, -ev.real))]
+    sv = np.linalg.svd(M, compute_uv=False)
+    sym = np.linalg.eigvalsh((M + M.T) / 2)[::-1]
+    block = np.linalg.svd(np.asarray(J, dtype=np.float64), compute_uv=False)
+    return CouplingSpectrum(
+        eigenvalues=ev.astype(np.complex128),
+        singular_values=sv,
+        symmetric_eigenvalues=sym.copy(),
+        block_singular_values=block,
+    )
+
+
+# --------------------------------------------------------------------------- summary
+
+
+@dataclass(frozen=True)
+class HebbianComparison(AnalysisResult):
+    """Fitted couplings side by side with norm-matched Hebbian ones.
+
+    Attributes
+    ----------
+    hebbian : ndarray, shape (N, N, d, d)
+        The norm-matched Hebbian couplings K.
+    pair_cosine : ndarray of float64, shape (N, N)
+        cos(J_ij, K_ij) (NaN on the diagonal).
+    strength, strength_hebbian : ndarray of float64, shape (N, N)
+        |J_ij|_F and |K_ij|_F.
+    distance : ndarray of float64, shape (N, N), or None
+        |r_i - r_j| when positions were given.
+    singular_values, singular_values_hebbian : ndarray of float64, shape (N d,)
+    symmetric_eigenvalues, symmetric_eigenvalues_hebbian : ndarray of float64, shape (N d,)
+    global_cosine : float
+        <J, K>_F / (|J| |K|).
+    mean_pair_cosine, median_pair_cosine : float
+        Over the off-diagonal pairs where both blocks are non-zero.
+    norm : float
+        |J|_F (= |K|_F with ``match = "global"``).
+    match : str
+    n_patterns : int
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = (
+        "hebbian",
+        "pair_cosine",
+        "strength",
+        "strength_hebbian",
+        "distance",
+        "singular_values",
+        "singular_values_hebbian",
+        "symmetric_eigenvalues",
+        "symmetric_eigenvalues_hebbian",
+    )
+    hebbian: np.ndarray
+    pair_cosine: np.ndarray
+    strength: np.ndarray
+    strength_hebbian: np.ndarray
+    distance: np.ndarray | None
+    singular_values: np.ndarray
+    singular_values_hebbian: np.ndarray
+    symmetric_eigenvalues: np.ndarray
+    symmetric_eigenvalues_hebbian: np.ndarray
+    global_cosine: float = float("nan")
+    mean_pair_cosine: float = float("nan")
+    median_pair_cosine: float = float("nan")
+    norm: float = 0.0
+    match: str = "global"
+    n_patterns: int = 0
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        N = self.pair_cosine.shape[0]
+        for name in ("pair_cosine", "strength", "strength_hebbian", "distance"):
+            a = getattr(self, name)
+            if a is not None and a.shape != (N, N):
+                raise ValueError(f"{name} must have shape ({N}, {N}), got {a.shape}")
+
+
+def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> HebbianComparison:
+    """Everything :mod:`spinsa.analysis.hebbian` measures, for J against Hebb(xi).
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+        Couplings (fitted, random...).
+    xi : ndarray, shape (P, N, d)
+        The patterns whose Hebbian couplings J is compared with (the training set).
+    positions : ndarray, shape (N, D), optional
+        Token positions, for the distance matrix.
+    match : {"global", "rows"}
+        How the Hebbian couplings are rescaled (:func:`matched_hebbian`).
+
+    Returns
+    -------
+    HebbianComparison
+    """
+    xi = check_spins(xi, "xi")
+    J = check_couplings(J, xi.shape[1], xi.shape[2])
+    K = matched_hebbian(xi, J, match)
+    cos = pair_cosines(J, K)
+    valid = cos[np.isfinite(cos)]
+    distance = None
+    if positions is not None:
+        positions = np.asarray(positions, dtype=np.float64)
+        if positions.ndim != 2 or positions.shape[0] != J.shape[0]:
+            raise ValueError(
+                f"positions must have shape (N, D) with N = {J.shape[0]}, got {positions.shape}"
+            )
+        distance = np.linalg.norm(positions[:, None] - positions[None, :], axis=-1)
+    sJ, sK = coupling_spectrum(J), coupling_spectrum(K)
+    return HebbianComparison(
+        hebbian=K,
+        pair_cosine=cos,
+        strength=pair_strengths(J),
+        strength_hebbian=pair_strengths(K),
+        distance=distance,
+        singular_values=sJ.singular_values,
+        singular_values_hebbian=sK.singular_values,
+        symmetric_eigenvalues=sJ.symmetric_eigenvalues,
+        symmetric_eigenvalues_hebbian=sK.symmetric_eigenvalues,
+        global_cosine=coupling_cosine(J, K),
+        mean_pair_cosine=float(valid.mean()) if valid.size else float("nan"),
+        median_pair_cosine=float(np.median(valid)) if valid.size else float("nan"),
+        norm=float(np.linalg.norm(J.astype(np.float64))),
+        match=match,
+        n_patterns=int(xi.shape[0]),
+    )

@@ -1,0 +1,441 @@
+"""Transient memories: when a trajectory is closest to its target, and for how long.
+
+A corrupted image relaxes first towards its clean version, then (in the bare self-attention
+network of D'Amico & Negri 2024) away from it towards a global attractor. For every
+trajectory this module measures, from a curve q(t) sampled at the recorded times,
+
+- the **peak**: the largest overlap with the target (or the smallest reconstruction error)
+  and the first time it is reached, ``t_peak``;
+- the **lifetime**: the length of the stretch of time around the peak during which the
+  trajectory stays close to its target: the overlap stays above a threshold, or the
+  reconstruction error stays below that of the corrupted input (its value at t = 0).
+
+Convention. A recorded time t_k stands for the interval [t_k, t_{k+1}). The stretch that
+holds the peak runs over the records k0..k1 (the condition holds at all of them and fails at
+k0 - 1 and k1 + 1); it is entered at ``t_enter = t_{k0}`` and left at ``t_leave = t_{k1+1}``,
+the first recorded time at which the condition fails again, and ``lifetime = t_leave -
+t_enter``. If the condition still holds at the last record, the trajectory never left:
+``t_leave`` is the last time, ``censored`` is True and the lifetime is a lower bound (a
+fixed point at its target has lifetime = the whole run, censored). If the condition never
+holds, the lifetime is 0 and ``t_enter = t_leave = t_peak``. With ``record_every > 1`` the
+times are known to the recording resolution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from spinsa._checks import check_count, check_finite, check_real
+from spinsa.analysis._results import AnalysisResult
+
+__all__ = [
+    "LifetimeTable",
+    "Lifetimes",
+    "error_lifetimes",
+    "lifetimes_vs_corruption",
+    "overlap_lifetimes",
+    "summarize_lifetimes",
+]
+
+CRITERIA = ("overlap", "error")
+
+
+@dataclass(frozen=True)
+class Lifetimes(AnalysisResult):
+    """Peak and lifetime of the transient of every trajectory.
+
+    Attributes
+    ----------
+    t_peak : ndarray of int64, shape (P,)
+        First time of maximal overlap (or minimal error).
+    peak : ndarray of float64, shape (P,)
+        The maximal overlap (or minimal error).
+    lifetime : ndarray of int64, shape (P,)
+        ``t_leave - t_enter`` (see the module docstring); 0 if the condition never holds.
+    t_enter, t_leave : ndarray of int64, shape (P,)
+        Start of the stretch that holds the peak, and first recorded time after it where the
+        condition fails (the last time if it never does).
+    censored : ndarray of bool, shape (P,)
+        The condition still holds at the end of the run: the lifetime is a lower bound.
+    time_above : ndarray of int64, shape (P,)
+        Total time, over all stretches, during which the condition holds.
+    threshold : ndarray of float64, shape (P,)
+        The threshold each curve was compared with (the same for all with ``"overlap"``; the
+        error at t = 0, or the given baseline, with ``"error"``).
+    criterion : {"overlap", "error"}
+        ``"overlap"``: condition q(t) > threshold; ``"error"``: q(t) < threshold.
+    duration : int
+        Length of the run, ``times[-1] - times[0]``.
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = (
+        "t_peak",
+        "peak",
+        "lifetime",
+        "t_enter",
+        "t_leave",
+        "censored",
+        "time_above",
+        "threshold",
+    )
+    t_peak: np.ndarray
+    peak: np.ndarray
+    lifetime: np.ndarray
+    t_enter: np.ndarray
+    t_leave: np.ndarray
+    censored: np.ndarray
+    time_above: np.ndarray
+    threshold: np.ndarray
+    criterion: str = "overlap"
+    duration: int = 0
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        if self.criterion not in CRITERIA:
+            raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
+        shape = self.t_peak.shape
+        for name in self._arrays:
+            if getattr(self, name).shape != shape:
+                raise ValueError(f"{name} must have shape {shape}, got {getattr(self, name).shape}")
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.t_peak.shape[0])
+
+
+def _check_curves(q, times, name: str) -> tuple[np.ndarray, np.ndarray]:
+    q = np.asarray(q, dtype=np.float64)
+    if q.ndim != 2:
+        raise ValueError(f"{name} must have shape (n_records, n_samples), got shape {q.shape}")
+    if q.shape[0] < 1 or q.shape[1] < 1:
+        raise ValueError(f"{name} must hold at least one record and one sample, got {q.shape}")
+    check_finite(q, name)
+    times = np.asarray(times)
+    if times.shape != (q.shape[0],) or not np.issubdtype(times.dtype, np.integer):
+        raise ValueError(
+            f"times must be an integer array of shape ({q.shape[0]},), one per record of "
+            f"{name}, got {times.dtype} array of shape {times.shape}"
+        )
+    if q.shape[0] > 1 and not np.all(np.diff(times) > 0):
+        raise ValueError("times must be strictly increasing")
+    return q, times.astype(np.int64)
+
+
+def _lifetimes(q, times, cond, peak_index, threshold, criterion) -> Lifetimes:
+    """Stretches of ``cond`` (T, P) around ``peak_index`` (P,); vectorised over samples."""
+    T, P = cond.shape
+    cols = np.arange(P)
+    idx = np.arange(T)[:, None]
+    # last failure at or before k, first failure at or after k
+    last_fail = np.maximum.accumulate(np.where(~cond, idx, -1), axis=0)
+    first_fail = np.minimum.accumulate(np.where(~cond, idx, T)[::-1], axis=0)[::-1]
+    holds = cond[peak_index, cols]
+    k0 = last_fail[peak_index, cols] + 1
+    k1 = first_fail[peak_index, cols] - 1  # last record of the stretch
+    censored = holds & (k1 == T - 1)
+    t_peak = times[peak_index]
+    t_enter = np.where(holds, times[np.clip(k0, 0, T - 1)], t_peak)
+    leave_k = np.clip(k1 + 1, 0, T - 1)
+    t_leave = np.where(holds, times[leave_k], t_peak)
+    # each record stands for [t_k, t_{k+1}); the last one for nothing
+    widths = np.append(np.diff(times), 0)
+    time_above = (cond * widths[:, None]).sum(axis=0).astype(np.int64)
+    return Lifetimes(
+        t_peak=t_peak,
+        peak=q[peak_index, cols],
+        lifetime=t_leave - t_enter,
+        t_enter=t_enter,
+        t_leave=t_leave,
+        censored=censored,
+        time_above=time_above,
+        threshold=np.broadcast_to(np.asarray(threshold, dtype=np.float64), (P,)).copy(),
+        criterion=criterion,
+        duration=int(times[-1] - times[0]),
+    )
+
+
+def overlap_lifetimes(m, times, threshold: float = 0.9) -> Lifetimes:
+    """Peak overlap with the target and how long the overlap stays above a threshold.
+
+    Parameters
+    ----------
+    m : ndarray, shape (T, P)
+        Overlap of every trajectory with its target at the recorded times (e.g.
+        :func:`spinsa.analysis.target_overlaps` of ``Trajectory.states``), or any similarity
+        curve such as the correlation of decoded and clean images.
+    times : ndarray of int, shape (T,)
+        Recorded times, strictly increasing.
+    threshold : float
+        The trajectory counts as "at its target" while m(t) > threshold.
+
+    Returns
+    -------
+    Lifetimes
+        ``criterion = "overlap"``; ``t_peak`` is the first time of max m.
+    """
+    m, times = _check_curves(m, times, "m")
+    threshold = check_real(threshold, "threshold")
+    return _lifetimes(m, times, m > threshold, np.argmax(m, axis=0), threshold, "overlap")
+
+
+def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
+    """Smallest reconstruction error and how long the error stays below the input's.
+
+    Parameters
+    ----------
+    errors : ndarray, shape (T, P)
+        Reconstruction error of every trajectory at the recorded times (e.g. the
+        mean squared pixel error of :func:`spinsa.tasks.reconstruction_errors`).
+    times : ndarray of int, shape (T,)
+        Recorded times, strictly increasing; ``times[0]`` is normally 0.
+    baseline : float or ndarray of shape (P,), optional
+        The trajectory counts as "better than its input" while error(t) < baseline; by
+        default the error of the corrupted input itself, ``errors[0]``.
+
+    Returns
+    -------
+    Lifetimes
+        ``criterion = "error"``; ``peak`` is the minimal error and ``t_peak`` its first time.
+    """
+    errors, times = _check_curves(errors, times, "errors")
+    if baseline is None:
+        base = errors[0].copy()
+    else:
+        base = np.asarray(baseline, dtype=np.float64)
+        if base.ndim > 1 or (base.ndim == 1 and base.shape != (errors.shape[1],)):
+            raise ValueError(
+                f"baseline must be a number or have shape ({errors.shape[1]},), "
+                f"got shape {base.shape}"
+            )
+        check_finite(base, "baseline")
+    cond = errors < base
+    return _lifetimes(errors, times, cond, np.argmin(errors, axis=0), base, "error")
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+@dataclass(frozen=True)
+class LifetimeTable(AnalysisResult):
+    """Lifetime statistics over a test set, one row per corruption level.
+
+    Attributes
+    ----------
+    levels : ndarray of float64, shape (L,)
+        Corruption level of each row (fraction masked, noise variance...).
+    n_samples : ndarray of int64, shape (L,)
+    lifetime_mean, lifetime_sem, lifetime_median : ndarray of float64, shape (L,)
+        Mean, its standard error (std / sqrt(n), ddof = 1) and median of the lifetimes.
+    peak_mean, peak_sem : ndarray of float64, shape (L,)
+        Mean and standard error of the peak overlap (or minimal error).
+    t_peak_mean, t_peak_sem : ndarray of float64, shape (L,)
+    fraction_transient : ndarray of float64, shape (L,)
+        Fraction with a finite stretch: lifetime > 0 and not censored.
+    fraction_censored : ndarray of float64, shape (L,)
+        Fraction still at the target at the end of the run.
+    bin_edges : ndarray of float64, shape (B + 1,)
+        Edges of the lifetime histogram, common to all levels.
+    counts : ndarray of int64, shape (L, B)
+        Histogram of lifetimes per level.
+    criterion : str
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = (
+        "levels",
+        "n_samples",
+        "lifetime_mean",
+        "lifetime_sem",
+        "lifetime_median",
+        "peak_mean",
+        "peak_sem",
+        "t_peak_mean",
+        "t_peak_sem",
+        "fraction_transient",
+        "fraction_censored",
+        "bin_edges",
+        "counts",
+    )
+    levels: np.ndarray
+    n_samples: np.ndarray
+    lifetime_mean: np.ndarray
+    lifetime_sem: np.ndarray
+    lifetime_median: np.ndarray
+    peak_mean: np.ndarray
+    peak_sem: np.ndarray
+    t_peak_mean: np.ndarray
+    t_peak_sem: np.ndarray
+    fraction_transient: np.ndarray
+    fraction_censored: np.ndarray
+    bin_edges: np.ndarray
+    counts: np.ndarray
+    criterion: str = "overlap"
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        L = self.levels.shape[0]
+        for name in self._arrays[:-2]:
+            if getattr(self, name).shape != (L,):
+                raise ValueError(f"{name} must have shape ({L},), got {getattr(self, name).shape}")
+        if self.counts.shape != (L, self.bin_edges.shape[0] - 1):
+            raise ValueError(
+                f"counts must have shape ({L}, {self.bin_edges.shape[0] - 1}), "
+                f"got {self.counts.shape}"
+            )
+
+
+def _mean_sem(a: np.ndarray) -> tuple[float, float]:
+    a = np.asarray(a, dtype=np.float64)
+    sem = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else np.nan
+    return float(a.mean()), float(sem)
+
+
+def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> LifetimeTable:
+    """Distributions of lifetimes over a test set, as a function of the corruption.
+
+    Parameters
+    ----------
+    lifetimes : sequence of Lifetimes, length L
+        One result per corruption level, all with the same criterion.
+    levels : array_like, shape (L,)
+        The corruption level of each.
+    bins : int or array_like, optional
+        Histogram bins: a number of bins or explicit edges. By default one bin per integer
+        lifetime from 0 to the longest run (``np.arange(duration + 2) - 0.5``).
+
+    Returns
+    -------
+    LifetimeTable
+    """
+    lifetimes = list(lifetimes)
+    if not lifetimes or not all(isinstance(r, Lifetimes) for r in lifetimes):
+        raise ValueError("lifetimes must be a non-empty sequence of Lifetimes")
+    levels = np.asarray(levels, dtype=np.float64)
+    if levels.shape != (len(lifetimes),):
+        raise ValueError(
+            f"levels must have shape ({len(lifetimes)},), one per result, got {levels.shape}"
+        )
+    check_finite(levels, "levels")
+    criteria = {r.criterion for r in lifetimes}
+    if len(criteria) > 1:
+        raise ValueError(f"all results must have the same criterion, got {sorted(criteria)}")
+    if bins is None:
+        top = max(r.duration for r in lifetimes)
+        edges = np.arange(top + 2, dtype=np.float64) - 0.5
+    elif np.ndim(bins) == 0:
+        nb = check_count(bins, "bins", 1)
+        top = max(float(r.lifetime.max()) for r in lifetimes)
+        edges = np.linspace(0.0, max(top, 1.0), nb + 1)
+    else:
+        edges = np.asarray(bins, dtype=np.float64)
+        if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
+            raise ValueError("bins must be increasing edges (at least 2 values)")
+    rows: dict[str, list] = {k: [] for k in LifetimeTable._arrays[1:-2]}
+    counts = []
+    for r in lifetimes:
+        rows["n_samples"].append(r.n_samples)
+        mean, sem = _mean_sem(r.lifetime)
+        rows["lifetime_mean"].append(mean)
+        rows["lifetime_sem"].append(sem)
+        rows["lifetime_median"].append(float(np.median(r.lifetime)))
+        mean, sem = _mean_sem(r.peak)
+        rows["peak_mean"].append(mean)
+        rows["peak_sem"].append(sem)
+        mean, sem = _mean_sem(r.t_peak)
+        rows["t_peak_mean"].append(mean)
+        rows["t_peak_sem"].append(sem)
+        rows["fraction_transient"].append(float(np.mean((r.lifetime > 0) & ~r.censored)))
+        rows["fraction_censored"].append(float(np.mean(r.censored)))
+        counts.append(np.histogram(r.lifetime, bins=edges)[0])
+    return LifetimeTable(
+        levels=levels,
+        bin_edges=edges,
+        counts=np.asarray(counts, dtype=np.int64),
+        criterion=lifetimes[0].criterion,
+        **{
+            k: np.asarray(v, dtype=np.int64 if k == "n_samples" else np.float64)
+            for k, v in rows.items()
+        },
+    )
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def lifetimes_vs_corruption(
+    J,
+    lam: float,
+    targets,
+    corrupt: Callable[[np.ndarray, float, np.random.Generator], np.ndarray],
+    levels,
+    steps: int,
+    *,
+    threshold: float = 0.9,
+    rng=0,
+    bins=None,
+    **run_kwargs,
+) -> tuple[LifetimeTable, list[Lifetimes]]:
+    """Run the dynamics from corrupted targets at several levels and measure the transients.
+
+    The overlap with the target is computed on the fly at every step (through the
+    ``callback`` of :func:`spinsa.run`), so no trajectory is ever held in memory.
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+        Couplings (fitted, Hebbian, random).
+    lam : float
+        Inverse temperature of the dynamics.
+    targets : ndarray, shape (P, N, d)
+        Clean configurations (e.g. embedded test images).
+    corrupt : callable
+        ``corrupt(targets, level, rng) -> x0`` of shape (P, N, d): the corrupted initial
+        conditions at one level (e.g. ``lambda x, f, g: spinsa.tasks.mask_tokens(x, f, g)[0]``).
+    levels : array_like, shape (L,)
+        Corruption levels.
+    steps : int
+        Steps per run.
+    threshold : float
+        Overlap threshold of :func:`overlap_lifetimes`.
+    rng : np.random.Generator, int or None
+        Source of the corruptions (and of the async update order if not given a ``seed``).
+    bins : optional
+        Histogram bins of :func:`summarize_lifetimes`.
+    **run_kwargs
+        Passed to :func:`spinsa.run` (``gamma``, ``norm``, ``update``, ``seed``).
+
+    Returns
+    -------
+    table : LifetimeTable
+    per_level : list of Lifetimes, length L
+    """
+    import spinsa
+    from spinsa.analysis.overlaps import _check_configs, target_overlaps
+    from spinsa.tasks import as_generator
+
+    targets = _check_configs(targets, "targets", ndims=(3,))
+    steps = check_count(steps, "steps", 1)
+    levels = np.asarray(levels, dtype=np.float64).reshape(-1)
+    for key in ("record_every", "callback"):
+        if key in run_kwargs:
+            raise ValueError(f"{key} is set by lifetimes_vs_corruption; do not pass it")
+    gen = as_generator(rng)
+    per_level = []
+    for level in levels:
+        x0 = np.asarray(corrupt(targets, float(level), gen))
+        if x0.shape != targets.shape:
+            raise ValueError(
+                f"corrupt returned shape {x0.shape}; it must return the targets' {targets.shape}"
+            )
+        m = np.empty((steps + 1, targets.shape[0]))
+        m[0] = target_overlaps(x0, targets)
+
+        def record(t, x, m=m):
+            m[t] = target_overlaps(x, targets)
+
+        spinsa.run(x0, J, lam, steps, record_every=steps, callback=record, **run_kwargs)
+        per_level.append(overlap_lifetimes(m, np.arange(steps + 1), threshold))
+    return summarize_lifetimes(per_level, levels, bins=bins), per_level

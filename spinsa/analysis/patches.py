@@ -1,0 +1,212 @@
+"""Texture of the predicted patches (D'Amico & Negri 2024, Fig. 2).
+
+In the masked task, how much structure does a model put inside a patch it had to predict?
+For every masked token of every image this module takes the pixels of that patch in the
+predicted (decoded) image and computes their variance; a model that fills masked patches
+with flat grey has variances near zero, a clean digit has many large ones. The distribution
+of these variances is compared across models (fitted couplings, Hebbian couplings, a ViT...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from spinsa._checks import check_count, check_finite
+from spinsa.analysis._results import AnalysisResult
+
+__all__ = [
+    "PatchVariances",
+    "PatchVarianceHistograms",
+    "masked_patch_variances",
+    "patch_pixels",
+    "patch_variance_histograms",
+]
+
+
+def patch_pixels(images, patch: int) -> np.ndarray:
+    """Pixels of every patch, with the token order of :class:`spinsa.PatchEmbedding`.
+
+    Parameters
+    ----------
+    images : ndarray, shape (P, H, W) or (P, H, W, C)
+        Images; ``patch`` must divide H and W.
+    patch : int
+        Side of the square patches.
+
+    Returns
+    -------
+    ndarray, shape (P, N, patch * patch * C)
+        Token k = grid row ``k // (W / patch)``, grid column ``k % (W / patch)``; inside a
+        token, pixels row-major, channels last.
+    """
+    images = np.asarray(images, dtype=np.float64)
+    patch = check_count(patch, "patch", 1)
+    if images.ndim == 3:
+        images = images[..., None]
+    if images.ndim != 4:
+        raise ValueError(f"images must have shape (P, H, W) or (P, H, W, C), got {images.shape}")
+    P, H, W, C = images.shape
+    if H % patch or W % patch:
+        raise ValueError(f"patch = {patch} must divide the image height {H} and width {W}")
+    check_finite(images, "images")
+    gh, gw = H // patch, W // patch
+    t = images.reshape(P, gh, patch, gw, patch, C).transpose(0, 1, 3, 2, 4, 5)
+    return t.reshape(P, gh * gw, patch * patch * C)
+
+
+@dataclass(frozen=True)
+class PatchVariances(AnalysisResult):
+    """Variance of the pixels inside every masked patch.
+
+    Attributes
+    ----------
+    variance : ndarray of float64, shape (K,)
+        One value per masked (image, token), in image-major order: the population variance
+        (ddof = 0) of the patch's patch² · C pixel values.
+    sample : ndarray of int64, shape (K,)
+        Image of each value.
+    token : ndarray of int64, shape (K,)
+        Token of each value.
+    patch : int
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = ("variance", "sample", "token")
+    variance: np.ndarray
+    sample: np.ndarray
+    token: np.ndarray
+    patch: int = 1
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        if not (self.variance.shape == self.sample.shape == self.token.shape):
+            raise ValueError("variance, sample and token must have the same shape")
+
+
+def masked_patch_variances(images, mask, patch: int) -> PatchVariances:
+    """Variance of the predicted pixels inside each masked patch.
+
+    Parameters
+    ----------
+    images : ndarray, shape (P, H, W) or (P, H, W, C)
+        Predicted images (e.g. ``embedding.decode(trajectory.final)``) or, for reference,
+        the clean images.
+    mask : ndarray of bool, shape (P, N)
+        True for the masked tokens (as returned by :func:`spinsa.tasks.mask_tokens`).
+    patch : int
+        Side of the patches.
+
+    Returns
+    -------
+    PatchVariances
+    """
+    pixels = patch_pixels(images, patch)
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_ or mask.shape != pixels.shape[:2]:
+        raise ValueError(
+            f"mask must be a bool array of shape (P, N) = {pixels.shape[:2]}, "
+            f"got {mask.dtype} array of shape {mask.shape}"
+        )
+    sample, token = np.nonzero(mask)
+    return PatchVariances(
+        variance=pixels[sample, token].var(axis=-1),
+        sample=sample.astype(np.int64),
+        token=token.astype(np.int64),
+        patch=int(patch),
+    )
+
+
+@dataclass(frozen=True)
+class PatchVarianceHistograms(AnalysisResult):
+    """Distributions of masked-patch variances, one row per model.
+
+    Attributes
+    ----------
+    bin_edges : ndarray of float64, shape (B + 1,)
+        Common edges.
+    counts : ndarray of int64, shape (M, B)
+    density : ndarray of float64, shape (M, B)
+        Normalised so that sum(density * widths) = 1 per model (values outside the edges
+        are left out of the counts but kept in the normalisation).
+    mean, median : ndarray of float64, shape (M,)
+    n_patches : ndarray of int64, shape (M,)
+    models : tuple of str, length M
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = (
+        "bin_edges",
+        "counts",
+        "density",
+        "mean",
+        "median",
+        "n_patches",
+    )
+    bin_edges: np.ndarray
+    counts: np.ndarray
+    density: np.ndarray
+    mean: np.ndarray
+    median: np.ndarray
+    n_patches: np.ndarray
+    models: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        object.__setattr__(self, "models", tuple(str(m) for m in self.models))
+        M, B = len(self.models), self.bin_edges.shape[0] - 1
+        if self.counts.shape != (M, B) or self.density.shape != (M, B):
+            raise ValueError(f"counts and density must have shape ({M}, {B})")
+
+
+def patch_variance_histograms(
+    results: Mapping[str, PatchVariances], bins=50, range=None
+) -> PatchVarianceHistograms:
+    """Histograms of masked-patch variances for several models on common bins.
+
+    Parameters
+    ----------
+    results : mapping of str to PatchVariances
+        One entry per model, e.g. ``{"fitted": ..., "hebbian": ..., "clean": ...}``.
+    bins : int or array_like
+        Number of bins or explicit edges.
+    range : (float, float), optional
+        Range of the bins; default: 0 to the largest variance (at least 0.25, the largest
+        possible variance of values in [0, 1]).
+
+    Returns
+    -------
+    PatchVarianceHistograms
+    """
+    if not results or not all(isinstance(v, PatchVariances) for v in results.values()):
+        raise ValueError("results must be a non-empty mapping of names to PatchVariances")
+    if np.ndim(bins) == 0:
+        nb = check_count(bins, "bins", 1)
+        if range is None:
+            top = max(float(v.variance.max(initial=0.0)) for v in results.values())
+            range = (0.0, max(top, 0.25))
+        edges = np.linspace(float(range[0]), float(range[1]), nb + 1)
+    else:
+        edges = np.asarray(bins, dtype=np.float64)
+        if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
+            raise ValueError("bins must be a positive int or increasing edges")
+    widths = np.diff(edges)
+    counts, density, mean, median, n = [], [], [], [], []
+    for v in results.values():
+        c = np.histogram(v.variance, bins=edges)[0]
+        total = max(v.variance.size, 1)
+        counts.append(c)
+        density.append(c / (total * widths))
+        mean.append(float(v.variance.mean()) if v.variance.size else np.nan)
+        median.append(float(np.median(v.variance)) if v.variance.size else np.nan)
+        n.append(v.variance.size)
+    return PatchVarianceHistograms(
+        bin_edges=edges,
+        counts=np.asarray(counts, dtype=np.int64),
+        density=np.asarray(density, dtype=np.float64),
+        mean=np.asarray(mean),
+        median=np.asarray(median),
+        n_patches=np.asarray(n, dtype=np.int64),
+        models=tuple(results),
+    )

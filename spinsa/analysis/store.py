@@ -1,0 +1,94 @@
+"""Analysis results in a run's HDF5 file, under ``/analysis/<name>``.
+
+A result's array fields become the group's datasets and its scalar fields (the parameters
+of the analysis) the group's attributes, with ``result_type`` naming its class so that
+:func:`load_analysis` rebuilds the same object::
+
+    report = find_attractors(J, 1.0, x0s, 200, patterns=xi)
+    save_analysis("run.h5", "attractors", report)
+    again = load_analysis("run.h5", "attractors")      # an AttractorReport
+
+The file must already be a spinsa file (written by :func:`spinsa.io.write_file`); writing is
+atomic and refuses to replace an existing analysis unless ``overwrite=True``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from spinsa.analysis._results import AnalysisResult, result_class
+
+__all__ = ["GROUP", "list_analyses", "load_analysis", "save_analysis"]
+
+GROUP = "analysis"
+
+
+def _group(name: str) -> str:
+    if not isinstance(name, str) or not name.strip("/"):
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    return f"{GROUP}/{name.strip('/')}"
+
+
+def save_analysis(
+    path: str | os.PathLike,
+    name: str,
+    result: AnalysisResult,
+    *,
+    attrs: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> None:
+    """Write ``result`` to the group ``/analysis/<name>`` of the spinsa file ``path``.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        An existing spinsa HDF5 file.
+    name : str
+        Name of the analysis (``"overlaps"``, ``"attractors/hebbian"``...).
+    result : AnalysisResult
+        Any result of :mod:`spinsa.analysis`.
+    attrs : mapping, optional
+        Extra attributes (e.g. the source of the couplings); they must not reuse the name
+        of one of the result's fields.
+    overwrite : bool
+        Replace an existing analysis of that name.
+    """
+    from spinsa import io
+
+    if not isinstance(result, AnalysisResult):
+        raise ValueError(f"result must be a spinsa.analysis result, got {type(result).__name__}")
+    group_attrs = result.attrs()
+    for key, value in (attrs or {}).items():
+        if key in group_attrs:
+            raise ValueError(f"attrs[{key!r}] clashes with a field of {type(result).__name__}")
+        group_attrs[key] = value
+    io.write_group(path, _group(name), result.to_arrays(), group_attrs, overwrite=overwrite)
+
+
+def load_analysis(path: str | os.PathLike, name: str) -> AnalysisResult:
+    """Read back the result saved under ``/analysis/<name>`` (same class, same fields)."""
+    from spinsa import io
+
+    arrays, attrs = io.read_group(path, _group(name))
+    if "result_type" not in attrs:
+        raise ValueError(f"{path}: group {_group(name)!r} is not a saved analysis result")
+    return result_class(attrs["result_type"]).from_arrays(arrays, attrs)
+
+
+def list_analyses(path: str | os.PathLike) -> list[str]:
+    """Names of the analyses saved in ``path`` (groups under ``/analysis`` with a result)."""
+    from spinsa import io
+
+    names: list[str] = []
+    with io.open_file(path) as f:
+        if GROUP not in f:
+            return names
+
+        def visit(sub: str, obj) -> None:
+            if "result_type" in getattr(obj, "attrs", {}):
+                names.append(sub)
+
+        f[GROUP].visititems(visit)
+    return sorted(names)

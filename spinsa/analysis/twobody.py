@@ -1,0 +1,652 @@
+"""The two-body vector-spin model: is the Hebb rule the pseudo-likelihood optimum?
+
+Same spins and couplings as the attention network, but no attention: the field on token i
+is h_i = sum_{j != i} J_ij x_j, and the conditional density of x_i on the unit sphere
+S^{d-1} is von Mises-Fisher,
+
+    p(x_i | x_{-i}) = exp(beta x_i . h_i) / Z_d(beta |h_i|),
+    Z_d(kappa) = (2 pi)^{d/2} I_{d/2-1}(kappa) / kappa^{d/2-1},
+
+with I_nu the modified Bessel function of the first kind; Z_d(0) = 2 pi^{d/2} / Gamma(d/2)
+is the area of the sphere, and d log Z_d / d kappa = A_d(kappa) = I_{d/2}(kappa) /
+I_{d/2-1}(kappa) is the mean resultant length. Its negative log pseudo-likelihood over P
+patterns,
+
+    L(J) = -(1/P) sum_mu sum_i log p(xi^mu_i | xi^mu_{-i}),
+
+is convex in J (log Z_d(beta |h|) is the log-partition function of an exponential family in
+its natural parameter beta h, and h is linear in J), with the closed-form gradient
+
+    dL/dJ_ij = (1/P) sum_mu g^mu_i (xi^mu_j)^T,   g_i = beta (A_d(kappa_i) h_i / |h_i| - xi_i).
+
+At J = 0 the gradient is -beta (1/P) sum_mu xi_i xi_j^T: minus the Hebbian couplings. L is
+unbounded below when the patterns can be fitted exactly (|J| -> infinity along a direction
+that aligns every h_i with xi_i), so the fit adds an L2 penalty (l2/2) |J|^2 (then the optimum
+is unique) or fixes |J|. For a single pattern the optimum is exactly along the Hebbian
+couplings; :func:`twobody_vs_hebbian` follows how it departs from them as P grows.
+
+Numerics. log I_nu(kappa) is evaluated as log ive(nu, kappa) + kappa with the exponentially
+scaled Bessel function of scipy, so large kappa never overflows; for small kappa (and
+wherever ive underflows, at large nu) the power series of I_nu(kappa) / kappa^nu is summed
+instead, so kappa -> 0 gives log Z_d(0) = log(area of S^{d-1}) exactly; for kappa >= 1e8
+(where scipy's ive gives up) Hankel's large-argument expansion is used. Everything is float64.
+The diagonal blocks J_ii are ignored (treated as zero), as everywhere in spinsa.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import special
+
+from spinsa._checks import (
+    check_choice,
+    check_count,
+    check_couplings,
+    check_finite,
+    check_positive,
+    check_spins,
+)
+from spinsa.analysis._results import AnalysisResult
+
+__all__ = [
+    "TwoBodyFit",
+    "TwoBodyVsHebbian",
+    "fit_twobody",
+    "log_partition",
+    "log_sphere_area",
+    "mean_resultant_length",
+    "twobody_fields",
+    "twobody_log_density",
+    "twobody_log_likelihoods",
+    "twobody_nll",
+    "twobody_nll_and_grad",
+    "twobody_vs_hebbian",
+]
+
+_SERIES_TERMS = 20  # enough for z = kappa^2 / 4 <= nu + 1: term k <= 1/k!
+_IVE_FLOOR = 1e-290  # below this, ive is (close to) underflowing: use the series
+_HANKEL_FROM = 1e8  # large-argument expansion from here (and kappa >> nu^2)
+_MAX_SERIES_TERMS = 10**6
+
+
+# --------------------------------------------------------------------------- Bessel functions
+
+
+def log_sphere_area(d: int) -> float:
+    """log of the area of S^{d-1}: log(2 pi^{d/2} / Gamma(d/2)).  (d = 1: log 2, two points.)"""
+    d = check_count(d, "d", 1)
+    return math.log(2.0) + 0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d)
+
+
+def _series_small(z: np.ndarray, nu: float) -> np.ndarray:
+    """sum_k z^k / (k! (nu+1)_k) for z <= nu + 1 (all terms positive, fast convergence)."""
+    total = np.ones_like(z)
+    term = np.ones_like(z)
+    for k in range(1, _SERIES_TERMS + 1):
+        term = term * z / (k * (nu + k))
+        total += term
+    return total
+
+
+def _log_series_any(z: np.ndarray, nu: float) -> np.ndarray:
+    """log sum_k z^k / (k! (nu+1)_k) for any z >= 0, summed in logs (slow path)."""
+    kstar = float(np.max((-nu + np.sqrt(nu * nu + 4.0 * z)) / 2.0, initial=0.0))
+    n_terms = int(kstar + 12.0 * math.sqrt(kstar + 1.0) + 40)
+    if n_terms > _MAX_SERIES_TERMS:
+        raise ValueError(
+            f"log I_nu(kappa) out of range: nu = {nu} and kappa = {2 * math.sqrt(z.max()):.3g} "
+            "are both too large for the series and for scipy's ive"
+        )
+    logz = np.log(np.maximum(z, np.finfo(np.float64).tiny))
+    acc = np.zeros_like(z)  # log of the k = 0 term
+    logt = np.zeros_like(z)
+    for k in range(1, n_terms + 1):
+        logt = logt + logz - math.log(k) - math.log(nu + k)
+        acc = np.logaddexp(acc, logt)
+    return np.where(z > 0, acc, 0.0)
+
+
+def _hankel_sum(nu: float, kappa: np.ndarray) -> np.ndarray:
+    """sqrt(2 pi kappa) I_nu(kappa) e^{-kappa} from Hankel's expansion, for kappa >> nu^2."""
+    mu = 4.0 * nu * nu
+    term = np.ones_like(kappa)
+    total = np.ones_like(kappa)
+    for j in range(1, 31):
+        term = term * (-(mu - (2 * j - 1) ** 2) / (8.0 * j * kappa))
+        total += term
+        if np.all(np.abs(term) < 1e-17):
+            break
+    return total
+
+
+def _log_bessel(nu: float, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """f_nu(kappa) = log(I_nu(kappa) / kappa^nu) and f_{nu+1}(kappa) - f_nu(kappa).
+
+    ``kappa`` is 1-d and >= 0. Both are finite at kappa = 0, where the difference is
+    -log(2 (nu + 1)). Three regimes, chosen so that nu and nu + 1 share one: the power
+    series for kappa <= 2 sqrt(nu + 1) (and wherever ive underflows), Hankel's
+    large-argument expansion for kappa >= max(1e8, 100 ((nu + 1)^2 + 1)) (scipy's ive
+    returns NaN above ~1e9), and scipy's exponentially scaled ive in between. The
+    difference is formed from the ratio of the two Bessel functions, never from two large
+    logarithms, so A_d(kappa) = kappa exp(difference) keeps full relative precision.
+    """
+    f = np.empty_like(kappa)
+    dlog = np.empty_like(kappa)
+    head = -nu * math.log(2.0) - math.lgamma(nu + 1.0)
+    shift = -math.log(2.0) - math.log(nu + 1.0)
+    small = kappa <= 2.0 * math.sqrt(nu + 1.0)
+    if small.any():
+        z = 0.25 * kappa[small] ** 2
+        s0, s1 = _series_small(z, nu), _series_small(z, nu + 1.0)
+        f[small] = head + np.log(s0)
+        dlog[small] = shift + np.log(s1 / s0)
+    huge = ~small & (kappa >= max(_HANKEL_FROM, 100.0 * ((nu + 1.0) ** 2 + 1.0)))
+    if huge.any():
+        k = kappa[huge]
+        t0, t1 = _hankel_sum(nu, k), _hankel_sum(nu + 1.0, k)
+        f[huge] = np.log(t0) - 0.5 * np.log(2.0 * np.pi * k) + k - nu * np.log(k)
+        dlog[huge] = np.log(t1 / t0) - np.log(k)
+    mid = ~small & ~huge
+    if mid.any():
+        k = kappa[mid]
+        v0, v1 = special.ive(nu, k), special.ive(nu + 1.0, k)
+        ok = np.isfinite(v0) & np.isfinite(v1) & (v0 > _IVE_FLOOR) & (v1 > _IVE_FLOOR)
+        fm = np.empty_like(k)
+        dm = np.empty_like(k)
+        fm[ok] = np.log(v0[ok]) + k[ok] - nu * np.log(k[ok])
+        dm[ok] = np.log(v1[ok] / v0[ok]) - np.log(k[ok])
+        if not ok.all():
+            z = 0.25 * k[~ok] ** 2
+            l0, l1 = _log_series_any(z, nu), _log_series_any(z, nu + 1.0)
+            fm[~ok] = head + l0
+            dm[~ok] = shift + l1 - l0
+        f[mid] = fm
+        dlog[mid] = dm
+    return f, dlog
+
+
+def _as_kappa(kappa) -> np.ndarray:
+    kappa = np.asarray(kappa, dtype=np.float64)
+    check_finite(kappa, "kappa")
+    if np.any(kappa < 0):
+        raise ValueError("kappa must be >= 0 (it is beta |h|)")
+    return kappa
+
+
+def log_partition(kappa, d: int) -> np.ndarray:
+    """log Z_d(kappa), the von Mises-Fisher normaliser on S^{d-1}.
+
+    Parameters
+    ----------
+    kappa : array_like, any shape
+        Concentrations beta |h| >= 0.
+    d : int
+        Spin dimension (d = 1 gives the Ising case, Z_1 = 2 cosh kappa).
+
+    Returns
+    -------
+    ndarray of float64, shape of ``kappa``
+        (d/2) log(2 pi) + log I_{d/2-1}(kappa) - (d/2 - 1) log kappa; finite for every
+        kappa >= 0, equal to :func:`log_sphere_area` at 0 and ~ kappa - ((d-1)/2) log kappa
+        for large kappa.
+    """
+    d = check_count(d, "d", 1)
+    kappa = _as_kappa(kappa)
+    flat = kappa.reshape(-1)
+    out = 0.5 * d * math.log(2.0 * math.pi) + _log_bessel(0.5 * d - 1.0, flat)[0]
+    return out.reshape(kappa.shape)
+
+
+def _ratio_over_kappa(kappa: np.ndarray, d: int) -> np.ndarray:
+    """A_d(kappa) / kappa = I_{d/2}(kappa) / (kappa I_{d/2-1}(kappa)); 1/d at kappa = 0."""
+    return np.exp(_log_bessel(0.5 * d - 1.0, kappa)[1])
+
+
+def mean_resultant_length(kappa, d: int) -> np.ndarray:
+    """A_d(kappa) = I_{d/2}(kappa) / I_{d/2-1}(kappa) = d log Z_d / d kappa = E[x . mu].
+
+    Parameters
+    ----------
+    kappa : array_like
+        Concentrations >= 0.
+    d : int
+        Spin dimension.
+
+    Returns
+    -------
+    ndarray of float64, shape of ``kappa``, values in [0, 1)
+        ~ kappa / d for small kappa, 1 - (d - 1) / (2 kappa) for large kappa.
+    """
+    d = check_count(d, "d", 1)
+    kappa = _as_kappa(kappa)
+    flat = kappa.reshape(-1)
+    return (flat * _ratio_over_kappa(flat, d)).reshape(kappa.shape)
+
+
+def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
+    """log p(x | h) = beta x . h - log Z_d(beta |h|), a normalised density on S^{d-1}.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., d)
+        Points on the unit sphere (not checked: the density is meant for unit vectors).
+    h : array_like, shape broadcastable with ``x``
+        Local fields.
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    ndarray of float64, shape (...)
+        Its exponential integrates to 1 over the sphere (surface measure; counting measure on
+        {-1, +1} for d = 1).
+    """
+    beta = check_positive(beta, "beta")
+    x = np.asarray(x, dtype=np.float64)
+    h = np.asarray(h, dtype=np.float64)
+    x, h = np.broadcast_arrays(x, h)
+    if x.ndim < 1:
+        raise ValueError("x and h must have a last axis of length d")
+    kappa = beta * np.linalg.norm(h, axis=-1)
+    return beta * np.einsum("...a,...a->...", x, h) - log_partition(kappa, x.shape[-1])
+
+
+# --------------------------------------------------------------------------- the objective
+
+
+def _matrix(J: np.ndarray) -> np.ndarray:
+    """(N d, N d) matrix of J with the diagonal blocks set to zero (a copy, float64)."""
+    N, _, d, _ = J.shape
+    M = J.astype(np.float64).transpose(0, 2, 1, 3).reshape(N * d, N * d).copy()
+    for i in range(N):
+        M[i * d : (i + 1) * d, i * d : (i + 1) * d] = 0.0
+    return M
+
+
+def _blocks(M: np.ndarray, N: int, d: int) -> np.ndarray:
+    """Inverse of :func:`_matrix` (shape (N, N, d, d))."""
+    return np.ascontiguousarray(M.reshape(N, d, N, d).transpose(0, 2, 1, 3))
+
+
+def twobody_fields(x, J) -> np.ndarray:
+    """h_i = sum_{j != i} J_ij x_j, the two-body local fields.
+
+    Parameters
+    ----------
+    x : ndarray, shape (P, N, d)
+    J : ndarray, shape (N, N, d, d)
+
+    Returns
+    -------
+    ndarray of float64, shape (P, N, d)
+    """
+    x = check_spins(x, dtype=np.float64)
+    J = check_couplings(J, x.shape[1], x.shape[2], dtype=np.float64)
+    P, N, d = x.shape
+    return (x.reshape(P, N * d) @ _matrix(J).T).reshape(P, N, d)
+
+
+def twobody_log_likelihoods(xi, J, beta: float = 1.0) -> np.ndarray:
+    """log p(xi^mu_i | xi^mu_{-i}) for every pattern and token.
+
+    Parameters
+    ----------
+    xi : ndarray, shape (P, N, d)
+        Patterns of unit spins.
+    J : ndarray, shape (N, N, d, d)
+    beta : float
+
+    Returns
+    -------
+    ndarray of float64, shape (P, N)
+    """
+    return twobody_log_density(xi, twobody_fields(xi, J), beta)
+
+
+def _nll_and_grad_matrix(X: np.ndarray, M: np.ndarray, N: int, d: int, beta: float):
+    """Loss and gradient on the (N d, N d) matrix; X: (P, N d). Gradient has zero blocks."""
+    P = X.shape[0]
+    H = X @ M.T
+    h = H.reshape(P, N, d)
+    kappa = beta * np.linalg.norm(h, axis=-1).reshape(-1)
+    f, dlog = _log_bessel(0.5 * d - 1.0, kappa)
+    logZ_sum = f.sum() + kappa.size * 0.5 * d * math.log(2.0 * math.pi)
+    R = np.exp(dlog).reshape(P, N, 1)
+    loss = (logZ_sum - beta * np.vdot(X, H)) / P
+    g = beta * (beta * R * h - X.reshape(P, N, d))
+    G = g.reshape(P, N * d).T @ X / P
+    for i in range(N):
+        G[i * d : (i + 1) * d, i * d : (i + 1) * d] = 0.0
+    return float(loss), G
+
+
+def twobody_nll_and_grad(xi, J, beta: float = 1.0) -> tuple[float, np.ndarray]:
+    """Negative log pseudo-likelihood of the two-body model and its gradient in J.
+
+    Parameters
+    ----------
+    xi : ndarray, shape (P, N, d)
+        Patterns of unit spins.
+    J : ndarray, shape (N, N, d, d)
+        Couplings (diagonal blocks ignored).
+    beta : float
+        Inverse temperature.
+
+    Returns
+    -------
+    loss : float
+        L(J) = -(1/P) sum_mu sum_i log p(xi^mu_i | xi^mu_{-i}).
+    grad : ndarray of float64, shape (N, N, d, d)
+        dL/dJ_ij = (1/P) sum_mu beta (A_d(kappa) h_i/|h_i| - xi_i) xi_j^T; zero diagonal blocks.
+    """
+    xi = check_spins(xi, "xi", dtype=np.float64)
+    J = check_couplings(J, xi.shape[1], xi.shape[2], dtype=np.float64)
+    beta = check_positive(beta, "beta")
+    P, N, d = xi.shape
+    loss, G = _nll_and_grad_matrix(xi.reshape(P, N * d), _matrix(J), N, d, beta)
+    return loss, _blocks(G, N, d)
+
+
+def twobody_nll(xi, J, beta: float = 1.0) -> float:
+    """L(J) of :func:`twobody_nll_and_grad`, without the gradient."""
+    return float(-twobody_log_likelihoods(xi, J, beta).sum() / np.shape(xi)[0])
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+@dataclass(frozen=True)
+class TwoBodyFit(AnalysisResult):
+    """Pseudo-likelihood optimum of the two-body model.
+
+    Attributes
+    ----------
+    J : ndarray of float64, shape (N, N, d, d)
+        The optimum (zero diagonal blocks).
+    loss : float
+        L(J), the negative log pseudo-likelihood per pattern, without the penalty.
+    objective : float
+        What was minimised: L(J) + (l2/2) |J|^2, or L(J) at fixed |J|.
+    grad_norm : float
+        Norm of the gradient of the objective at the optimum (projected on the sphere
+        |J| = norm when the norm is fixed).
+    beta : float
+    l2 : float or None
+    norm : float or None
+        The fixed Frobenius norm, if any.
+    n_iter : int
+    converged : bool
+    message : str
+        The optimiser's message.
+    n_patterns : int
+    backend : str
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = ("J",)
+    J: np.ndarray
+    loss: float = float("nan")
+    objective: float = float("nan")
+    grad_norm: float = float("nan")
+    beta: float = 1.0
+    l2: float | None = None
+    norm: float | None = None
+    n_iter: int = 0
+    converged: bool = False
+    message: str = ""
+    n_patterns: int = 0
+    backend: str = "lbfgs"
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        if self.J.ndim != 4:
+            raise ValueError(f"J must have shape (N, N, d, d), got {self.J.shape}")
+
+
+def _fit_lbfgs(X, M0, N, d, beta, l2, norm, max_iter, tol) -> dict[str, Any]:
+    from scipy.optimize import minimize
+
+    shape = M0.shape
+    if norm is None:
+
+        def fun(v):
+            M = v.reshape(shape)
+            loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
+            return loss + 0.5 * l2 * np.vdot(v, v), (G + l2 * M).ravel()
+
+        def to_J(v):
+            return v.reshape(shape)
+
+    else:
+
+        def to_J(v):
+            return norm * v.reshape(shape) / np.linalg.norm(v)
+
+        def fun(v):
+            r = np.linalg.norm(v)
+            u = v / r
+            loss, G = _nll_and_grad_matrix(X, norm * u.reshape(shape), N, d, beta)
+            g = G.ravel()
+            return loss, (norm / r) * (g - np.vdot(g, u) * u)
+
+    res = minimize(
+        fun,
+        M0.ravel(),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": max_iter, "ftol": tol, "gtol": tol * 1e-2, "maxcor": 20},
+    )
+    M = to_J(res.x)
+    loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
+    if norm is None:
+        objective = loss + 0.5 * l2 * float(np.vdot(M, M))
+        gvec = (G + l2 * M).ravel()
+    else:
+        objective = loss
+        u = (M / norm).ravel()
+        gvec = G.ravel() - np.vdot(G.ravel(), u) * u
+    return {
+        "M": M,
+        "loss": loss,
+        "objective": float(objective),
+        "grad_norm": float(np.linalg.norm(gvec)),
+        "n_iter": int(res.nit),
+        "converged": bool(res.success),
+        "message": str(res.message),
+    }
+
+
+_FITTERS: dict[str, Callable[..., dict[str, Any]]] = {"lbfgs": _fit_lbfgs}
+
+
+def fit_twobody(
+    xi,
+    beta: float = 1.0,
+    *,
+    l2: float | None = None,
+    norm: float | None = None,
+    J0=None,
+    backend: str = "lbfgs",
+    max_iter: int = 2000,
+    tol: float = 1e-12,
+    seed: int = 0,
+) -> TwoBodyFit:
+    """Minimise the two-body negative log pseudo-likelihood, with an L2 penalty or fixed norm.
+
+    Parameters
+    ----------
+    xi : ndarray, shape (P, N, d)
+        Training patterns of unit spins.
+    beta : float
+        Inverse temperature of the conditional densities.
+    l2 : float, optional
+        Penalty strength: minimise L(J) + (l2/2) |J|_F^2 (convex: unique optimum).
+    norm : float, optional
+        Fixed Frobenius norm |J|_F = norm (the parametrisation J = norm W / |W|).
+        Exactly one of ``l2`` and ``norm`` must be given.
+    J0 : ndarray, shape (N, N, d, d), optional
+        Starting point. Default: 0 with ``l2``; a seeded random direction with ``norm`` (not
+        the Hebbian one, so that agreement with Hebb is not built in).
+    backend : {"lbfgs"}
+        Full-batch scipy L-BFGS on the closed-form gradient.
+    max_iter : int
+    tol : float
+        Relative tolerance on the objective (``ftol`` of L-BFGS-B).
+    seed : int
+        Seed of the random start with ``norm``.
+
+    Returns
+    -------
+    TwoBodyFit
+    """
+    xi = check_spins(xi, "xi", dtype=np.float64)
+    beta = check_positive(beta, "beta")
+    check_choice(backend, "backend", tuple(_FITTERS))
+    if (l2 is None) == (norm is None):
+        raise ValueError(
+            "give exactly one of l2 (penalty strength) and norm (fixed |J|): without either "
+            "the pseudo-likelihood is unbounded below as |J| grows"
+        )
+    l2 = None if l2 is None else check_positive(l2, "l2")
+    norm = None if norm is None else check_positive(norm, "norm")
+    max_iter = check_count(max_iter, "max_iter", 1)
+    tol = check_positive(tol, "tol")
+    P, N, d = xi.shape
+    if J0 is None:
+        if norm is None:
+            M0 = np.zeros((N * d, N * d))
+        else:
+            rng = np.random.default_rng(seed)
+            M0 = _matrix(rng.standard_normal((N, N, d, d)))
+    else:
+        M0 = _matrix(check_couplings(J0, N, d, dtype=np.float64, name="J0"))
+        if norm is not None and not np.any(M0):
+            raise ValueError("J0 must be non-zero when the norm is fixed")
+    out = _FITTERS[backend](xi.reshape(P, N * d), M0, N, d, beta, l2, norm, max_iter, tol)
+    return TwoBodyFit(
+        J=_blocks(out["M"], N, d),
+        loss=out["loss"],
+        objective=out["objective"],
+        grad_norm=out["grad_norm"],
+        beta=beta,
+        l2=l2,
+        norm=norm,
+        n_iter=out["n_iter"],
+        converged=out["converged"],
+        message=out["message"],
+        n_patterns=P,
+        backend=backend,
+    )
+
+
+# --------------------------------------------------------------------------- versus Hebb
+
+
+@dataclass(frozen=True)
+class TwoBodyVsHebbian(AnalysisResult):
+    """The two-body optimum against the Hebbian couplings, as the number of patterns grows.
+
+    Attributes
+    ----------
+    n_patterns : ndarray of int64, shape (K,)
+        P for each fit (the first P patterns).
+    cosine : ndarray of float64, shape (K,)
+        Global cosine <J*, J^Hebb>_F / (|J*| |J^Hebb|).
+    mean_pair_cosine : ndarray of float64, shape (K,)
+        Mean over pairs i != j of cos(J*_ij, J^Hebb_ij).
+    loss_fit : ndarray of float64, shape (K,)
+        L(J*).
+    loss_hebbian : ndarray of float64, shape (K,)
+        L of the Hebbian couplings rescaled to |J*|: what Hebb loses at equal norm.
+    norm_fit : ndarray of float64, shape (K,)
+        |J*|_F.
+    converged : ndarray of bool, shape (K,)
+    beta : float
+    l2 : float or None
+    norm : float or None
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = (
+        "n_patterns",
+        "cosine",
+        "mean_pair_cosine",
+        "loss_fit",
+        "loss_hebbian",
+        "norm_fit",
+        "converged",
+    )
+    n_patterns: np.ndarray
+    cosine: np.ndarray
+    mean_pair_cosine: np.ndarray
+    loss_fit: np.ndarray
+    loss_hebbian: np.ndarray
+    norm_fit: np.ndarray
+    converged: np.ndarray
+    beta: float = 1.0
+    l2: float | None = None
+    norm: float | None = None
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        for name in self._arrays:
+            if getattr(self, name).shape != self.n_patterns.shape:
+                raise ValueError(f"{name} must have the shape {self.n_patterns.shape}")
+
+
+def twobody_vs_hebbian(
+    xi,
+    n_patterns: Sequence[int],
+    beta: float = 1.0,
+    *,
+    l2: float | None = None,
+    norm: float | None = None,
+    max_iter: int = 2000,
+    tol: float = 1e-12,
+) -> TwoBodyVsHebbian:
+    """Fit the two-body model on the first P patterns, for each P, and compare with Hebb.
+
+    Parameters
+    ----------
+    xi : ndarray, shape (P_max, N, d)
+        Patterns of unit spins.
+    n_patterns : sequence of int
+        The values of P, each between 1 and P_max.
+    beta, l2, norm, max_iter, tol
+        As in :func:`fit_twobody`.
+
+    Returns
+    -------
+    TwoBodyVsHebbian
+    """
+    import spinsa
+    from spinsa.analysis.hebbian import coupling_cosine, pair_cosines
+
+    xi = check_spins(xi, "xi", dtype=np.float64)
+    Ps = [check_count(p, "n_patterns[k]", 1) for p in n_patterns]
+    if not Ps or max(Ps) > xi.shape[0]:
+        raise ValueError(
+            f"n_patterns must be a non-empty list of values in [1, {xi.shape[0]}], got {Ps}"
+        )
+    rows: dict[str, list] = {k: [] for k in TwoBodyVsHebbian._arrays}
+    for P in Ps:
+        sub = xi[:P]
+        fit = fit_twobody(sub, beta, l2=l2, norm=norm, max_iter=max_iter, tol=tol)
+        K = np.asarray(spinsa.hebbian_couplings(sub), dtype=np.float64)
+        r = float(np.linalg.norm(fit.J))
+        nK = float(np.linalg.norm(K))
+        K_matched = K * (r / nK) if nK > 0 else K
+        cos = pair_cosines(fit.J, K)
+        rows["n_patterns"].append(P)
+        rows["cosine"].append(coupling_cosine(fit.J, K))
+        rows["mean_pair_cosine"].append(float(np.nanmean(cos)))
+        rows["loss_fit"].append(fit.loss)
+        rows["loss_hebbian"].append(twobody_nll(sub, K_matched, beta))
+        rows["norm_fit"].append(r)
+        rows["converged"].append(fit.converged)
+    return TwoBodyVsHebbian(
+        **{k: np.asarray(v) for k, v in rows.items()}, beta=beta, l2=l2, norm=norm
+    )

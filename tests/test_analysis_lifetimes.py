@@ -1,0 +1,150 @@
+"""Transient lifetimes on hand-made curves whose answers are known."""
+
+import numpy as np
+import pytest
+
+from spinsa.analysis import (
+    Lifetimes,
+    error_lifetimes,
+    overlap_lifetimes,
+    summarize_lifetimes,
+)
+
+
+def reference_lifetime(q, times, cond, k):
+    """Loop version: the stretch of cond around record k."""
+    T = len(q)
+    if not cond[k]:
+        return 0, times[k], times[k], False
+    k0 = k
+    while k0 > 0 and cond[k0 - 1]:
+        k0 -= 1
+    k1 = k
+    while k1 < T - 1 and cond[k1 + 1]:
+        k1 += 1
+    censored = k1 == T - 1
+    leave = times[-1] if censored else times[k1 + 1]
+    return leave - times[k0], times[k0], leave, censored
+
+
+def test_a_transient_rises_and_falls():
+    times = np.arange(8)
+    m = np.array([0.3, 0.6, 0.95, 0.99, 0.92, 0.7, 0.4, 0.3])[:, None]
+    r = overlap_lifetimes(m, times, threshold=0.9)
+    assert r.t_peak[0] == 3 and r.peak[0] == 0.99
+    assert (r.t_enter[0], r.t_leave[0], r.lifetime[0]) == (2, 5, 3)
+    assert not r.censored[0]
+    assert r.time_above[0] == 3
+
+
+def test_a_fixed_point_lives_for_the_whole_run():
+    times = np.arange(0, 51)
+    m = np.ones((51, 2))
+    r = overlap_lifetimes(m, times, 0.9)
+    np.testing.assert_array_equal(r.lifetime, 50)
+    assert r.censored.all() and r.duration == 50
+    np.testing.assert_array_equal(r.t_peak, 0)
+
+
+def test_never_above_threshold():
+    m = np.full((5, 1), 0.5)
+    r = overlap_lifetimes(m, np.arange(5), 0.9)
+    assert r.lifetime[0] == 0 and not r.censored[0] and r.time_above[0] == 0
+
+
+def test_random_curves_match_the_loop(rng):
+    T, P = 30, 40
+    times = np.cumsum(rng.integers(1, 4, T)) - 1
+    m = rng.random((T, P))
+    r = overlap_lifetimes(m, times, 0.6)
+    for p in range(P):
+        k = int(np.argmax(m[:, p]))
+        life, enter, leave, cens = reference_lifetime(m[:, p], times, m[:, p] > 0.6, k)
+        assert (r.lifetime[p], r.t_enter[p], r.t_leave[p], r.censored[p]) == (
+            life,
+            enter,
+            leave,
+            cens,
+        )
+        widths = np.append(np.diff(times), 0)
+        assert r.time_above[p] == (widths * (m[:, p] > 0.6)).sum()
+
+
+def test_error_lifetimes_use_the_input_error_as_baseline():
+    times = np.arange(6)
+    err = np.array([[0.5, 0.3], [0.2, 0.6], [0.1, 0.7], [0.4, 0.8], [0.6, 0.9], [0.7, 1.0]])
+    r = error_lifetimes(err, times)
+    assert r.criterion == "error"
+    np.testing.assert_array_equal(r.threshold, [0.5, 0.3])
+    # sample 0: below 0.5 at t = 1, 2, 3, back above at t = 4
+    assert (r.t_peak[0], r.t_enter[0], r.t_leave[0], r.lifetime[0]) == (2, 1, 4, 3)
+    # sample 1: never better than its input
+    assert r.lifetime[1] == 0 and r.t_peak[1] == 0
+    r2 = error_lifetimes(err, times, baseline=0.65)
+    assert r2.lifetime[0] == 5 and r2.lifetime[1] == 2
+
+
+def test_summary_with_error_bars(rng):
+    results, levels = [], [0.1, 0.3]
+    for level in levels:
+        m = rng.random((20, 50)) + (0.5 if level < 0.2 else 0.0)
+        results.append(overlap_lifetimes(m, np.arange(20), 0.9))
+    table = summarize_lifetimes(results, levels)
+    assert table.counts.shape == (2, 20) and table.counts.sum(axis=1).tolist() == [50, 50]
+    for k, r in enumerate(results):
+        assert table.lifetime_mean[k] == pytest.approx(r.lifetime.mean())
+        assert table.lifetime_sem[k] == pytest.approx(r.lifetime.std(ddof=1) / np.sqrt(50))
+        assert table.fraction_censored[k] == pytest.approx(r.censored.mean())
+    assert table.lifetime_mean[0] > table.lifetime_mean[1]
+
+
+def test_round_trip_through_arrays():
+    r = overlap_lifetimes(np.ones((4, 3)), np.arange(4), 0.5)
+    back = Lifetimes.from_arrays(r.to_arrays(), r.attrs())
+    for k, v in r.to_arrays().items():
+        np.testing.assert_array_equal(getattr(back, k), v)
+    assert back.criterion == r.criterion and back.duration == r.duration
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="shape"):
+        overlap_lifetimes(np.ones(5), np.arange(5))
+    with pytest.raises(ValueError, match="times"):
+        overlap_lifetimes(np.ones((5, 2)), np.arange(4))
+    with pytest.raises(ValueError, match="increasing"):
+        overlap_lifetimes(np.ones((3, 2)), np.array([0, 2, 1]))
+    with pytest.raises(ValueError, match="baseline"):
+        error_lifetimes(np.ones((3, 2)), np.arange(3), baseline=np.ones(3))
+    with pytest.raises(ValueError, match="levels"):
+        summarize_lifetimes([overlap_lifetimes(np.ones((3, 2)), np.arange(3))], [1, 2])
+
+
+def test_lifetimes_vs_corruption_follows_the_dynamics(rng):
+    # two Hebbian patterns: a state near one of them lingers there (a transient) before
+    # falling onto their common mean, the global attractor
+    import spinsa
+    from spinsa.analysis import lifetimes_vs_corruption, target_overlaps
+
+    N, d, P, steps = 24, 8, 6, 50
+    xi = rng.standard_normal((2, N, d))
+    xi /= np.linalg.norm(xi, axis=-1, keepdims=True)
+    J = spinsa.hebbian_couplings(xi)
+    targets = xi[np.arange(P) % 2]
+
+    def corrupt(x, level, gen):
+        y = x + level * gen.standard_normal(x.shape) / np.sqrt(d)
+        return y / np.linalg.norm(y, axis=-1, keepdims=True)
+
+    table, per_level = lifetimes_vs_corruption(
+        J, 1.0, targets, corrupt, [0.1, 0.6], steps, threshold=0.9, rng=3
+    )
+    assert table.levels.tolist() == [0.1, 0.6]
+    for r in per_level:
+        assert not r.censored.any() and (r.lifetime > 0).all()
+    assert table.lifetime_mean[0] > table.lifetime_mean[1]
+    # the on-the-fly overlaps agree with the recorded trajectory
+    x0 = corrupt(targets, 0.1, np.random.default_rng(3))
+    traj = spinsa.run(x0, J, 1.0, steps)
+    direct = overlap_lifetimes(target_overlaps(traj.states, targets), traj.times, 0.9)
+    np.testing.assert_array_equal(direct.lifetime, per_level[0].lifetime)
+    np.testing.assert_allclose(direct.peak, per_level[0].peak, rtol=1e-6)
