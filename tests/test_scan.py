@@ -1,0 +1,688 @@
+"""Scan files, points, the scan directory, serial execution, collect and plan.
+
+The Dask LocalCluster tests (parallel equals serial, a killed worker, a killed client) are
+in test_scan_dask.py.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import spinsa
+from spinsa import io
+from spinsa.scan import (
+    Axis,
+    MissingDependencyError,
+    PointKind,
+    ScanDir,
+    ScanIndex,
+    ScanLockedError,
+    ScanMismatchError,
+    ScanSpec,
+    axis_values,
+    collect,
+    execute_point,
+    load_scan,
+    phase_diagram,
+    plan_scan,
+    point_key,
+    run_scan,
+    toy,
+)
+from spinsa.scan.kinds import point_kind
+
+SCAN = """
+[scan]
+name = "demo"
+point = "synthetic"
+retries = 1
+
+[patterns]
+n_tokens = 8
+d = 3
+
+[dynamics]
+steps = 6
+
+[axes]
+"dynamics.lam" = [1.0, 4.0]
+patterns.n_patterns = {start = 1, stop = 3, num = 2}
+seed = {range = 2}
+"""
+
+
+def write(tmp_path, text, name="scan.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture
+def scan_file(tmp_path):
+    return write(tmp_path, SCAN)
+
+
+def summaries(out):
+    """key -> summary arrays of every point file of a scan directory."""
+    sd = ScanDir(out)
+    return {p.stem: io.read_group(p, "summary")[0] for p in sorted(sd.points_dir.glob("*.h5"))}
+
+
+# --------------------------------------------------------------------------- axes
+
+
+def test_axis_values_lists_ranges_and_spacings():
+    assert axis_values([1, 2.5, "a"], "x") == (1, 2.5, "a")
+    assert axis_values({"values": [3, 1]}, "x") == (3, 1)
+    assert axis_values({"range": 3}, "seed") == (0, 1, 2)
+    assert axis_values({"range": [2, 8, 3]}, "seed") == (2, 5)
+    lin = axis_values({"start": 10, "stop": 50, "num": 5}, "n")
+    assert lin == (10, 20, 30, 40, 50) and all(type(v) is int for v in lin)
+    np.testing.assert_allclose(
+        axis_values({"start": 0.1, "stop": 10.0, "num": 5, "log": True}, "lam"),
+        np.geomspace(0.1, 10.0, 5),
+        rtol=1e-15,
+    )
+    assert axis_values({"start": 0.1, "stop": 10.0, "num": 5, "log": True}, "lam")[-1] == 10.0
+    assert axis_values({"start": 16, "stop": 256, "num": 5, "log": True, "int": True}, "N") == (
+        16,
+        32,
+        64,
+        128,
+        256,
+    )
+    np.testing.assert_allclose(
+        axis_values({"start": 0.0, "stop": 1.0, "num": 3}, "g"), [0.0, 0.5, 1.0]
+    )
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ([], "no values"),
+        ({"values": []}, "no values"),
+        ({"range": 0}, "no values"),
+        ([1, 2, 1], "repeats the value 1"),
+        ({"start": 1, "stop": 2}, "needs"),
+        ({"start": 0, "stop": 2, "num": 3, "log": True}, "start > 0"),
+        ({"start": 1, "stop": 2, "num": 3, "step": 1}, "unknown key"),
+        ({"start": 1, "stop": 3, "num": 9, "int": True}, "repeated values"),
+        ({"range": [1, 5, 0]}, "step must not be 0"),
+        ("1, 2", "expected a list"),
+    ],
+)
+def test_axis_values_refuses_bad_specs(spec, match):
+    with pytest.raises(ValueError, match=match):
+        axis_values(spec, "x")
+
+
+# --------------------------------------------------------------------------- scan files
+
+
+def test_load_scan_dims_points_and_overrides(scan_file):
+    spec = load_scan(scan_file)
+    assert spec.name == "demo" and spec.point == "synthetic" and spec.retries == 1
+    assert spec.dims == ("dynamics.lam", "patterns.n_patterns", "seed")
+    assert spec.shape == (2, 2, 2) and spec.n_points == 8
+    assert spec.base == {"patterns": {"n_tokens": 8, "d": 3}, "dynamics": {"steps": 6}}
+    points = spec.points()
+    assert [p.index for p in points] == list(np.ndindex(2, 2, 2))  # C order
+    p = points[5]  # (1, 0, 1)
+    assert p.coords == {"dynamics.lam": 4.0, "patterns.n_patterns": 1, "seed": 1}
+    assert p.config["dynamics"]["lam"] == 4.0 and p.config["seed"] == 1
+    assert p.config["patterns"] == {"n_patterns": 1, "n_tokens": 8, "d": 3, "correlation": 0.0}
+    assert p.config["dynamics"]["steps"] == 6  # base kept, defaults filled in
+    assert p.key == point_key("synthetic", p.config)
+    assert len({q.key for q in points}) == 8
+
+
+def test_quoted_and_unquoted_dotted_keys_are_the_same_scan(tmp_path, scan_file):
+    other = write(tmp_path, SCAN.replace('"dynamics.lam"', "dynamics.lam"), "other.toml")
+    assert load_scan(other).scan_hash == load_scan(scan_file).scan_hash
+
+
+def test_point_key_follows_every_parameter(scan_file, tmp_path):
+    keys = {p.key for p in load_scan(scan_file).points()}
+    changed = write(tmp_path, SCAN.replace("steps = 6", "steps = 7"), "changed.toml")
+    assert keys.isdisjoint({p.key for p in load_scan(changed).points()})
+    assert point_key("a", {"x": 1}) != point_key("b", {"x": 1})
+    assert point_key("a", {"x": 1, "y": 2}) == point_key("a", {"y": 2, "x": 1})
+
+
+def test_zipped_axes_with_a_label(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        [scan]
+        point = "synthetic"
+        [axes]
+        seed = [0, 1, 2]
+        [zip.alpha]
+        alpha = [0.25, 0.5]
+        "patterns.n_patterns" = [2, 4]
+        "dynamics.steps" = [3, 3]
+        """,
+    )
+    spec = load_scan(path)
+    assert spec.dims == ("seed", "alpha") and spec.shape == (3, 2)
+    zipped = spec.axis("alpha")
+    assert zipped.zipped and zipped.coord == (0.25, 0.5)
+    assert zipped.keys == ("patterns.n_patterns", "dynamics.steps")
+    points = spec.points()
+    assert [p.config["patterns"]["n_patterns"] for p in points[:2]] == [2, 4]
+    assert points[1].coords == {"seed": 0, "alpha": 0.5}
+
+
+def test_base_file_is_merged_under_the_scan(tmp_path):
+    write(tmp_path, "[patterns]\nn_tokens = 5\nd = 2\n[dynamics]\nlam = 3.0\n", "base.toml")
+    path = write(
+        tmp_path,
+        """
+        [scan]
+        point = "synthetic"
+        base = "base.toml"
+        [patterns]
+        d = 6
+        [axes]
+        seed = [0, 1]
+        """,
+    )
+    spec = load_scan(path)
+    assert spec.base == {"patterns": {"n_tokens": 5, "d": 6}, "dynamics": {"lam": 3.0}}
+
+
+def test_unknown_axis_name_lists_the_valid_ones(tmp_path):
+    path = write(tmp_path, SCAN.replace('"dynamics.lam"', '"dynamics.lamda"'))
+    with pytest.raises(ValueError, match="unknown axis name 'dynamics.lamda'") as err:
+        load_scan(path).points()
+    message = str(err.value)
+    assert "Did you mean 'dynamics.lam'" in message
+    for valid in ("dynamics.lam", "dynamics.gamma", "patterns.n_tokens", "corruption.noise"):
+        assert valid in message
+
+
+def test_axis_on_a_section_says_so(tmp_path):
+    path = write(tmp_path, '[scan]\npoint = "synthetic"\n[axes]\n"patterns" = [1, 2]\n')
+    with pytest.raises(ValueError, match="is a section"):
+        load_scan(path).points()
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ('[scan]\npoint = "synthetic"\n[axes]\nseed = []\n', "no values"),
+        ('[scan]\npoint = "synthetic"\n', "no axes"),
+        (
+            '[scan]\npoint = "synthetic"\n[zip.a]\nseed = [0, 1]\n"dynamics.lam" = [1.0]\n',
+            "equal lengths",
+        ),
+        (
+            '[scan]\npoint = "synthetic"\n[axes]\nseed = [0]\n[zip.a]\nseed = [1, 2]\n',
+            "set by two axes",
+        ),
+        ('[scan]\npoint = "synthetic"\nretry = 3\n[axes]\nseed = [0]\n', "unknown key"),
+        ('[scan]\npoint = "nope"\n[axes]\nseed = [0]\n', "unknown point kind 'nope'"),
+        (
+            '[scan]\npoint = "synthetic"\n[axes]\n"dynamics.lam" = [1.0, -1.0]\n',
+            "dynamics.lam must be > 0",
+        ),
+    ],
+)
+def test_bad_scan_files(tmp_path, text, match):
+    path = write(tmp_path, text)
+    with pytest.raises(ValueError, match=match):
+        load_scan(path).points()
+
+
+def test_spec_round_trips_through_a_dict(scan_file):
+    spec = load_scan(scan_file)
+    again = ScanSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec and again.scan_hash == spec.scan_hash
+
+
+# --------------------------------------------------------------------------- the synthetic point
+
+
+def test_synthetic_point_against_plain_numpy():
+    cfg = toy.SyntheticConfig.from_dict(
+        {"patterns": {"n_patterns": 3, "n_tokens": 10, "d": 4}, "dynamics": {"steps": 5}}
+    )
+    s = toy.synthetic_summary(cfg)
+    # the same computation written out
+    rng = np.random.default_rng(cfg.seed)
+    xi = spinsa.datasets.correlated_patterns(3, 10, 4, 0.0, seed=rng)
+    x0 = xi + 0.3 * rng.standard_normal(xi.shape).astype(np.float32)
+    x0 = x0 / np.linalg.norm(x0, axis=-1, keepdims=True)
+    traj = spinsa.run(x0, spinsa.hebbian_couplings(xi), 1.0, 5)
+    m = np.einsum("tpna,pna->tp", traj.states.astype(np.float64), xi) / 10
+    np.testing.assert_allclose(s["overlap"], m.mean(1), rtol=1e-6)
+    np.testing.assert_array_equal(s["t"], np.arange(6))
+    # unit spins: |x - xi|^2 / 2 = 1 - x.xi, so the error is 1 - m
+    np.testing.assert_allclose(s["error"], 1 - s["overlap"], atol=1e-6)
+    assert s["best_error"] == s["error"][1:].min()
+    assert s["best_t"] == 1 + np.argmin(s["error"][1:])
+    np.testing.assert_allclose(s["energy"], traj.energies.mean(1))
+    assert s["final_overlap"] == pytest.approx(m[-1].mean())
+
+
+def test_one_hebbian_pattern_is_a_fixed_point():
+    cfg = toy.SyntheticConfig.from_dict(
+        {
+            "patterns": {"n_patterns": 1, "n_tokens": 12, "d": 3},
+            "corruption": {"noise": 0.0},
+            "dynamics": {"steps": 4, "lam": 2.0},
+        }
+    )
+    s = toy.synthetic_summary(cfg)
+    np.testing.assert_allclose(s["overlap"], 1.0, atol=1e-5)
+    assert s["n_attractors"] == 1
+    assert s["lifetime"] == 4  # above the threshold from t = 0 to the end
+    assert s["mean_overlap"] == pytest.approx(1.0, abs=1e-5)  # the mean of one pattern is it
+
+
+def test_synthetic_config_refuses_unknown_keys():
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['lamda'\] in dynamics; known: lam"):
+        toy.SyntheticConfig.from_dict({"dynamics": {"lamda": 1.0}})
+
+
+# --------------------------------------------------------------------------- serial runs
+
+
+def test_serial_run_writes_one_file_per_point_and_resumes(scan_file, tmp_path):
+    out = tmp_path / "out"
+    report = run_scan(scan_file, out, cluster="serial", progress=False)
+    assert (report.n_points, report.n_run, report.n_skipped, report.n_failed) == (8, 8, 0, 0)
+    assert report.complete
+    spec = load_scan(scan_file)
+    for p in spec.points():
+        f = io.read(out / "points" / p.filename)
+        assert f.kind == "scan-point" and f.config == p.config
+    index = ScanIndex.load(ScanDir(out))
+    assert index.counts() == {"pending": 0, "done": 8, "failed": 0}
+    record = next(iter(index.points.values()))
+    assert record["seconds"] > 0 and record["starts"] == 1 and record["host"]
+    assert json.loads((out / "scan.json").read_text())["scan_hash"] == spec.scan_hash
+    assert (out / "scan.toml").read_text() == scan_file.read_text()
+    again = run_scan(scan_file, out, cluster="serial", progress=False)
+    assert (again.n_run, again.n_skipped) == (0, 8)
+    assert len(index.data["runs"]) == 1 and len(ScanIndex.load(ScanDir(out)).data["runs"]) == 2
+
+
+def _flaky(config, out_path):
+    if config["seed"] == 1:
+        raise RuntimeError(f"boom at seed {config['seed']}")
+    toy.run_trivial_point(config, out_path)
+
+
+FLAKY = PointKind("flaky", run=_flaky, resolve=toy.TrivialConfig.resolve)
+
+
+def trivial_spec(n, **base):
+    seeds = tuple(range(n))
+    return ScanSpec(
+        name="t",
+        point="trivial",
+        base=dict(base),
+        axes=(Axis("seed", ("seed",), (seeds,), seeds),),
+        retries=2,
+    )
+
+
+def test_a_point_that_raises_is_retried_recorded_and_the_scan_goes_on(tmp_path):
+    out = tmp_path / "out"
+    report = run_scan(trivial_spec(4), out, cluster="serial", kind=FLAKY, progress=False)
+    assert (report.n_run, report.n_failed) == (3, 1)
+    bad = report.failed[0]
+    record = ScanIndex.load(ScanDir(out)).points[bad]
+    assert record["status"] == "failed" and record["coords"] == {"seed": 1}
+    assert record["error"] == "RuntimeError: boom at seed 1"
+    assert "Traceback" in record["traceback"] and "_flaky" in record["traceback"]
+    events = ScanDir(out).read_log(bad)
+    assert [e["event"] for e in events] == ["start", "error"] * 3  # 1 + retries=2
+    assert record["starts"] == 3
+    # the next run re-does the failed point only
+    again = run_scan(trivial_spec(4), out, cluster="serial", kind=FLAKY, progress=False)
+    assert (again.n_skipped, again.n_run, again.n_failed) == (3, 0, 1)
+    assert ScanIndex.load(ScanDir(out)).points[bad]["starts"] == 6
+
+
+class _Interrupt:
+    """A point function that raises KeyboardInterrupt (a client's Ctrl-C) at call `at`."""
+
+    def __init__(self, at):
+        self.calls, self.at = 0, at
+
+    def __call__(self, config, out_path):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        toy.run_synthetic_point(config, out_path)
+
+
+def test_interrupted_serial_scan_resumes_with_equal_results(scan_file, tmp_path):
+    spec = load_scan(scan_file)
+    synthetic = point_kind("synthetic")
+    stopper = PointKind("synthetic", _Interrupt(at=4), synthetic.resolve)
+    with pytest.raises(KeyboardInterrupt):
+        run_scan(spec, tmp_path / "a", cluster="serial", kind=stopper, progress=False)
+    assert len(list((tmp_path / "a" / "points").glob("*.h5"))) == 3
+    assert ScanIndex.load(ScanDir(tmp_path / "a")).data["runs"][-1]["interrupted"] is True
+    assert not (tmp_path / "a" / "scan.lock").exists()
+    resumed = run_scan(spec, tmp_path / "a", cluster="serial", progress=False)
+    assert (resumed.n_skipped, resumed.n_run) == (3, 5)
+    run_scan(spec, tmp_path / "b", cluster="serial", progress=False)
+    a, b = summaries(tmp_path / "a"), summaries(tmp_path / "b")
+    assert a.keys() == b.keys()
+    for key in a:
+        for name in a[key]:
+            np.testing.assert_array_equal(a[key][name], b[key][name])
+
+
+def test_execute_point_skips_a_finished_file_and_refuses_a_silent_function(tmp_path):
+    out = tmp_path / "p.h5"
+    log = tmp_path / "p.jsonl"
+    result = execute_point(toy.run_trivial_point, {"seed": 0, "size": 2, "sleep": 0.0}, out, log, 1)
+    assert not result["skipped"] and result["seconds"] > 0 and result["starts"] == 1
+    again = execute_point(toy.run_trivial_point, {"seed": 0, "size": 2, "sleep": 0.0}, out, log, 1)
+    assert again["skipped"] and again["starts"] == 1
+    with pytest.raises(RuntimeError, match="returned without writing"):
+        execute_point(lambda c, p: None, {}, tmp_path / "q.h5", tmp_path / "q.jsonl", 1)
+    (tmp_path / "r.h5").write_bytes(out.read_bytes()[:200])  # a truncated file is not done
+    result = execute_point(
+        toy.run_trivial_point, {"seed": 0, "size": 2, "sleep": 0.0}, tmp_path / "r.h5", log, 1
+    )
+    assert not result["skipped"] and (tmp_path / "r.h5.corrupt").exists()
+    io.check_file(tmp_path / "r.h5")
+
+
+def test_execute_point_restores_the_thread_count(tmp_path):
+    import numba
+
+    before = numba.get_num_threads()
+    execute_point(
+        toy.run_trivial_point,
+        {"seed": 0, "size": 2, "sleep": 0.0},
+        tmp_path / "p.h5",
+        tmp_path / "p.jsonl",
+        1,
+    )
+    assert numba.get_num_threads() == before
+
+
+def test_corrupt_point_file_is_set_aside_and_run_again(scan_file, tmp_path):
+    out = tmp_path / "out"
+    run_scan(scan_file, out, cluster="serial", progress=False)
+    victim = sorted((out / "points").glob("*.h5"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])  # a truncated copy
+    report = run_scan(scan_file, out, cluster="serial", progress=False)
+    assert (report.n_skipped, report.n_run) == (7, 1)
+    assert victim.with_name(victim.name + ".corrupt").exists()
+    io.check_file(victim)
+
+
+def test_directory_of_a_different_scan_is_refused_unless_forced(scan_file, tmp_path):
+    out = tmp_path / "out"
+    run_scan(scan_file, out, cluster="serial", progress=False)
+    other = write(tmp_path, SCAN.replace("[1.0, 4.0]", "[1.0, 2.0]"), "other.toml")
+    with pytest.raises(ScanMismatchError, match="different scan file.*--force"):
+        run_scan(other, out, cluster="serial", progress=False)
+    with pytest.raises(ScanMismatchError):
+        plan_scan(other, out)
+    report = run_scan(other, out, cluster="serial", progress=False, force=True)
+    assert (report.n_skipped, report.n_run) == (4, 4)  # the lam = 1.0 half is shared
+    assert json.loads((out / "scan.json").read_text())["scan_hash"] == load_scan(other).scan_hash
+
+
+def test_non_scan_directory_is_refused(scan_file, tmp_path):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "thesis.tex").write_text("...")
+    with pytest.raises(FileExistsError, match="holds no scan"):
+        run_scan(scan_file, tmp_path / "busy", cluster="serial", progress=False)
+
+
+def test_lock_refuses_a_second_client_and_takes_over_a_dead_ones(tmp_path):
+    sd = ScanDir(tmp_path)
+    with sd.lock():
+        with pytest.raises(ScanLockedError, match="another client"):
+            with sd.lock():
+                pass
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "scan.lock").write_text(
+        json.dumps({"pid": dead.pid, "host": __import__("socket").gethostname()})
+    )
+    with sd.lock():
+        assert json.loads((tmp_path / "scan.lock").read_text())["pid"] != dead.pid
+    assert not (tmp_path / "scan.lock").exists()
+
+
+# --------------------------------------------------------------------------- missing deps
+
+
+@pytest.mark.parametrize("module", ["dask.distributed", "distributed"])
+def test_without_dask_the_error_says_what_to_install(scan_file, tmp_path, monkeypatch, module):
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingDependencyError, match=r'pip install "spinsa\[cluster\]"'):
+        run_scan(scan_file, tmp_path / "out", progress=False)
+    with pytest.raises(MissingDependencyError, match=r'pip install "spinsa\[cluster\]"'):
+        run_scan(scan_file, tmp_path / "out", scheduler="tcp://127.0.0.1:1", progress=False)
+    assert not (tmp_path / "out").exists()  # refused before touching the disk
+    run_scan(scan_file, tmp_path / "out", cluster="serial", progress=False)  # no Dask needed
+
+
+def test_jobqueue_asked_for_without_it(scan_file, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask_jobqueue", None)
+    with pytest.raises(MissingDependencyError, match=r"--cluster slurm needs dask-jobqueue.*pip"):
+        run_scan(scan_file, tmp_path / "out", cluster="slurm", progress=False)
+
+
+def test_without_xarray_collect_says_what_to_install(scan_file, tmp_path, monkeypatch):
+    run_scan(scan_file, tmp_path / "out", cluster="serial", progress=False)
+    monkeypatch.setitem(sys.modules, "xarray", None)
+    with pytest.raises(MissingDependencyError, match=r'pip install "spinsa\[cluster\]"'):
+        collect(tmp_path / "out")
+
+
+def test_cli_reports_missing_dask_in_one_line(scan_file, tmp_path, monkeypatch, capsys):
+    from spinsa.cli import main
+
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    assert main(["scan", "run", str(scan_file), "--out", str(tmp_path / "o")]) == 2
+    assert 'pip install "spinsa[cluster]"' in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- collect
+
+
+def test_collect_puts_every_point_at_its_coordinates(scan_file, tmp_path):
+    xr = pytest.importorskip("xarray")
+    out = tmp_path / "out"
+    run_scan(scan_file, out, cluster="serial", progress=False)
+    ds = collect(out)
+    spec = load_scan(scan_file)
+    assert ds.sizes == {"dynamics.lam": 2, "patterns.n_patterns": 2, "seed": 2, "t": 7}
+    np.testing.assert_array_equal(ds["patterns.n_patterns"], [1, 3])
+    np.testing.assert_array_equal(ds["t"], np.arange(7))
+    for p in spec.points():
+        summary = io.read_group(out / "points" / p.filename, "summary")[0]
+        at = ds.isel(dict(zip(spec.dims, p.index)))
+        assert at["key"].item() == p.key and at["status"].item() == "done"
+        for name in ("best_error", "best_t", "lifetime", "n_attractors", "mean_overlap"):
+            assert at[name].item() == summary[name]
+        np.testing.assert_array_equal(at["error"].values, summary["error"])
+    assert ds["n_attractors"].dtype.kind == "i"  # complete: integers stay integers
+    assert ds.attrs["n_done"] == 8 and ds.attrs["scan_hash"] == spec.scan_hash
+    saved = xr.open_dataset(out / "collected.nc", engine="h5netcdf").load()
+    xr.testing.assert_identical(saved, ds)
+
+
+def test_collect_marks_missing_and_failed_points(tmp_path):
+    pytest.importorskip("xarray")
+    out = tmp_path / "out"
+    run_scan(trivial_spec(4), out, cluster="serial", kind=FLAKY, progress=False)
+    (out / "points" / f"{point_key('flaky', toy.TrivialConfig.resolve({'seed': 3}))}.h5").unlink()
+    ds = collect(out, None)
+    assert ds["status"].values.tolist() == ["done", "failed", "done", "missing"]
+    assert np.isnan(ds["value"].values[[1, 3]]).all()
+    assert np.isfinite(ds["value"].values[[0, 2]]).all()
+    assert ds["curve"].dims == ("seed", "curve_index") and ds.attrs["n_done"] == 2
+
+
+def test_curves_of_different_lengths_are_padded_with_nan(tmp_path):
+    pytest.importorskip("xarray")
+    path = write(
+        tmp_path,
+        """
+        [scan]
+        point = "synthetic"
+        [patterns]
+        n_tokens = 6
+        [axes]
+        "dynamics.steps" = [2, 5]
+        """,
+    )
+    run_scan(path, tmp_path / "out", cluster="serial", progress=False)
+    ds = collect(tmp_path / "out", None)
+    np.testing.assert_array_equal(ds["t"], np.arange(6))
+    assert np.isnan(ds["error"].sel({"dynamics.steps": 2}).values[3:]).all()
+    assert np.isfinite(ds["error"].sel({"dynamics.steps": 5}).values).all()
+
+
+def test_phase_diagram_shows_the_seed_average(scan_file, tmp_path):
+    pytest.importorskip("xarray")
+    run_scan(scan_file, tmp_path / "out", cluster="serial", progress=False)
+    ds = collect(tmp_path / "out", None)
+    ax = phase_diagram(ds, "best_error", "dynamics.lam", "patterns.n_patterns")
+    mesh = ax.collections[0]
+    expected = ds["best_error"].mean("seed").transpose("patterns.n_patterns", "dynamics.lam")
+    np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(2, 2), expected.values)
+    assert "mean over seed" in ax.get_title()
+    fixed = phase_diagram(
+        ds, "error", "dynamics.lam", "seed", fixed={"t": 3, "patterns.n_patterns": 3}
+    )
+    expected = ds["error"].sel({"t": 3, "patterns.n_patterns": 3}).transpose("seed", "dynamics.lam")
+    np.testing.assert_allclose(
+        np.asarray(fixed.collections[0].get_array()).reshape(2, 2), expected.values
+    )
+    with pytest.raises(ValueError, match="not a variable"):
+        phase_diagram(ds, "nope")
+
+
+def test_cli_plan_run_collect(scan_file, tmp_path, capsys):
+    from spinsa.cli import main
+
+    out = tmp_path / "out"
+    assert main(["scan", "plan", str(scan_file)]) == 0
+    text = capsys.readouterr().out
+    assert "8 points = dynamics.lam (2) × patterns.n_patterns (2) × seed (2)" in text
+    assert "total:" in text and "MiB" in text
+    args = ["scan", "run", str(scan_file), "--out", str(out), "--cluster", "serial"]
+    assert main([*args, "--no-progress"]) == 0
+    assert "8/8 points done" in capsys.readouterr().out
+    assert main(["scan", "plan", str(scan_file), "--out", str(out)]) == 0
+    assert "status: 8 done, 0 failed, 0 pending" in capsys.readouterr().out
+    figures = tmp_path / "figs"
+    main(["scan", "collect", str(out), "--figures", str(figures), "--fix", "seed=0"])
+    text = capsys.readouterr().out
+    assert "8/8 points collected" in text
+    assert sorted(p.name for p in figures.iterdir()) == sorted(
+        f"{v}.png" for v in ("best_error", "best_t", "lifetime", "n_attractors", "mean_overlap")
+    )
+
+
+def test_plan_estimates_and_json(scan_file, capsys):
+    plan = plan_scan(scan_file)
+    assert len(plan.points) == 8 and all(c.memory > 0 and c.seconds > 0 for c in plan.costs)
+    assert plan.total_seconds() == pytest.approx(sum(c.seconds for c in plan.costs))
+    from spinsa.cli import main
+
+    assert main(["scan", "plan", str(scan_file), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["points"]
+    assert [r["key"] for r in rows] == [p.key for p in plan.points]
+
+
+def test_experiment_kind_takes_its_axis_names_from_experiment_config():
+    experiments = pytest.importorskip("spinsa.experiments")
+    if not hasattr(experiments, "ExperimentConfig"):
+        pytest.skip("spinsa.experiments has no ExperimentConfig")
+    from spinsa.io.schema import flatten
+
+    kind = point_kind("experiment")
+    base = kind.resolve({})
+    valid = flatten(experiments.ExperimentConfig.from_dict({}).to_dict())
+    assert flatten(base).keys() == valid.keys()
+
+
+EXPERIMENT = """
+[scan]
+name = "experiment"
+
+[data]
+dataset = "synthetic"
+per_class = 1
+n_test = 6
+image_size = 8
+
+[fit]
+backend = "lbfgs"
+max_iter = 5
+
+[dynamics]
+steps = 4
+
+[tasks]
+example_times = [0, 4]
+n_examples = 1
+
+[axes]
+"dynamics.lam_eval" = [0.5, 2.0]
+"""
+
+
+def _experiments():
+    experiments = pytest.importorskip("spinsa.experiments")
+    if not hasattr(experiments, "run_experiment"):
+        pytest.skip("spinsa.experiments has no run_experiment")
+    return experiments
+
+
+def test_experiment_axes_go_through_with_overrides(tmp_path):
+    experiments = _experiments()
+    path = write(tmp_path, '[scan]\n[axes]\n"fit.lam" = [1.0, 5.0]\n')
+    points = load_scan(path).points()
+    default = experiments.ExperimentConfig()
+    for p, lam in zip(points, (1.0, 5.0), strict=True):
+        expected = default.with_overrides({"fit.lam": lam}).to_dict()
+        assert p.config == expected  # the base's fit backend is kept
+        assert p.config["fit"]["backend"] == default.fit.backend
+
+
+@pytest.mark.slow  # 5-15 s: the experiment pipeline's kernels load (or compile) first
+def test_experiment_scan_collects_the_phase_diagram_quantities(tmp_path):
+    _experiments()
+    from spinsa.analysis import error_lifetimes
+
+    path = write(tmp_path, EXPERIMENT)
+    out = tmp_path / "out"
+    report = run_scan(path, out, cluster="serial", progress=False)
+    assert report.complete and report.n_run == 2
+    pytest.importorskip("xarray")
+    ds = collect(out, None)
+    assert ds.sizes == {"dynamics.lam_eval": 2, "t": 5}
+    for p in load_scan(path).points():
+        f = out / "points" / p.filename
+        at = ds.isel({"dynamics.lam_eval": p.index[0]})
+        for task, which in (("masked", "masked"), ("denoise", "all")):
+            curve = io.read_array(f, f"evaluation/{task}/mean/{which}")
+            np.testing.assert_array_equal(at[f"{task}.error"].values, curve)
+            assert at[f"{task}.best_error"].item() == curve[1:].min()
+            assert at[f"{task}.best_t"].item() == 1 + np.argmin(curve[1:])
+            life = error_lifetimes(curve[:, None], np.arange(5)).lifetime[0]
+            assert at[f"{task}.lifetime"].item() == life
+            corr = io.read_array(f, f"evaluation/{task}/mean_image_corr_mean")
+            assert at[f"{task}.mean_overlap"].item() == corr[-1]

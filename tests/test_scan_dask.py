@@ -1,0 +1,221 @@
+"""Scans on a real Dask LocalCluster (2 worker processes × 1 thread).
+
+Parallel results equal a serial run; a worker killed mid-point has its point rescheduled;
+a client killed mid-scan leaves its finished files and a re-run runs only the missing
+points; an existing scheduler's address works; the SLURM job script carries the options.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("dask.distributed")
+xr = pytest.importorskip("xarray")
+
+from spinsa.scan import ScanDir, ScanIndex, collect, run_scan  # noqa: E402
+
+SCAN = """
+{top}
+[scan]
+name = "dask-test"
+point = "synthetic"
+
+[patterns]
+n_tokens = 8
+d = 3
+
+[dynamics]
+steps = 5
+
+[axes]
+"dynamics.lam" = [1.0, 4.0]
+"patterns.n_patterns" = [1, 3]
+seed = {{range = {n_seeds}}}
+"""
+
+
+def scan_file(tmp_path, *, sleep=0.0, n_seeds=2, name="scan.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(SCAN.format(top=f"sleep = {sleep}", n_seeds=n_seeds)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def client():
+    from dask.distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def same_results(a, b):
+    """Collected datasets equal in every result (point keys differ when only `sleep` does)."""
+    xr.testing.assert_equal(a.drop_vars("key"), b.drop_vars("key"))
+
+
+def test_local_cluster_equals_serial(client, tmp_path):
+    path = scan_file(tmp_path)
+    par = run_scan(path, tmp_path / "par", client=client, progress=False)
+    assert (par.n_points, par.n_run, par.n_failed) == (8, 8, 0)
+    records = ScanIndex.load(ScanDir(tmp_path / "par")).points.values()
+    assert {r["worker"] for r in records} <= set(client.scheduler_info()["workers"])
+    assert {r["threads"] for r in records} == {max(1, len(os.sched_getaffinity(0)) // 2)}
+    ser = run_scan(path, tmp_path / "ser", cluster="serial", progress=False)
+    assert ser.n_run == 8
+    xr.testing.assert_equal(collect(tmp_path / "par", None), collect(tmp_path / "ser", None))
+
+
+def _kill_a_running_point(logs, killed, deadline):
+    """Kill (SIGKILL) the worker process of the first point seen started and not finished."""
+    while time.monotonic() < deadline:
+        for log in logs.glob("*.jsonl"):
+            lines = log.read_text().splitlines()
+            if not lines:
+                continue
+            event = json.loads(lines[-1])
+            if event["event"] == "start" and event["worker"]:
+                os.kill(event["pid"], signal.SIGKILL)
+                killed.update(key=log.stem, pid=event["pid"])
+                return
+        time.sleep(0.02)
+
+
+def test_killed_worker_point_is_rescheduled(client, tmp_path):
+    path = scan_file(tmp_path, sleep=0.6, n_seeds=2)
+    out = tmp_path / "out"
+    killed = {}
+    killer = threading.Thread(
+        target=_kill_a_running_point,
+        args=(out / "logs", killed, time.monotonic() + 120),
+        daemon=True,
+    )
+    killer.start()
+    report = run_scan(path, out, client=client, progress=False)
+    killer.join()
+    assert killed, "no running point was seen"
+    assert report.complete and (report.n_run, report.n_failed) == (8, 0)
+    events = ScanDir(out).read_log(killed["key"])
+    assert [e["event"] for e in events] == ["start", "start", "done"]
+    assert events[0]["pid"] == killed["pid"] != events[1]["pid"]
+    assert ScanIndex.load(ScanDir(out)).points[killed["key"]]["starts"] == 2
+    run_scan(
+        scan_file(tmp_path, name="fast.toml"), tmp_path / "ser", cluster="serial", progress=False
+    )
+    same_results(collect(out, None), collect(tmp_path / "ser", None))
+
+
+@pytest.mark.slow  # about 15 s: a second Python process starts its own cluster
+def test_killed_client_rerun_runs_only_the_missing_points(client, tmp_path):
+    path = scan_file(tmp_path, sleep=0.4, n_seeds=3)  # 12 points
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "spinsa.cli", "scan", "run", str(path), "--out", str(out),
+           "--workers", "2", "--no-progress"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 180
+    while len(list((out / "points").glob("*.h5"))) < 2 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read().decode()
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the client, its scheduler and its workers
+    proc.wait()
+    proc.stdout.close()
+    time.sleep(0.2)
+    n_before = len(list((out / "points").glob("*.h5")))
+    assert 2 <= n_before < 12
+    assert (out / "scan.lock").exists()  # left by the killed client; the re-run takes it over
+    report = run_scan(path, out, client=client, progress=False)
+    assert (report.n_skipped, report.n_run, report.n_failed) == (n_before, 12 - n_before, 0)
+    full = run_scan(path, tmp_path / "full", client=client, progress=False)
+    assert full.n_run == 12
+    xr.testing.assert_equal(collect(out, None), collect(tmp_path / "full", None))
+
+
+def test_points_run_with_the_cores_of_their_worker(client, tmp_path):
+    from spinsa import io
+    from spinsa.scan import Axis, ScanSpec
+
+    seeds = (0, 1, 2, 3)
+    spec = ScanSpec("threads", "trivial", {}, (Axis("seed", ("seed",), (seeds,), seeds),))
+    run_scan(spec, tmp_path / "a", client=client, progress=False)
+    expected = max(1, len(os.sched_getaffinity(0)) // 2)  # 2 workers × 1 thread here
+    for f in (tmp_path / "a" / "points").glob("*.h5"):
+        attrs = io.read(f).attrs
+        assert attrs["numba_threads"] == expected
+        assert attrs["omp_num_threads"] == str(expected)
+    run_scan(spec, tmp_path / "b", client=client, progress=False, threads_per_point=1)
+    for f in (tmp_path / "b" / "points").glob("*.h5"):
+        assert io.read(f).attrs["numba_threads"] == 1
+
+
+def test_existing_scheduler_address(client, tmp_path):
+    path = scan_file(tmp_path)
+    report = run_scan(path, tmp_path / "out", scheduler=client.scheduler.address, progress=False)
+    assert report.complete and report.cluster == "scheduler"
+
+
+SLURM = """
+[scan]
+point = "synthetic"
+[axes]
+seed = [0, 1]
+[cluster]
+cores = 8
+processes = 2
+memory = "16GB"
+walltime = "01:00:00"
+queue = "short"
+account = "phys"
+job_extra_directives = ["--constraint=avx512"]
+jobs = 3
+"""
+
+
+def test_slurm_job_script_carries_the_options(tmp_path, capsys):
+    pytest.importorskip("dask_jobqueue")
+    from spinsa.cli import main
+
+    path = tmp_path / "slurm.toml"
+    path.write_text(SLURM)
+    assert (
+        main(["scan", "plan", str(path), "--cluster", "slurm", "--out", str(tmp_path / "o")]) == 0
+    )
+    text = capsys.readouterr().out
+    for expected in (
+        "#SBATCH -p short",
+        "#SBATCH -A phys",
+        "#SBATCH -t 01:00:00",
+        "#SBATCH --constraint=avx512",
+        "export OMP_NUM_THREADS=4",
+        "--resources spinsa_point=1",
+        "--nworkers 2",
+        str(tmp_path / "o" / "dask-logs"),
+    ):
+        assert expected in text, expected
+    assert "4 threads per point" in text
+
+
+def test_slurm_without_cores_or_with_unknown_options(tmp_path):
+    pytest.importorskip("dask_jobqueue")
+    from spinsa.scan.clusters import jobqueue_cluster
+
+    with pytest.raises(ValueError, match="needs the cores of one job"):
+        jobqueue_cluster("slurm", {"memory": "1GB"})
+    with pytest.raises(ValueError, match="refused the scan file's \\[cluster\\] options.*colour"):
+        jobqueue_cluster("slurm", {"cores": 2, "memory": "1GB", "colour": "blue"})
