@@ -103,15 +103,15 @@ class Trajectory:
 
 
 # ----------------------------------------------------------------------------- fields
-def _fields_and_energies(x, J, lam):
+def _fields_and_energies(x, J, lam, clamp=np.inf):
     Xt = _k.to_tiles(x)
     out = np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
-    _k.sweep(Xt, J, lam, 0.0, 0, False, out, Et)
+    _k.sweep(Xt, J, lam, clamp, 0.0, 0, False, out, Et)
     return out, Et
 
 
-def local_fields(x, J, lam) -> np.ndarray:
+def local_fields(x, J, lam, *, score_clamp=None) -> np.ndarray:
     """Attention fields h_i = sum_{j != i} alpha_ij J_ij x_j.
 
     Parameters
@@ -122,6 +122,9 @@ def local_fields(x, J, lam) -> np.ndarray:
         Couplings (diagonal blocks ignored).
     lam : float
         Inverse temperature, > 0.
+    score_clamp : float, optional
+        Clamp the scores from above, s_ij -> min(s_ij, score_clamp), before ``lam`` (the
+        published notebook's guard against overflow). None: no clamp.
 
     Returns
     -------
@@ -130,7 +133,8 @@ def local_fields(x, J, lam) -> np.ndarray:
     """
     x, J = check_spins_couplings(x, J)
     lam = check_positive(lam, "lam")
-    out, _ = _fields_and_energies(x, J, lam)
+    clamp = np.inf if score_clamp is None else check_real(score_clamp, "score_clamp")
+    out, _ = _fields_and_energies(x, J, lam, clamp)
     return _k.from_tiles(out, x.shape[0])
 
 
@@ -201,7 +205,7 @@ def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
     Xt = _k.to_tiles(x)
     out = np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
-    _k.sweep(Xt, J, cfg.lam, cfg.gamma, _k.NORM_CODES[cfg.norm], True, out, Et)
+    _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, _k.NORM_CODES[cfg.norm], True, out, Et)
     return _k.from_tiles(out, x.shape[0])
 
 
@@ -233,6 +237,7 @@ def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
         Xt,
         J,
         cfg.lam,
+        np.inf,
         cfg.gamma,
         _k.NORM_CODES[cfg.norm],
         rng.permutation(x.shape[1]).astype(np.int64),
@@ -309,12 +314,12 @@ def run(
         bar = tqdm(total=steps, desc="dynamics", unit="step")
     for t in range(1, steps + 1):
         if cfg.update == "sync":
-            _k.sweep(Xt, J, cfg.lam, cfg.gamma, norm_code, True, new, Et)  # Et: E(x(t-1))
+            _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, True, new, Et)  # Et: E(x(t-1))
             Xt, new = new, Xt
         else:
-            _k.sweep(Xt, J, cfg.lam, 0.0, 0, False, fields, Et)
+            _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et)
             order = rng.permutation(x0.shape[1]).astype(np.int64)
-            _k.async_sweep(Xt, J, cfg.lam, cfg.gamma, norm_code, order)
+            _k.async_sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, order)
         energies[t - 1] = total_energy()
         record = t % record_every == 0 or t == steps
         if record or callback is not None:
@@ -328,7 +333,7 @@ def run(
             bar.update()
     if bar is not None:
         bar.close()
-    _k.sweep(Xt, J, cfg.lam, 0.0, 0, False, fields, Et)  # the energy of the final state
+    _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et)  # the energy of the final state
     energies[steps] = total_energy()
     return Trajectory(
         states=np.stack(states),

@@ -208,3 +208,15 @@ def test_run_refuses_bad_parameters(rng, kwargs, message):
     x, J = random_system(rng, P=2, N=4, d=3)
     with pytest.raises(ValueError, match=message):
         spinsa.run(x, J, 1.0, **kwargs)
+
+
+def test_score_clamp_matches_a_clamped_plain_formula(rng):
+    x, J = random_system(rng, P=3, N=6, d=4, scale=4.0)
+    s = np.minimum(np.einsum("pia,ijab,pjb->pij", x, J, x), 0.5) * 2.0
+    s[:, np.arange(6), np.arange(6)] = -np.inf
+    a = np.exp(s - s.max(axis=2, keepdims=True))
+    a /= a.sum(axis=2, keepdims=True)
+    expected = np.einsum("pij,ijab,pjb->pia", a, J, x)
+    got = spinsa.local_fields(x, J, 2.0, score_clamp=0.5)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-13)
+    assert not np.allclose(got, spinsa.local_fields(x, J, 2.0))

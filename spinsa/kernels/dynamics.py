@@ -101,8 +101,11 @@ def dot_lanes(xi, y, s):
 
 
 @njit
-def _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w):
-    """Unnormalised field acc (d, TILE), running max m and normaliser z of row i, tile t."""
+def _row(Xt, J, lam, clamp, t, i, acc, y, m, z, s, c, w):
+    """Unnormalised field acc (d, TILE), running max m and normaliser z of row i, tile t.
+
+    Scores are clamped from above at ``clamp`` before ``lam`` (inf: no clamp).
+    """
     N = _U(Xt.shape[1])
     d = _U(Xt.shape[2])
     L = _U(Xt.shape[3])
@@ -119,7 +122,7 @@ def _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w):
         couple(J[i, j], Xt[t, j], y)
         dot_lanes(Xt[t, i], y, s)
         for p in range(L):  # online softmax: rescale what is summed so far
-            ls = lam * s[p]
+            ls = lam * min(s[p], clamp)
             m_new = max(m[p], ls)
             c[p] = fast_exp(m[p] - m_new)
             w[p] = fast_exp(ls - m_new)
@@ -162,7 +165,7 @@ def _update_spin(h, x_old, gamma, norm, out_row, eps):
 
 
 @njit(parallel=True)
-def sweep(Xt, J, lam, gamma, norm, write_update, out, energies):
+def sweep(Xt, J, lam, clamp, gamma, norm, write_update, out, energies):
     """All rows of all tiles at once (synchronous).
 
     ``out`` gets the fields h (``write_update`` False) or the updated spins
@@ -172,6 +175,7 @@ def sweep(Xt, J, lam, gamma, norm, write_update, out, energies):
     L = _U(width)
     dt = Xt.dtype.type
     lam = dt(lam)
+    clamp = dt(clamp)
     gamma = dt(gamma)
     eps = dt(LAYERNORM_EPS)
     for k in prange(n_tiles * N):  # contiguous chunks per thread keep each tile on one core
@@ -184,7 +188,7 @@ def sweep(Xt, J, lam, gamma, norm, write_update, out, energies):
         s = np.empty(width, Xt.dtype)
         c = np.empty(width, Xt.dtype)
         w = np.empty(width, Xt.dtype)
-        _row(Xt, J, lam, t, i, acc, y, m, z, s, c, w)
+        _row(Xt, J, lam, clamp, t, i, acc, y, m, z, s, c, w)
         for p in range(L):
             energies[t, i, p] = -(m[p] + np.log(z[p])) / lam
             z[p] = dt(1) / z[p]
@@ -200,7 +204,7 @@ def sweep(Xt, J, lam, gamma, norm, write_update, out, energies):
 
 
 @njit(parallel=True)
-def async_sweep(Xt, J, lam, gamma, norm, order):
+def async_sweep(Xt, J, lam, clamp, gamma, norm, order):
     """Random sequential update in place: sites in ``order``, one at a time, every tile.
 
     All samples share the same order of sites within a sweep (the samples stay in SIMD
@@ -210,6 +214,7 @@ def async_sweep(Xt, J, lam, gamma, norm, order):
     L = _U(width)
     dt = Xt.dtype.type
     lam = dt(lam)
+    clamp = dt(clamp)
     gamma = dt(gamma)
     eps = dt(LAYERNORM_EPS)
     for t in prange(n_tiles):
@@ -223,7 +228,7 @@ def async_sweep(Xt, J, lam, gamma, norm, order):
         new = np.empty((d, width), Xt.dtype)
         for k in range(order.shape[0]):
             i = _U(order[k])
-            _row(Xt, J, lam, _U(t), i, acc, y, m, z, s, c, w)
+            _row(Xt, J, lam, clamp, _U(t), i, acc, y, m, z, s, c, w)
             for a in range(_U(d)):
                 for p in range(L):
                     acc[a, p] /= z[p]
