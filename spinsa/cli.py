@@ -225,6 +225,106 @@ def _add_scan(sub) -> None:
     add_parser(sub)
 
 
+# --------------------------------------------------------------------------- train
+def _add_train(sub) -> None:
+    from spinsa.experiments.cli import add_train_parser
+
+    add_train_parser(sub)
+
+
+# --------------------------------------------------------------------------- evaluate
+def _add_evaluate(sub) -> None:
+    from spinsa.experiments.cli import add_evaluate_parser
+
+    add_evaluate_parser(sub)
+
+
+# --------------------------------------------------------------------------- reproduce
+def _add_reproduce(sub) -> None:
+    from spinsa.experiments.cli import add_reproduce_parser
+
+    add_reproduce_parser(sub)
+
+
+# --------------------------------------------------------------------------- analyze
+def _add_analyze(sub) -> None:
+    from spinsa.analysis.driver import ANALYSES, AnalysisSettings
+
+    d = AnalysisSettings()
+    listing = "; ".join(f"{name}: {a.help}" for name, a in ANALYSES.items())
+    p = sub.add_parser(
+        "analyze",
+        help="run the analyses of a run file and store them in it (/analysis/<name>)",
+        description="Rebuild the data of a run file (written by `spinsa train`) from its "
+        "config, run the analyses with its couplings and dynamics, and write each result "
+        "under /analysis/<name> of the same file, with its parameters as attributes. "
+        f"The analyses: {listing}. Plot them with `spinsa plot`.",
+    )
+    p.add_argument("run", help="run file (.h5) from spinsa train")
+    p.add_argument("--only", nargs="+", metavar="NAME",
+                   help=f"run only these analyses (of: {', '.join(ANALYSES)})")
+    p.add_argument("--n-test", type=int, default=d.n_test,
+                   help=f"test images started from (default {d.n_test})")
+    p.add_argument("--steps", type=int, default=d.steps,
+                   help=f"steps T of the trajectories (default {d.steps})")
+    p.add_argument("--attractor-steps", type=int, default=d.attractor_steps,
+                   help=f"steps of the attractor search (default {d.attractor_steps})")
+    p.add_argument("--attractor-starts", type=int, default=d.n_attractor_starts,
+                   help="starts per group (test, masked, noisy, random) of the attractor "
+                   f"search (default {d.n_attractor_starts})")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help=f"seed of the corruptions and random starts (default {d.seed})")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace analyses the file already holds")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_analyze)
+
+
+def _cmd_analyze(args) -> int:
+    import time
+
+    from spinsa.analysis.driver import analyze_run
+
+    t0 = time.perf_counter()
+    names = analyze_run(
+        args.run, args.only, n_test=args.n_test, steps=args.steps, seed=args.seed,
+        overwrite=args.overwrite, progress=not args.no_progress,
+        attractor_steps=args.attractor_steps, n_attractor_starts=args.attractor_starts,
+    )
+    groups = sorted({n.split("/")[0] for n in names})
+    print(f"spinsa analyze: wrote {len(names)} results ({', '.join(groups)}) under /analysis "
+          f"of {args.run} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+# --------------------------------------------------------------------------- plot
+def _add_plot(sub) -> None:
+    p = sub.add_parser(
+        "plot",
+        help="draw the figures of a run file (evaluations and analyses)",
+        description="Draw every figure a run file has data for: the error curves and "
+        "example images of its evaluations (spinsa evaluate) and one figure per analysis "
+        "(spinsa analyze). Figures read the file only; nothing is recomputed.",
+    )
+    p.add_argument("run", help="run file (.h5)")
+    p.add_argument("-o", "--out",
+                   help="directory of the figures (default: <run>-figures next to the file)")
+    p.add_argument("--format", default="png", help="png (default), pdf or svg")
+    p.add_argument("--dpi", type=int, default=150, help="resolution (default 150)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_plot)
+
+
+def _cmd_plot(args) -> int:
+    from spinsa.analysis.figures import plot_run
+
+    paths = plot_run(args.run, args.out, fmt=args.format, dpi=args.dpi,
+                     progress=not args.no_progress)
+    print(f"spinsa plot: {len(paths)} figures in {paths[0].parent}: "
+          + ", ".join(p.name for p in paths))
+    return 0
+
+
 # ----------------------------------------------------------------------- registry
 # Subcommands, in the order `spinsa --help` lists them.
 _SUBCOMMANDS = [
@@ -233,6 +333,11 @@ _SUBCOMMANDS = [
     _add_bench,
     _add_data,
     _add_fit,
+    _add_train,
+    _add_evaluate,
+    _add_reproduce,
+    _add_analyze,
+    _add_plot,
     _add_scan,
 ]
 

@@ -1,0 +1,66 @@
+"""Experiments end to end: fit the couplings, run the dynamics on the paper's tasks, report.
+
+::
+
+    from spinsa.experiments import ExperimentConfig, run_experiment, reproduce
+
+    config = ExperimentConfig.from_toml("analysis/configs/experiment.toml")
+    run_experiment(config, "run.h5")                 # fit + masked + denoise, one HDF5 file
+    reproduce("out/", quick=True)                    # the paper's Fig. 1, with a report
+
+* :mod:`~spinsa.experiments.config`: :class:`ExperimentConfig` (data, embedding, fit,
+  dynamics, tasks) and :class:`ReproduceConfig` (shared sections + a list of models);
+* :mod:`~spinsa.experiments.damico`: the published notebook's dynamics, as a preset;
+* :mod:`~spinsa.experiments.pipeline`: :func:`train`, :func:`evaluate`, :func:`run_experiment`;
+* :mod:`~spinsa.experiments.reproduce`: :func:`reproduce`, resumable stage by stage;
+* :mod:`~spinsa.experiments.results`: reading results back and the numbers of a report.
+
+Importing this package imports neither torch nor matplotlib.
+"""
+
+from spinsa.experiments.config import (
+    DataSection,
+    DynamicsSection,
+    EmbeddingSection,
+    ExperimentConfig,
+    ModelSpec,
+    ReproduceConfig,
+    TasksSection,
+)
+from spinsa.experiments.damico import damico_run, damico_step, standardize_features
+from spinsa.experiments.pipeline import (
+    TASKS,
+    TaskEvaluation,
+    evaluate,
+    evaluate_task,
+    load_images,
+    run_experiment,
+    train,
+)
+from spinsa.experiments.reproduce import FinishedRunError, reproduce
+from spinsa.experiments.results import model_names, read_evaluation, read_summaries
+
+__all__ = [
+    "TASKS",
+    "DataSection",
+    "DynamicsSection",
+    "EmbeddingSection",
+    "ExperimentConfig",
+    "FinishedRunError",
+    "ModelSpec",
+    "ReproduceConfig",
+    "TaskEvaluation",
+    "TasksSection",
+    "damico_run",
+    "damico_step",
+    "evaluate",
+    "evaluate_task",
+    "load_images",
+    "model_names",
+    "read_evaluation",
+    "read_summaries",
+    "reproduce",
+    "run_experiment",
+    "standardize_features",
+    "train",
+]

@@ -1,0 +1,623 @@
+"""Configuration of an experiment: data, embedding, fit, dynamics and tasks, in one frozen object.
+
+An :class:`ExperimentConfig` describes one model end to end: which images train it, how they
+become spins, how the couplings are fitted, which dynamics runs at evaluation and on which
+tasks. It is written in full into every HDF5 file the pipeline produces, and can be read
+from TOML::
+
+    name = "design"
+
+    [data]
+    dataset = "mnist"        # "mnist", "fashion-mnist" or "synthetic"
+    per_class = 1000         # or n_train = 10000
+    n_test = 1000
+    seed = 0
+
+    [embedding]
+    patch = 2
+    d = 8
+    scale = "paper"          # or "damico2024"
+
+    [fit]                    # any field of spinsa.fit.FitConfig
+    backend = "lbfgs"
+    lam = 5.0
+
+    [dynamics]
+    preset = "design"        # or "damico2024", the published notebook's dynamics
+    lam_eval = 1.0
+    steps = 100
+
+    [tasks]
+    mask_fraction = 0.3
+    noise_variance = 0.7
+
+A :class:`ReproduceConfig` is the same sections (shared by every model) plus a table
+``[models.<name>]`` per model with the sections it changes; :func:`spinsa.experiments.reproduce`
+fits and evaluates each model. The list of models is the place where other kinds of model
+(backpropagation baselines) will be added.
+
+Unknown keys raise a ``ValueError`` that names the key and lists the known ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from spinsa._checks import check_choice, check_count, check_positive, check_real
+from spinsa.embedding import SCALES, PatchEmbedding
+from spinsa.fit.config import FitConfig
+from spinsa.model import NORMS, UPDATES
+
+__all__ = [
+    "DATASETS",
+    "DYNAMICS_PRESETS",
+    "MODEL_KINDS",
+    "DataSection",
+    "EmbeddingSection",
+    "DynamicsSection",
+    "TasksSection",
+    "ExperimentConfig",
+    "ModelSpec",
+    "ReproduceConfig",
+    "read_toml",
+]
+
+DATASETS = ("mnist", "fashion-mnist", "synthetic")
+DYNAMICS_PRESETS = ("design", "damico2024")
+MODEL_KINDS = ("attention",)  # the hook for other models (e.g. backpropagation baselines)
+SECTIONS = ("data", "embedding", "fit", "dynamics", "tasks")
+MNIST_SIZE = 28
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_bool(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class DataSection:
+    """Which images train and test the model.
+
+    Parameters
+    ----------
+    dataset : {"mnist", "fashion-mnist", "synthetic"}
+        ``"synthetic"`` draws seven-segment digits in code
+        (:func:`spinsa.datasets.synthetic_digits`).
+    n_train : int or None
+        A seeded random subset of this many training images.
+    per_class : int or None
+        This many training images of every class (the paper: 1,000). Give ``n_train`` or
+        ``per_class``, not both; with neither, the whole training split.
+        (:meth:`ExperimentConfig.with_overrides` setting one of them clears the other.)
+    n_test : int
+        A seeded random subset of this many test images (all 10,000 of MNIST's test split
+        when equal to 10,000).
+    seed : int
+        Seed of the subsets (and of the synthetic images).
+    image_size : int
+        Side of the synthetic images; MNIST and Fashion-MNIST are 28.
+    """
+
+    dataset: Literal["mnist", "fashion-mnist", "synthetic"] = "mnist"
+    n_train: int | None = None
+    per_class: int | None = None
+    n_test: int = 1000
+    seed: int = 0
+    image_size: int = MNIST_SIZE
+
+    def __post_init__(self):
+        check_choice(self.dataset, "data.dataset", DATASETS)
+        if self.n_train is not None:
+            check_count(self.n_train, "data.n_train", 1)
+        if self.per_class is not None:
+            check_count(self.per_class, "data.per_class", 1)
+        if self.n_train is not None and self.per_class is not None:
+            raise ValueError(
+                "data.n_train and data.per_class are exclusive: give one of them "
+                f"(got n_train = {self.n_train}, per_class = {self.per_class})"
+            )
+        if self.dataset == "synthetic" and self.n_train is None and self.per_class is None:
+            raise ValueError("data.dataset = 'synthetic' needs data.n_train or data.per_class")
+        check_count(self.n_test, "data.n_test", 1)
+        check_count(self.seed, "data.seed", 0)
+        check_count(self.image_size, "data.image_size", 2)
+        if self.dataset != "synthetic" and self.image_size != MNIST_SIZE:
+            raise ValueError(
+                f"data.image_size is the side of the synthetic images; {self.dataset} images "
+                f"are {MNIST_SIZE}x{MNIST_SIZE}, got image_size = {self.image_size}"
+            )
+
+    @property
+    def image_shape(self) -> tuple[int, int]:
+        return (self.image_size, self.image_size)
+
+    @property
+    def n_train_images(self) -> int | None:
+        """Number of training images when it is known without the data set (else None)."""
+        if self.n_train is not None:
+            return self.n_train
+        if self.per_class is not None:
+            return 10 * self.per_class
+        return None
+
+
+@dataclass(frozen=True)
+class EmbeddingSection:
+    """How images become spins (:class:`spinsa.PatchEmbedding`).
+
+    Parameters
+    ----------
+    patch : int
+        Side of the square patches; it must tile the image.
+    d : int or None
+        Spin dimension (None: the minimum, 2 * patch**2).
+    seed : int
+        Seed of the random matrix F.
+    scale : {"paper", "damico2024"}
+        The paper's embedding, or the published notebook's (pixels min(2p, 1), F scaled by
+        1/sqrt(2a)).
+    """
+
+    patch: int = 2
+    d: int | None = None
+    seed: int = 0
+    scale: Literal["paper", "damico2024"] = "paper"
+
+    def __post_init__(self):
+        check_count(self.patch, "embedding.patch", 1)
+        if self.d is not None:
+            check_count(self.d, "embedding.d", 1)
+        check_count(self.seed, "embedding.seed", 0)
+        check_choice(self.scale, "embedding.scale", SCALES)
+
+
+@dataclass(frozen=True)
+class DynamicsSection:
+    """The dynamics run at evaluation.
+
+    Parameters
+    ----------
+    preset : {"design", "damico2024"}
+        ``"design"``: eq. 1 of DESIGN §1, x_i <- Norm(h_i + gamma x_i) (:func:`spinsa.run`).
+        ``"damico2024"``: the published notebook's dynamics
+        (:mod:`spinsa.experiments.damico`); ``gamma``, ``norm`` and ``update`` do not apply.
+    lam_eval : float
+        Inverse temperature of the dynamics (1 in the paper).
+    gamma : float
+        Weight of the residual term (design dynamics).
+    norm : {"sphere", "layernorm", "none"}
+        Normalisation after each update (design dynamics).
+    update : {"sync", "async"}
+        Synchronous or random sequential updates (design dynamics).
+    steps : int
+        Number of steps T; errors are recorded at every t = 0 .. T.
+    seed : int or None
+        Seed of the asynchronous site orders (None: ``tasks.seed``). Every chunk of test
+        images starts from it, so the orders do not depend on the chunk size.
+    """
+
+    preset: Literal["design", "damico2024"] = "design"
+    lam_eval: float = 1.0
+    gamma: float = 1.0
+    norm: Literal["sphere", "layernorm", "none"] = "sphere"
+    update: Literal["sync", "async"] = "sync"
+    steps: int = 100
+    seed: int | None = None
+
+    def __post_init__(self):
+        check_choice(self.preset, "dynamics.preset", DYNAMICS_PRESETS)
+        object.__setattr__(self, "lam_eval", check_positive(self.lam_eval, "dynamics.lam_eval"))
+        object.__setattr__(self, "gamma", check_real(self.gamma, "dynamics.gamma"))
+        check_choice(self.norm, "dynamics.norm", NORMS)
+        check_choice(self.update, "dynamics.update", UPDATES)
+        check_count(self.steps, "dynamics.steps", 0)
+        if self.seed is not None:
+            check_count(self.seed, "dynamics.seed", 0)
+
+
+@dataclass(frozen=True)
+class TasksSection:
+    """The two retrieval tasks of the paper (§III) and what the evaluation keeps.
+
+    Parameters
+    ----------
+    mask_fraction : float
+        Fraction of the tokens set to the zero spin in the masked task (0.3).
+    noise_variance : float
+        Variance of the Gaussian noise of the denoising task (0.7).
+    clamp_visible : bool
+        Keep the visible tokens fixed during the masked task's dynamics.
+    seed : int
+        Seed of the masks and of the noise (each task draws from its own stream).
+    n_examples : int
+        Number of test images whose decoded states are kept for figures.
+    example_times : tuple of int
+        Times at which those images are kept (those <= T).
+    """
+
+    mask_fraction: float = 0.3
+    noise_variance: float = 0.7
+    clamp_visible: bool = False
+    seed: int = 0
+    n_examples: int = 8
+    example_times: tuple[int, ...] = (0, 1, 5, 20, 100)
+
+    def __post_init__(self):
+        frac = check_real(self.mask_fraction, "tasks.mask_fraction")
+        if not 0 < frac <= 1:
+            raise ValueError(f"tasks.mask_fraction must be in (0, 1], got {frac}")
+        object.__setattr__(self, "mask_fraction", frac)
+        var = check_real(self.noise_variance, "tasks.noise_variance")
+        if var < 0:
+            raise ValueError(f"tasks.noise_variance must be >= 0, got {var}")
+        object.__setattr__(self, "noise_variance", var)
+        _check_bool(self.clamp_visible, "tasks.clamp_visible")
+        check_count(self.seed, "tasks.seed", 0)
+        check_count(self.n_examples, "tasks.n_examples", 0)
+        times = self.example_times
+        if isinstance(times, (str, bytes)) or not hasattr(times, "__iter__"):
+            raise ValueError(f"tasks.example_times must be a list of integers, got {times!r}")
+        times = tuple(check_count(t, "tasks.example_times[...]", 0) for t in times)
+        object.__setattr__(self, "example_times", tuple(sorted(set(times))))
+
+
+_SECTION_TYPES: dict[str, type] = {
+    "data": DataSection,
+    "embedding": EmbeddingSection,
+    "fit": FitConfig,
+    "dynamics": DynamicsSection,
+    "tasks": TasksSection,
+}
+
+
+def _field_names(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]
+
+
+def _unknown_key(key: str, where: str, known) -> ValueError:
+    return ValueError(f"unknown key {key!r} in {where}; known keys: {', '.join(known)}")
+
+
+def _check_keys(values: Mapping, known, where: str) -> None:
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{where} must be a table of keys and values, got {values!r}")
+    for key in values:
+        if key not in known:
+            raise _unknown_key(key, where, known)
+
+
+def _build_fit(values: Mapping) -> FitConfig:
+    _check_keys(values, _field_names(FitConfig), "[fit]")
+    values = dict(values)
+    preset = values.pop("preset", None)
+    return FitConfig.from_preset(preset, **values)
+
+
+def _build_section(name: str, values) -> Any:
+    cls = _SECTION_TYPES[name]
+    if isinstance(values, cls):
+        return values
+    if name == "fit":
+        return _build_fit(values)
+    _check_keys(values, _field_names(cls), f"[{name}]")
+    values = dict(values)
+    if name == "tasks" and "example_times" in values:
+        values["example_times"] = tuple(values["example_times"])
+    return cls(**values)
+
+
+def read_toml(path_or_text: str | os.PathLike) -> dict:
+    """A TOML document from a file path or from TOML text.
+
+    A ``Path``, or a string that names an existing file or ends in ``.toml``, is read as a
+    file; any other string is parsed as TOML text.
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    text, where = None, "the config text"
+    if isinstance(path_or_text, os.PathLike) or (
+        isinstance(path_or_text, str)
+        and "\n" not in path_or_text
+        and (path_or_text.endswith(".toml") or Path(path_or_text).is_file())
+    ):
+        path = Path(path_or_text)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file {path} does not exist")
+        text, where = path.read_text(encoding="utf-8"), str(path)
+    elif isinstance(path_or_text, str):
+        text = path_or_text
+    else:
+        raise ValueError(
+            f"expected a TOML file path or TOML text, got {type(path_or_text).__name__}"
+        )
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{where} is not valid TOML: {err}") from None
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """One model, end to end: data, embedding, fit, dynamics, tasks.
+
+    Parameters
+    ----------
+    name : str
+        A label for the model (file names, legends).
+    data : DataSection
+    embedding : EmbeddingSection
+    fit : spinsa.fit.FitConfig
+        The pseudo-likelihood fit; ``fit.lam`` is lambda_train.
+    dynamics : DynamicsSection
+        ``dynamics.lam_eval`` is lambda_eval.
+    tasks : TasksSection
+
+    The embedding is validated against the image size on construction, so a patch that
+    does not tile the images fails here, before any data is loaded.
+    """
+
+    name: str = "design"
+    data: DataSection = field(default_factory=DataSection)
+    embedding: EmbeddingSection = field(default_factory=EmbeddingSection)
+    fit: FitConfig = field(default_factory=lambda: FitConfig(backend="lbfgs"))
+    dynamics: DynamicsSection = field(default_factory=DynamicsSection)
+    tasks: TasksSection = field(default_factory=TasksSection)
+
+    def __post_init__(self):
+        if (
+            not isinstance(self.name, str)
+            or not self.name
+            or not self.name.replace("-", "").replace("_", "").isalnum()
+        ):
+            raise ValueError(
+                f"name must be a non-empty string of letters, digits, '-' and '_', "
+                f"got {self.name!r}"
+            )
+        for section in SECTIONS:
+            object.__setattr__(self, section, _build_section(section, getattr(self, section)))
+        self.make_embedding()  # validates patch tiling and d
+
+    def make_embedding(self) -> PatchEmbedding:
+        """The :class:`spinsa.PatchEmbedding` of this config (raises if the patch does not tile)."""
+        e = self.embedding
+        return PatchEmbedding(
+            image_shape=self.data.image_shape, patch=e.patch, d=e.d, seed=e.seed, scale=e.scale
+        )
+
+    # ------------------------------------------------------------------ dicts and TOML
+    def to_dict(self) -> dict[str, Any]:
+        """The config as nested plain dicts (``{"name": ..., "data": {...}, ...}``)."""
+        out: dict[str, Any] = {"name": self.name}
+        for section in SECTIONS:
+            values = dataclasses.asdict(getattr(self, section))
+            if section == "tasks":
+                values["example_times"] = list(values["example_times"])
+            out[section] = values
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ExperimentConfig:
+        """The config from nested dicts (the inverse of :meth:`to_dict`; sections may be
+        partial, missing keys take their defaults). The ``fit`` table is built with
+        :meth:`spinsa.fit.FitConfig.from_preset`, so ``preset = "damico2024"`` gives the
+        published recipe with the table's other keys overriding it."""
+        _check_keys(values, ("name", *SECTIONS), "the experiment config")
+        kwargs: dict[str, Any] = {}
+        if "name" in values:
+            kwargs["name"] = values["name"]
+        for section in SECTIONS:
+            if section in values:
+                kwargs[section] = _build_section(section, values[section])
+        return cls(**kwargs)
+
+    @classmethod
+    def from_toml(cls, path_or_text: str | os.PathLike) -> ExperimentConfig:
+        """The config from a TOML file or TOML text (see the module docstring)."""
+        return cls.from_dict(read_toml(path_or_text))
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> ExperimentConfig:
+        """A copy with some values changed, by dotted key: ``{"fit.lam": 5.0, "name": "x"}``.
+
+        Overriding ``fit.preset`` rebuilds the fit section from that preset (plus the other
+        ``fit.*`` overrides of the same call); the previous fit values are dropped.
+        """
+        nested = self.to_dict()
+        fit_preset_changed = "fit.preset" in overrides
+        if fit_preset_changed:
+            nested["fit"] = {}
+        for key, value in overrides.items():
+            if not isinstance(key, str):
+                raise ValueError(f"override keys must be dotted strings, got {key!r}")
+            if key == "name":
+                nested["name"] = value
+                continue
+            section, _, name = key.partition(".")
+            if section not in SECTIONS or not name:
+                raise _unknown_key(
+                    key, "the overrides", ["name"] + [f"{s}.<key>" for s in SECTIONS]
+                )
+            known = _field_names(_SECTION_TYPES[section])
+            if name not in known:
+                raise _unknown_key(name, f"[{section}] (override {key!r})", known)
+            nested[section][name] = value
+        for a, b in (("n_train", "per_class"), ("per_class", "n_train")):
+            if (
+                f"data.{a}" in overrides
+                and f"data.{b}" not in overrides
+                and (overrides[f"data.{a}"] is not None)
+            ):
+                nested["data"][b] = None  # the two ways of sizing the training set exclude
+        return ExperimentConfig.from_dict(nested)
+
+
+def _flatten(values: Mapping, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of a :class:`ReproduceConfig`: a name, a kind and its overrides.
+
+    Parameters
+    ----------
+    name : str
+    kind : {"attention"}
+        What is trained and evaluated. Only the attractor network of spinsa exists today;
+        backpropagation baselines are the next kind.
+    overrides : tuple of (str, value)
+        Dotted keys (``"fit.backend"``) applied to the shared sections.
+    """
+
+    name: str
+    kind: Literal["attention"] = "attention"
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self):
+        check_choice(self.kind, f"models.{self.name}.kind", MODEL_KINDS)
+        object.__setattr__(
+            self, "overrides", tuple((str(k), v) for k, v in dict(self.overrides).items())
+        )
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """Shared sections plus a list of models: what :func:`spinsa.experiments.reproduce` runs.
+
+    Parameters
+    ----------
+    base : ExperimentConfig
+        The sections every model shares.
+    models : tuple of ModelSpec
+        The models, each the base with its overrides.
+
+    TOML layout: the sections of :class:`ExperimentConfig` at the top level, then one table
+    per model, whose sub-tables (or dotted keys) override the shared ones::
+
+        [models.design]
+        fit = { backend = "lbfgs", max_iter = 40 }
+
+        [models.damico2024]
+        embedding = { scale = "damico2024" }
+        fit = { preset = "damico2024", epochs = 20 }
+        dynamics = { preset = "damico2024" }
+    """
+
+    base: ExperimentConfig = field(default_factory=ExperimentConfig)
+    models: tuple[ModelSpec, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.base, ExperimentConfig):
+            object.__setattr__(self, "base", ExperimentConfig.from_dict(self.base))
+        models = tuple(m if isinstance(m, ModelSpec) else ModelSpec(**m) for m in self.models)
+        if not models:
+            raise ValueError("a reproduce config needs at least one model ([models.<name>])")
+        names = [m.name for m in models]
+        if len(set(names)) != len(names):
+            raise ValueError(f"model names must be unique, got {names}")
+        object.__setattr__(self, "models", models)
+        self.experiments()  # validates every model's overrides
+
+    def experiments(self) -> dict[str, ExperimentConfig]:
+        """``name -> ExperimentConfig`` of every model, in order."""
+        out = {}
+        for m in self.models:
+            try:
+                out[m.name] = self.base.with_overrides({**dict(m.overrides), "name": m.name})
+            except ValueError as err:
+                raise ValueError(f"[models.{m.name}]: {err}") from None
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested dicts: the shared sections, then ``models = {name: {kind, overrides}}``."""
+        out = self.base.to_dict()
+        out.pop("name")
+        out["models"] = {
+            m.name: {"kind": m.kind, "overrides": dict(m.overrides)} for m in self.models
+        }
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ReproduceConfig:
+        """The inverse of :meth:`to_dict`; also accepts the TOML layout (model tables with
+        sub-tables instead of an ``overrides`` table)."""
+        _check_keys(values, (*SECTIONS, "models"), "the reproduce config")
+        base = ExperimentConfig.from_dict({k: v for k, v in values.items() if k != "models"})
+        models_in = values.get("models", {})
+        if not isinstance(models_in, Mapping):
+            raise ValueError("models must be a table of [models.<name>] tables")
+        models = []
+        for name, table in models_in.items():
+            _check_keys(table, ("kind", "overrides", *SECTIONS), f"[models.{name}]")
+            table = dict(table)
+            kind = table.pop("kind", "attention")
+            overrides = _flatten(table.pop("overrides", {}))
+            overrides.update(_flatten(table))
+            models.append(ModelSpec(name=name, kind=kind, overrides=tuple(overrides.items())))
+        return cls(base=base, models=tuple(models))
+
+    @classmethod
+    def from_toml(cls, path_or_text: str | os.PathLike) -> ReproduceConfig:
+        """The config from a TOML file or text (layout in the class docstring)."""
+        return cls.from_dict(read_toml(path_or_text))
+
+    @classmethod
+    def paper(cls, quick: bool = True) -> ReproduceConfig:
+        """The paper's bare-self-attention experiment on MNIST (2x2 patches, d = 8,
+        lambda_train = 5, lambda_eval = 1, 30 % masked tokens, noise variance 0.7, T = 100),
+        with the DESIGN dynamics and the published notebook's preset side by side.
+
+        ``quick``: 10,000 training images (1,000 per class) and 1,000 test images;
+        otherwise 50,000 (5,000 per class) and the 10,000 test images.
+        The same values are shipped as ``analysis/configs/reproduce_{quick,full}.toml``.
+        """
+        per_class, n_test = (1000, 1000) if quick else (5000, 10000)
+        base = ExperimentConfig(
+            data=DataSection(dataset="mnist", per_class=per_class, n_test=n_test, seed=0),
+            embedding=EmbeddingSection(patch=2, d=8, seed=0),
+            fit=FitConfig(backend="lbfgs", lam=5.0),
+            dynamics=DynamicsSection(lam_eval=1.0, steps=100),
+            tasks=TasksSection(mask_fraction=0.3, noise_variance=0.7, seed=0),
+        )
+        models = (
+            ModelSpec(
+                "design",
+                overrides=(
+                    ("fit.backend", "lbfgs"),
+                    ("fit.max_iter", 40 if quick else 100),
+                    ("dynamics.preset", "design"),
+                ),
+            ),
+            ModelSpec(
+                "damico2024",
+                overrides=(
+                    ("embedding.scale", "damico2024"),
+                    ("fit.preset", "damico2024"),
+                    ("fit.lam", 5.0),
+                    ("fit.epochs", 10),
+                    ("fit.device", "auto"),
+                    ("dynamics.preset", "damico2024"),
+                ),
+            ),
+        )
+        return cls(base=base, models=models)

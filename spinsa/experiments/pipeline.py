@@ -1,0 +1,715 @@
+"""The experiment pipeline: data -> fit -> dynamics on the two tasks -> one HDF5 file.
+
+Three entry points:
+
+* :func:`train` fits the couplings of an :class:`ExperimentConfig` and writes a *run file*
+  (``kind = "experiment"``): ``J``, the fit history, the mean training image and the config;
+* :func:`evaluate` runs the dynamics of the run file's config on a task over the test set and
+  adds the group ``/evaluation/<task>`` to it (or writes it to a file of its own);
+* :func:`run_experiment` does both, for both tasks, in memory, and writes one run file: the
+  unit of work of a phase scan.
+
+Errors are computed on the fly (a callback of the dynamics decodes every state and keeps the
+per-image errors), so memory stays O(P N d + T P), never O(T P N d).
+
+Run file layout (one group per task under ``evaluation``)::
+
+    /J                                   (N, N, d, d) float32
+    /fit/history/{step_loss, step_grad_norm, step_norm, epoch_loss, epoch_grad_norm}
+    /data/mean_train_image               (H, W), in the space the errors are measured in
+    /evaluation/<task>/times             (T + 1,) int64, 0 .. T
+    /evaluation/<task>/errors/{all, masked, visible}   (T + 1, P) float32, per test image
+    /evaluation/<task>/mean/{all, masked, visible}     (T + 1,) mean over images
+    /evaluation/<task>/sem/{all, masked, visible}      (T + 1,) standard error of the mean
+    /evaluation/<task>/mean_image_corr   (T + 1, P) correlation of each decoded state with
+                                         the mean training image
+    /evaluation/<task>/step_change       (T,) mean over images and tokens of |x_i(t) - x_i(t-1)|
+    /evaluation/<task>/final_mean_image  (H, W) mean over test images of the state at t = T
+    /evaluation/<task>/final_coherence   (P,) correlation of each final image with that mean
+    /evaluation/<task>/examples/{images (k, n, H, W), times (k,), index (n,), clean (n, H, W)}
+
+Errors are measured in the embedding's own pixel space: the decoded state against the clean
+image passed through the same encoding and decoding. For the paper's embedding that is the
+image itself; for the notebook's (``scale = "damico2024"``, pixels min(2p, 1)) it is the
+notebook's pixel values min(2p, 1), against twice the decoded value, so that both live in
+[0, 1].
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spinsa.experiments.config import ExperimentConfig
+
+__all__ = [
+    "TASKS",
+    "RUN_KIND",
+    "EVALUATION_KIND",
+    "Images",
+    "TaskEvaluation",
+    "load_images",
+    "reference_images",
+    "fit_couplings",
+    "evaluate_task",
+    "train",
+    "evaluate",
+    "run_experiment",
+    "read_run_config",
+]
+
+TASKS = ("masked", "denoise")
+RUN_KIND = "experiment"
+EVALUATION_KIND = "evaluation"
+_TASK_STREAM = {"masked": 0, "denoise": 1}  # independent random streams per task
+
+
+# ---------------------------------------------------------------------------- data
+@dataclass(frozen=True, eq=False)
+class Images:
+    """Training and test images of an experiment.
+
+    Attributes
+    ----------
+    train, test : ndarray, shape (P, H, W) and (Q, H, W), float32 in [0, 1]
+    train_labels, test_labels : ndarray of int64
+    """
+
+    train: np.ndarray
+    train_labels: np.ndarray
+    test: np.ndarray
+    test_labels: np.ndarray
+
+
+def load_images(
+    config: ExperimentConfig, *, fetch: bool = True, train: bool = True, test: bool = True
+) -> Images:
+    """The images of ``config.data`` (MNIST/Fashion-MNIST from the cache, or synthetic digits).
+
+    ``fetch``: fetch MNIST into the cache on first use. ``train``/``test``: which splits to
+    load (the other comes back empty).
+    """
+    from spinsa import datasets
+
+    data = config.data
+    empty = np.zeros((0, *data.image_shape), dtype=np.float32), np.zeros(0, dtype=np.int64)
+    tr, te = empty, empty
+    if data.dataset == "synthetic":
+        if train:
+            n = data.n_train if data.n_train is not None else 10 * data.per_class
+            tr = datasets.synthetic_digits(
+                n, size=data.image_size, seed=np.random.default_rng([data.seed, 0])
+            )
+        if test:
+            te = datasets.synthetic_digits(
+                data.n_test, size=data.image_size, seed=np.random.default_rng([data.seed, 1])
+            )
+    else:
+        load = datasets.load_mnist if data.dataset == "mnist" else datasets.load_fashion_mnist
+        if train:
+            tr = load(
+                "train", n=data.n_train, per_class=data.per_class, seed=data.seed, fetch=fetch
+            )
+        if test:
+            te = load("test", n=data.n_test, seed=data.seed, fetch=fetch)
+    return Images(train=tr[0], train_labels=tr[1], test=te[0], test_labels=te[1])
+
+
+def _display(emb, decoded: np.ndarray) -> np.ndarray:
+    """Decoded pixels in the embedding's own pixel space ([0, 1] for both scales)."""
+    return decoded * decoded.dtype.type(2) if emb.scale == "damico2024" else decoded
+
+
+def reference_images(emb, images: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """The clean images as the embedding sees them: decode(encode(images)) in its pixel space.
+
+    Parameters
+    ----------
+    emb : PatchEmbedding
+    images : ndarray, shape (P, H, W)
+
+    Returns
+    -------
+    ndarray, shape (P, H, W), float32
+        The images themselves (to rounding) for ``scale="paper"``; min(2p, 1) for
+        ``scale="damico2024"``.
+    """
+    out = np.empty(images.shape, dtype=np.float32)
+    for s in range(0, images.shape[0], chunk):
+        out[s : s + chunk] = _display(emb, emb.decode(emb.encode(images[s : s + chunk])))
+    return out
+
+
+def _mean_image(emb, images: np.ndarray) -> np.ndarray:
+    total = np.zeros(images.shape[1:], dtype=np.float64)
+    for s in range(0, images.shape[0], 4096):
+        total += reference_images(emb, images[s : s + 4096]).sum(axis=0, dtype=np.float64)
+    return total / max(images.shape[0], 1)
+
+
+# ---------------------------------------------------------------------------- fit
+def fit_couplings(
+    config: ExperimentConfig, train_images: np.ndarray, *, checkpoint=None, progress: bool = False
+):
+    """Fit the couplings of ``config`` on the training images.
+
+    Returns
+    -------
+    spinsa.fit.FitResult
+    """
+    from spinsa.fit import fit_pseudolikelihood
+
+    emb = config.make_embedding()
+    xi = emb.encode(train_images)
+    return fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)
+
+
+def _fit_arrays(fit, mean_image: np.ndarray) -> dict[str, Any]:
+    return {
+        "J": fit.J,
+        "fit": {"history": fit.history()},
+        "data": {"mean_train_image": mean_image.astype(np.float32)},
+    }
+
+
+def _fit_attrs(fit, images: Images) -> dict[str, Any]:
+    return {
+        "fit_loss": fit.loss,
+        "fit_initial_loss": float(fit.epoch_loss[0]),
+        "fit_wall_time": float(fit.wall_time),
+        "fit_device": fit.device,
+        "fit_message": fit.message,
+        "fit_converged": fit.converged,
+        "fit_n_steps": fit.n_steps,
+        "n_train": int(images.train.shape[0]),
+    }
+
+
+def _seeds(config: ExperimentConfig) -> dict[str, Any]:
+    return {
+        "data": config.data.seed,
+        "embedding": config.embedding.seed,
+        "fit": config.fit.seed,
+        "tasks": config.tasks.seed,
+        "dynamics": config.dynamics.seed,
+    }
+
+
+# ---------------------------------------------------------------------------- evaluation
+@dataclass(frozen=True, eq=False)
+class TaskEvaluation:
+    """Everything kept from the dynamics on one task (the arrays of ``/evaluation/<task>``).
+
+    Attributes
+    ----------
+    task : {"masked", "denoise"}
+    times : ndarray of int64, shape (T + 1,)
+    errors : spinsa.tasks.ReconstructionErrors
+        Per-image errors, fields of shape (T + 1, P).
+    mean_image_corr : ndarray, shape (T + 1, P)
+        Pearson correlation of each decoded state with the mean training image (NaN for a
+        constant image).
+    step_change : ndarray, shape (T,)
+        Mean over images and tokens of |x_i(t) - x_i(t - 1)|.
+    final_mean_image : ndarray, shape (H, W)
+    final_coherence : ndarray, shape (P,)
+        Correlation of each image's state at t = T with ``final_mean_image``.
+    examples : ndarray, shape (k, n, H, W)
+        Decoded states of the first n test images at ``example_times``.
+    example_times : ndarray of int64, shape (k,)
+    example_index : ndarray of int64, shape (n,)
+    clean_examples : ndarray, shape (n, H, W)
+        The reference images of those test images.
+    wall_time : float
+        Seconds spent.
+    """
+
+    task: str
+    times: np.ndarray
+    errors: Any
+    mean_image_corr: np.ndarray
+    step_change: np.ndarray
+    final_mean_image: np.ndarray
+    final_coherence: np.ndarray
+    examples: np.ndarray
+    example_times: np.ndarray
+    example_index: np.ndarray
+    clean_examples: np.ndarray
+    wall_time: float = 0.0
+
+    def arrays(self) -> dict[str, Any]:
+        """The arrays in the layout of ``/evaluation/<task>``."""
+        from spinsa.tasks import summarize
+
+        summary = summarize(self.errors)
+        corr_mean, corr_sem = _nan_mean_sem(self.mean_image_corr)
+        fields = ("all", "masked", "visible")
+        return {
+            "times": self.times,
+            "errors": {k: getattr(self.errors, k).astype(np.float32) for k in fields},
+            "mean": {k: getattr(summary.mean, k) for k in fields},
+            "sem": {k: getattr(summary.sem, k) for k in fields},
+            "mean_image_corr": self.mean_image_corr.astype(np.float32),
+            "mean_image_corr_mean": corr_mean,
+            "mean_image_corr_sem": corr_sem,
+            "step_change": self.step_change,
+            "final_mean_image": self.final_mean_image.astype(np.float32),
+            "final_coherence": self.final_coherence.astype(np.float32),
+            "examples": {
+                "images": self.examples.astype(np.float32),
+                "times": self.example_times,
+                "index": self.example_index,
+                "clean": self.clean_examples.astype(np.float32),
+            },
+        }
+
+
+def _nan_mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error over the last axis, NaN entries left out."""
+    ok = ~np.isnan(values)
+    n = ok.sum(axis=-1)
+    v = np.where(ok, values, 0.0).astype(np.float64)
+    mean = np.full(n.shape, np.nan)
+    np.divide(v.sum(axis=-1), n, out=mean, where=n > 0)
+    dev2 = np.where(ok, (values - mean[..., None]) ** 2, 0.0).sum(axis=-1)
+    sem = np.full(n.shape, np.nan)
+    np.divide(dev2, n * (n - 1.0), out=sem, where=n > 1)
+    return mean, np.sqrt(sem)
+
+
+def _correlation(images: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Pearson correlation of every image (P, H, W) with one target (H, W); NaN if constant."""
+    a = images.reshape(images.shape[0], -1).astype(np.float64)
+    a = a - a.mean(axis=1, keepdims=True)
+    b = target.reshape(-1).astype(np.float64)
+    b = b - b.mean()
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b)
+    out = np.full(a.shape[0], np.nan)
+    np.divide(a @ b, den, out=out, where=den > 0)
+    return out
+
+
+def _initial_state(config: ExperimentConfig, emb, images: np.ndarray, task: str):
+    """(x0, token mask or None) of the task for all test images (one random stream per task)."""
+    from spinsa.tasks import corrupt_gaussian, mask_tokens
+
+    rng = np.random.default_rng([config.tasks.seed, _TASK_STREAM[task]])
+    if task == "masked":
+        return mask_tokens(emb.encode(images), config.tasks.mask_fraction, rng)
+    noisy = corrupt_gaussian(images, config.tasks.noise_variance, rng)
+    return emb.encode(noisy), None
+
+
+def _dynamics_seed(config: ExperimentConfig) -> int:
+    """Seed of the asynchronous site orders: the config's, else the tasks' (deterministic)."""
+    seed = config.dynamics.seed
+    return config.tasks.seed if seed is None else seed
+
+
+def _run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
+    """Iterate the config's dynamics from x0 (one chunk of images), calling callback(t, x)."""
+    import spinsa
+
+    dyn = config.dynamics
+    clamp = config.tasks.clamp_visible and mask is not None
+    if dyn.preset == "damico2024":
+        from spinsa.experiments.damico import damico_run
+
+        damico_run(x0, J, dyn.lam_eval, steps, mask, clamp_visible=clamp, callback=callback)
+        return
+    if not clamp:
+        spinsa.run(
+            x0,
+            J,
+            dyn.lam_eval,
+            steps,
+            gamma=dyn.gamma,
+            norm=dyn.norm,
+            record_every=max(steps, 1),
+            update=dyn.update,
+            seed=_dynamics_seed(config),
+            callback=callback,
+        )
+        return
+    rng = np.random.default_rng(_dynamics_seed(config))
+    visible = ~mask
+    x = np.array(x0, copy=True)
+    for t in range(1, steps + 1):
+        if dyn.update == "sync":
+            x = spinsa.step(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm)
+        else:
+            x = spinsa.async_sweep(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm, rng=rng)
+        x[visible] = x0[visible]
+        callback(t, x)
+
+
+def evaluate_task(
+    config: ExperimentConfig,
+    J: np.ndarray,
+    test_images: np.ndarray,
+    mean_train_image: np.ndarray,
+    task: str,
+    *,
+    steps: int | None = None,
+    chunk_size: int = 1000,
+    progress: bool = False,
+) -> TaskEvaluation:
+    """Run the config's dynamics on one task over the test images, keeping the errors.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+    J : ndarray, shape (N, N, d, d)
+        The couplings.
+    test_images : ndarray, shape (P, H, W)
+        Clean test images in [0, 1].
+    mean_train_image : ndarray, shape (H, W)
+        The mean training image in the embedding's pixel space (:func:`reference_images`).
+    task : {"masked", "denoise"}
+    steps : int, optional
+        T (default ``config.dynamics.steps``).
+    chunk_size : int
+        Images iterated at once (memory; the results do not depend on it).
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    TaskEvaluation
+    """
+    from spinsa._checks import check_choice, check_count
+    from spinsa.tasks import ReconstructionErrors, pixel_mask, reconstruction_errors
+
+    check_choice(task, "task", TASKS)
+    steps = config.dynamics.steps if steps is None else check_count(steps, "steps")
+    chunk_size = check_count(chunk_size, "chunk_size", 1)
+    t_start = time.perf_counter()
+    emb = config.make_embedding()
+    images = np.asarray(test_images, dtype=np.float32)
+    if images.ndim != 3 or images.shape[1:] != emb.image_shape:
+        raise ValueError(
+            f"test_images must have shape (P, {emb.image_shape[0]}, {emb.image_shape[1]}), "
+            f"got {images.shape}"
+        )
+    P = images.shape[0]
+    x0_all, mask_all = _initial_state(config, emb, images, task)
+    ref_all = reference_images(emb, images)
+    mean_img = np.asarray(mean_train_image, dtype=np.float64)
+
+    T1 = steps + 1
+    errs = {k: np.full((T1, P), np.nan) for k in ("all", "masked", "visible")}
+    corr = np.full((T1, P), np.nan)
+    change = np.zeros(max(steps, 0))
+    n_ex = min(config.tasks.n_examples, P)
+    ex_times = np.array([t for t in config.tasks.example_times if t <= steps], dtype=np.int64)
+    examples = np.zeros((ex_times.size, n_ex, *emb.image_shape), dtype=np.float32)
+    finals = np.empty((P, *emb.image_shape), dtype=np.float32)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=P * steps,
+            desc=f"{config.name}: {task}",
+            unit="img-step",
+            unit_scale=True,
+            dynamic_ncols=True,
+        )
+
+    for start in range(0, P, chunk_size):
+        sl = slice(start, min(start + chunk_size, P))
+        x0 = x0_all[sl]
+        mask = None if mask_all is None else mask_all[sl]
+        ref = ref_all[sl]
+        pmask = None if mask is None else pixel_mask(mask, emb)
+        prev = [x0]
+
+        def record(t, x, sl=sl, ref=ref, pmask=pmask, prev=prev):
+            dec = _display(emb, emb.decode(x))
+            e = reconstruction_errors(dec, ref, pmask)
+            for k in errs:
+                errs[k][t, sl] = getattr(e, k)
+            corr[t, sl] = _correlation(dec, mean_img)
+            if t > 0:
+                diff = np.linalg.norm(x - prev[0], axis=2).mean(axis=1)
+                change[t - 1] += float(diff.sum()) / P
+                prev[0] = x
+            where = np.flatnonzero(ex_times == t)
+            lo, hi = sl.start, min(sl.stop, n_ex)
+            if where.size and lo < hi:
+                examples[where[0], lo:hi] = dec[: hi - lo]
+            if t == steps:
+                finals[sl] = dec
+            if bar is not None and t > 0:
+                bar.update(dec.shape[0])
+
+        record(0, x0)
+        _run_dynamics(config, J, x0, mask, steps, record)
+    if bar is not None:
+        bar.close()
+
+    final_mean = finals.mean(axis=0, dtype=np.float64)
+    return TaskEvaluation(
+        task=task,
+        times=np.arange(T1, dtype=np.int64),
+        errors=ReconstructionErrors(**errs),
+        mean_image_corr=corr,
+        step_change=change,
+        final_mean_image=final_mean,
+        final_coherence=_correlation(finals, final_mean),
+        examples=examples,
+        example_times=ex_times,
+        example_index=np.arange(n_ex, dtype=np.int64),
+        clean_examples=ref_all[:n_ex],
+        wall_time=time.perf_counter() - t_start,
+    )
+
+
+def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int) -> dict:
+    from spinsa.experiments.results import summarize_arrays
+
+    attrs = {
+        "task": ev.task,
+        "steps": int(ev.times[-1]),
+        "n_test": int(n_test),
+        "dynamics": config.dynamics.preset,
+        "lam_eval": config.dynamics.lam_eval,
+        "wall_time": float(ev.wall_time),
+    }
+    if ev.task == "masked":
+        attrs["mask_fraction"] = config.tasks.mask_fraction
+        attrs["clamp_visible"] = config.tasks.clamp_visible
+    else:
+        attrs["noise_variance"] = config.tasks.noise_variance
+    summary = summarize_arrays(ev.task, ev.arrays())
+    attrs.update({f"summary.{k}": v for k, v in summary.items()})
+    return attrs
+
+
+# ---------------------------------------------------------------------------- stages
+def read_run_config(path) -> ExperimentConfig:
+    """The :class:`ExperimentConfig` stored in a run (or evaluation) file."""
+    from spinsa import io
+
+    info = io.read(path)
+    if info.kind not in (RUN_KIND, EVALUATION_KIND):
+        raise ValueError(
+            f"{path} is a spinsa file of kind {info.kind!r}; expected a run file written by "
+            "spinsa train / run_experiment (kind 'experiment')"
+        )
+    return ExperimentConfig.from_dict(info.config)
+
+
+def train(
+    config: ExperimentConfig,
+    out_path,
+    *,
+    overwrite: bool = False,
+    checkpoint=None,
+    progress: bool = False,
+    images: Images | None = None,
+) -> Path:
+    """Fit the couplings of ``config`` and write a run file (J, fit history, config).
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+    out_path : str or PathLike
+        The run file (``.h5``); refused if it exists unless ``overwrite``.
+    overwrite : bool
+    checkpoint : str or PathLike, optional
+        Fit checkpoint: an interrupted fit resumes from it (see
+        :func:`spinsa.fit_pseudolikelihood`); removed once the run file is written.
+    progress : bool
+    images : Images, optional
+        Already loaded images (default: :func:`load_images`).
+
+    Returns
+    -------
+    Path
+    """
+    from spinsa import io
+
+    if not isinstance(config, ExperimentConfig):
+        raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
+    out_path = Path(out_path)
+    if out_path.exists() and not overwrite:
+        raise FileExistsError(f"{out_path} already exists; pass overwrite=True to replace it")
+    if images is None:
+        images = load_images(config, test=False)
+    emb = config.make_embedding()
+    fit = fit_couplings(config, images.train, checkpoint=checkpoint, progress=progress)
+    io.write_file(
+        out_path,
+        _fit_arrays(fit, _mean_image(emb, images.train)),
+        {"name": config.name, **_fit_attrs(fit, images)},
+        kind=RUN_KIND,
+        config=config,
+        seeds=_seeds(config),
+        overwrite=overwrite,
+    )
+    if checkpoint is not None:
+        Path(checkpoint).unlink(missing_ok=True)
+    return out_path
+
+
+def evaluate(
+    run_path,
+    task: str,
+    steps: int | None = None,
+    *,
+    n_test: int | None = None,
+    out=None,
+    overwrite: bool = False,
+    chunk_size: int = 1000,
+    progress: bool = False,
+    images: Images | None = None,
+) -> Path:
+    """Run a run file's dynamics on a task over the test set; store ``/evaluation/<task>``.
+
+    Parameters
+    ----------
+    run_path : str or PathLike
+        A run file written by :func:`train` or :func:`run_experiment`.
+    task : {"masked", "denoise"}
+    steps : int, optional
+        T (default: the config's ``dynamics.steps``).
+    n_test : int, optional
+        Number of test images (default: the config's ``data.n_test``).
+    out : str or PathLike, optional
+        Write the evaluation to this file (``kind = "evaluation"``, with the config) instead
+        of adding a group to the run file.
+    overwrite : bool
+        Replace an existing evaluation of this task (or an existing ``out`` file).
+    chunk_size, progress
+        As in :func:`evaluate_task`.
+    images : Images, optional
+        Already loaded test images.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    from spinsa import io
+    from spinsa._checks import check_choice
+
+    check_choice(task, "task", TASKS)
+    run_path = Path(run_path)
+    config = read_run_config(run_path)
+    if n_test is not None:
+        config = config.with_overrides({"data.n_test": n_test})
+    if steps is not None:
+        config = config.with_overrides({"dynamics.steps": steps})
+    group = f"evaluation/{task}"
+    info = io.read(run_path)
+    if out is None and group in info.groups and not overwrite:
+        raise FileExistsError(
+            f"{run_path} already holds an evaluation of the {task} task; pass overwrite=True "
+            "(--overwrite) to replace it"
+        )
+    if out is not None and Path(out).exists() and not overwrite:
+        raise FileExistsError(f"{out} already exists; pass overwrite=True to replace it")
+    J = io.read_array(run_path, "J")
+    mean_image = io.read_array(run_path, "data/mean_train_image")
+    if images is None:
+        images = load_images(config, train=False)
+    ev = evaluate_task(
+        config, J, images.test, mean_image, task, chunk_size=chunk_size, progress=progress
+    )
+    attrs = _evaluation_attrs(config, ev, images.test.shape[0])
+    if out is None:
+        io.write_group(run_path, group, ev.arrays(), attrs, overwrite=overwrite)
+        return run_path
+    out = Path(out)
+    io.write_file(
+        out,
+        {group: ev.arrays()},
+        {"name": config.name, "run_file": str(run_path)},
+        kind=EVALUATION_KIND,
+        config=config,
+        seeds=_seeds(config),
+        group_attrs={group: attrs},
+        overwrite=overwrite,
+    )
+    return out
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    out_path,
+    *,
+    progress: bool = False,
+    overwrite: bool = False,
+    checkpoint=None,
+    tasks: tuple[str, ...] = TASKS,
+    chunk_size: int = 1000,
+) -> Path:
+    """Train, evaluate every task and write one self-describing run file.
+
+    Deterministic for a given config (on one machine and library versions): the data
+    subsets, the embedding, the fit, the masks and the noise all come from the config's seeds.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+    out_path : str or PathLike
+        The run file; refused if it exists unless ``overwrite``.
+    progress : bool
+        Progress bars for the fit and the dynamics.
+    overwrite : bool
+    checkpoint : str or PathLike, optional
+        Fit checkpoint (removed once the file is written).
+    tasks : tuple of {"masked", "denoise"}
+    chunk_size : int
+        Images iterated at once.
+
+    Returns
+    -------
+    Path
+        ``out_path``; its layout is in the module docstring.
+    """
+    from spinsa import io
+    from spinsa._checks import check_choice
+
+    if not isinstance(config, ExperimentConfig):
+        raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
+    for task in tasks:
+        check_choice(task, "tasks[...]", TASKS)
+    out_path = Path(out_path)
+    if out_path.exists() and not overwrite:
+        raise FileExistsError(f"{out_path} already exists; pass overwrite=True to replace it")
+    if not out_path.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot write {out_path}: directory {out_path.parent} does not exist"
+        )
+    images = load_images(config)
+    emb = config.make_embedding()
+    fit = fit_couplings(config, images.train, checkpoint=checkpoint, progress=progress)
+    mean_image = _mean_image(emb, images.train)
+    arrays = _fit_arrays(fit, mean_image)
+    group_attrs = {}
+    for task in tasks:
+        ev = evaluate_task(
+            config, fit.J, images.test, mean_image, task, chunk_size=chunk_size, progress=progress
+        )
+        arrays[f"evaluation/{task}"] = ev.arrays()
+        group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, images.test.shape[0])
+    io.write_file(
+        out_path,
+        arrays,
+        {"name": config.name, **_fit_attrs(fit, images)},
+        kind=RUN_KIND,
+        config=config,
+        seeds=_seeds(config),
+        group_attrs=group_attrs,
+        overwrite=overwrite,
+    )
+    if checkpoint is not None:
+        Path(checkpoint).unlink(missing_ok=True)
+    return out_path

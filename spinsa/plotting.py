@@ -1,0 +1,226 @@
+"""Figures from HDF5 files: they read the files written by the experiments, never recompute.
+
+::
+
+    from spinsa import plotting
+    fig = plotting.figure_errors("out/reproduce.h5")          # the paper's Fig. 1 curves
+    plotting.save_figure(fig, "out/fig1_errors.png")
+    fig = plotting.figure_examples("out/reproduce.h5", model="design")
+
+The functions accept a run file (``spinsa train`` + ``spinsa evaluate``, or
+:func:`spinsa.experiments.run_experiment`) or a ``reproduce.h5`` holding several models.
+matplotlib is imported on first use, and figures are drawn on the Agg canvas without
+touching pyplot's global state (so they work on machines without a display and do not
+change an interactive session's backend).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["figure_errors", "figure_examples", "save_figure"]
+
+TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
+PIXELS = ("all", "masked", "visible")
+
+
+def _new_figure(figsize):
+    """A matplotlib Figure attached to an Agg canvas (no pyplot)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:  # pragma: no cover - matplotlib is a core dependency
+        raise ImportError(
+            'figures need matplotlib, which is not installed: pip install "matplotlib>=3.7"'
+        ) from None
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _task_title(task: str, attrs: dict) -> str:
+    title = TASK_TITLES.get(task, task)
+    if task == "masked" and "mask_fraction" in attrs:
+        title += f" ({float(attrs['mask_fraction']):.0%} of tokens)"
+    if task == "denoise" and "noise_variance" in attrs:
+        title += f" (noise variance {float(attrs['noise_variance']):g})"
+    return title
+
+
+def figure_errors(
+    path,
+    *,
+    models: Sequence[str] | None = None,
+    tasks: Sequence[str] = ("masked", "denoise"),
+    pixels: str = "all",
+    figsize: tuple[float, float] | None = None,
+):
+    """Error against t for each task, one line per model, with standard-error bands.
+
+    The masked task is drawn from t = 1, as in the paper (its t = 0 is the masked input, shown
+    as a dotted horizontal line); denoising from t = 0. The best t of each curve is marked.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A run file or a ``reproduce.h5``.
+    models : sequence of str, optional
+        Which models (default: all in the file).
+    tasks : sequence of {"masked", "denoise"}
+        One panel per task (tasks the file does not hold are skipped).
+    pixels : {"all", "masked", "visible"}
+        Which pixels the error is averaged over.
+    figsize : (float, float), optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from spinsa.experiments.results import model_names, read_evaluation
+
+    if pixels not in PIXELS:
+        raise ValueError(f"pixels must be one of {', '.join(PIXELS)}; got {pixels!r}")
+    names = list(models) if models is not None else model_names(path)
+    panels = []
+    for task in tasks:
+        curves = []
+        for name in names:
+            try:
+                arrays, attrs = read_evaluation(path, task, name)
+            except KeyError:
+                continue
+            curves.append((name, arrays, attrs))
+        if curves:
+            panels.append((task, curves))
+    if not panels:
+        raise ValueError(f"{path} holds no evaluation of the tasks {list(tasks)}")
+    fig = _new_figure(figsize or (5.0 * len(panels), 3.8))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    colors = [f"C{i}" for i in range(10)]
+    for ax, (task, curves) in zip(axes, panels, strict=True):
+        for k, (name, arrays, _attrs) in enumerate(curves):
+            color = colors[k % len(colors)]
+            t = np.asarray(arrays["times"])
+            mean = np.asarray(arrays["mean"][pixels], dtype=float)
+            sem = np.nan_to_num(np.asarray(arrays["sem"][pixels], dtype=float))
+            first = 1 if task == "masked" and t.size > 1 else 0
+            ts, ms, ss = t[first:], mean[first:], sem[first:]
+            ax.plot(ts, ms, color=color, lw=1.6, label=name)
+            ax.fill_between(ts, ms - ss, ms + ss, color=color, alpha=0.25, lw=0)
+            if np.isfinite(ms).any():
+                b = int(np.nanargmin(ms))
+                ax.plot(ts[b], ms[b], "o", color=color, ms=5)
+                ax.annotate(
+                    f"t = {ts[b]}",
+                    (ts[b], ms[b]),
+                    textcoords="offset points",
+                    xytext=(4, -12),
+                    fontsize=8,
+                    color=color,
+                )
+            if first and np.isfinite(mean[0]):
+                ax.axhline(
+                    mean[0], color=color, ls=":", lw=1.0, label=f"{name}: masked input (t = 0)"
+                )
+        ax.set_title(_task_title(task, curves[0][2]), fontsize=10)
+        ax.set_xlabel("t (iterations)")
+        ax.set_ylabel(f"mean squared error ({pixels} pixels)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return fig
+
+
+def figure_examples(
+    path,
+    *,
+    model: str | None = None,
+    tasks: Sequence[str] = ("masked", "denoise"),
+    n_examples: int = 4,
+    figsize: tuple[float, float] | None = None,
+):
+    """A grid of decoded test images: one row per example, one column per kept time.
+
+    For each task, the first ``n_examples`` examples kept in the file: the clean image, then
+    the decoded state at each kept time (t = 0 is the corrupted input).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A run file or a ``reproduce.h5``.
+    model : str, optional
+        Which model (default: the first in the file).
+    tasks : sequence of {"masked", "denoise"}
+    n_examples : int
+        Rows per task (at most the number kept).
+    figsize : (float, float), optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from spinsa.experiments.results import model_names, read_evaluation
+
+    name = model or model_names(path)[0]
+    blocks = []
+    for task in tasks:
+        try:
+            arrays, _ = read_evaluation(path, task, name)
+        except KeyError:
+            continue
+        ex = arrays["examples"]
+        n = min(int(n_examples), ex["images"].shape[1])
+        if n > 0:
+            blocks.append((task, ex, n))
+    if not blocks:
+        raise ValueError(f"{path} holds no example images for model {name!r}")
+    n_cols = 1 + max(b[1]["times"].size for b in blocks)
+    n_rows = sum(b[2] for b in blocks)
+    fig = _new_figure(figsize or (1.15 * n_cols + 0.6, 1.15 * n_rows + 0.5))
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
+    row = 0
+    for task, ex, n in blocks:
+        times = np.asarray(ex["times"])
+        for r in range(n):
+            panels = [("clean", ex["clean"][r])] + [
+                (f"t = {t}", ex["images"][k, r]) for k, t in enumerate(times)
+            ]
+            for c in range(n_cols):
+                ax = axes[row, c]
+                ax.set_xticks([])
+                ax.set_yticks([])
+                if c < len(panels):
+                    title, img = panels[c]
+                    ax.imshow(img, cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest")
+                    if r == 0:
+                        ax.set_title(title, fontsize=8)
+                else:
+                    ax.set_axis_off()
+            if r == 0:
+                axes[row, 0].set_ylabel(TASK_TITLES.get(task, task), fontsize=8)
+            row += 1
+    fig.suptitle(f"{name}: decoded states", fontsize=10)
+    return fig
+
+
+def save_figure(fig, path, *, dpi: int = 150) -> Path:
+    """Save a figure atomically (temporary file, then rename); the format follows the suffix.
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    suffix = path.suffix.lstrip(".") or "png"
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        fig.savefig(tmp, dpi=dpi, format=suffix)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,434 @@
+"""analyze_run on a run file: every group written, the same numbers as in memory, figures."""
+
+import dataclasses
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+
+import spinsa
+from spinsa import io
+from spinsa.analysis import (
+    analyze_run,
+    coupling_spectrum,
+    error_lifetimes,
+    find_attractors,
+    list_analyses,
+    load_analysis,
+    masked_patch_variances,
+    matched_hebbian,
+    mean_pattern,
+    overlap_lifetimes,
+    patch_variance_histograms,
+    random_spins,
+    strength_vs_distance,
+    summarize_lifetimes,
+    target_overlaps,
+    trajectory_overlaps,
+)
+from spinsa.analysis.driver import (
+    ANALYSES,
+    AnalysisSettings,
+    load_run_inputs,
+    strength_maps,
+)
+from spinsa.analysis.figures import plot_run
+from spinsa.analysis.hebbian import compare_with_hebbian
+from spinsa.experiments import ExperimentConfig
+from spinsa.experiments.pipeline import load_images, train
+from spinsa.tasks import corrupt_gaussian, mask_tokens, pixel_mask, reconstruction_errors, summarize
+
+SMALL = dict(n_test=12, steps=8, seed=3, attractor_steps=12, n_attractor_starts=4)
+EXPECTED = {
+    "overlaps": ["mean", "test", "train"],
+    "lifetimes": [
+        "denoise_error",
+        "denoise_overlap",
+        "masked_error",
+        "masked_overlap",
+        "table_error",
+        "table_overlap",
+    ],
+    "attractors": ["images", "report"],
+    "hebbian": [
+        "comparison",
+        "distance",
+        "distance_hebbian",
+        "errors_denoise",
+        "errors_masked",
+        "maps",
+        "maps_hebbian",
+        "spectrum",
+        "spectrum_hebbian",
+    ],
+    "patches": ["best", "clean", "first", "histograms", "last"],
+}
+
+
+def tiny_config(**dynamics) -> ExperimentConfig:
+    return ExperimentConfig.from_dict(
+        {
+            "name": "tiny",
+            "data": {"dataset": "synthetic", "n_train": 40, "n_test": 20, "image_size": 8},
+            "embedding": {"patch": 2},
+            "fit": {"backend": "lbfgs", "max_iter": 3},
+            "dynamics": {"steps": 5, **dynamics},
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def run_file(tmp_path_factory):
+    """A run file from the experiments pipeline (N = 16 tokens, d = 8), analysed once."""
+    path = tmp_path_factory.mktemp("driver") / "run.h5"
+    train(tiny_config(), path)
+    written = analyze_run(path, **SMALL)
+    return path, written
+
+
+@pytest.fixture
+def fresh(tmp_path):
+    """A run file without analyses."""
+    path = tmp_path / "fresh.h5"
+    train(tiny_config(), path)
+    return path
+
+
+def same(a, b, rtol=1e-5, atol=1e-6):
+    assert type(a) is type(b)
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if x is None or y is None:
+                assert x is None and y is None, f.name
+                continue
+            assert np.shape(x) == np.shape(y), f.name
+            if np.asarray(x).dtype.kind in "biu":
+                np.testing.assert_array_equal(x, y, err_msg=f.name)
+            else:
+                np.testing.assert_allclose(x, y, rtol=rtol, atol=atol, err_msg=f.name)
+        elif isinstance(x, float) and np.isnan(x):
+            assert np.isnan(y), f.name
+        elif isinstance(x, float):
+            assert y == pytest.approx(x, rel=rtol, abs=atol), f.name
+        else:
+            assert x == y, f.name
+
+
+def full_trajectory(inputs, J, x0, steps):
+    dyn = inputs.config.dynamics
+    return spinsa.run(x0, J, dyn.lam_eval, steps, gamma=dyn.gamma, norm=dyn.norm)
+
+
+def decoded_errors(inputs, states, mask):
+    emb = inputs.embedding
+    decoded = np.stack([emb.decode(s) for s in states])
+    clean = emb.decode(emb.encode(inputs.test_images))
+    pm = None if mask is None else pixel_mask(mask, emb)
+    return decoded, reconstruction_errors(decoded, clean, pm)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def test_every_group_is_written_with_its_parameters(run_file):
+    path, written = run_file
+    expected = [f"{name}/{sub}" for name in ANALYSES for sub in EXPECTED[name]]
+    assert sorted(written) == sorted(expected)
+    assert list_analyses(path) == sorted(expected)
+    for name in ANALYSES:
+        _, attrs = io.read_group(path, f"analysis/{name}")
+        for key, value in SMALL.items():
+            assert attrs[key] == value, (name, key)
+        assert attrs["lam"] == 1.0 and attrs["analysis"] == name and attrs["wall_time"] >= 0
+        assert attrs["dynamics"] == "design"
+    _, attrs = io.read_group(path, "analysis/lifetimes/table_error")
+    assert attrs["tasks"] == ["masked", "denoise"]
+
+
+def test_inputs_are_the_configs_data(run_file):
+    path, _ = run_file
+    inputs = load_run_inputs(path, SMALL["n_test"])
+    config = tiny_config().with_overrides({"data.n_test": SMALL["n_test"]})
+    images = load_images(config)
+    np.testing.assert_array_equal(inputs.test_images, images.test)
+    np.testing.assert_array_equal(inputs.train_images, images.train)
+    np.testing.assert_array_equal(inputs.J, io.read_array(path, "J"))
+    emb = config.make_embedding()
+    np.testing.assert_array_equal(inputs.patterns, emb.encode(images.train))
+    x0, mask = inputs.starts("masked", 3)
+    x_ref, m_ref = mask_tokens(emb.encode(images.test), 0.3, np.random.default_rng([3, 1]))
+    np.testing.assert_array_equal(x0, x_ref)
+    np.testing.assert_array_equal(mask, m_ref)
+    noisy, none = inputs.starts("denoise", 3)
+    ref = emb.encode(corrupt_gaussian(images.test, 0.7, np.random.default_rng([3, 2])))
+    assert none is None
+    np.testing.assert_array_equal(noisy, ref)
+
+
+# --------------------------------------------------------------------------- same numbers
+
+
+def test_overlaps_equal_the_in_memory_analysis(run_file):
+    path, _ = run_file
+    inputs = load_run_inputs(path, SMALL["n_test"])
+    T = SMALL["steps"]
+    traj = full_trajectory(inputs, inputs.J, inputs.test_patterns, T)
+    expected = trajectory_overlaps(
+        traj.states, traj.times, targets=inputs.test_patterns, patterns=inputs.patterns
+    )
+    same(expected, load_analysis(path, "overlaps/test"))
+    mean = np.broadcast_to(mean_pattern(inputs.patterns), inputs.test_patterns.shape)
+    got = load_analysis(path, "overlaps/mean")
+    np.testing.assert_allclose(got.target, target_overlaps(traj.states, mean), rtol=1e-5)
+
+    _, attrs = io.read_group(path, "analysis/overlaps/train")
+    index = np.asarray(attrs["start_index"])
+    M = inputs.patterns.shape[0]
+    rng = np.random.default_rng([SMALL["seed"], 0])
+    np.testing.assert_array_equal(index, np.sort(rng.choice(M, SMALL["n_test"] // 2, False)))
+    starts = inputs.patterns[index]
+    traj = full_trajectory(inputs, inputs.J, starts, T)
+    patterns = inputs.patterns
+    expected = trajectory_overlaps(traj.states, traj.times, targets=starts, patterns=patterns)
+    same(expected, load_analysis(path, "overlaps/train"))
+    # a stored pattern is its own nearest pattern at t = 0, with overlap 1
+    got = load_analysis(path, "overlaps/train")
+    np.testing.assert_array_equal(got.nearest_index[0], index)
+    np.testing.assert_allclose(got.nearest_overlap[0], 1.0, rtol=1e-5)
+
+
+def test_lifetimes_equal_the_in_memory_analysis(run_file):
+    path, _ = run_file
+    inputs = load_run_inputs(path, SMALL["n_test"])
+    T, seed = SMALL["steps"], SMALL["seed"]
+    per = {"error": [], "overlap": []}
+    for task in ("masked", "denoise"):
+        x0, mask = inputs.starts(task, seed)
+        traj = full_trajectory(inputs, inputs.J, x0, T)
+        _, errors = decoded_errors(inputs, traj.states, mask)
+        err = error_lifetimes(errors.all, traj.times)
+        ovl = overlap_lifetimes(target_overlaps(traj.states, inputs.test_patterns), traj.times)
+        same(err, load_analysis(path, f"lifetimes/{task}_error"))
+        same(ovl, load_analysis(path, f"lifetimes/{task}_overlap"))
+        per["error"].append(err)
+        per["overlap"].append(ovl)
+    for criterion, results in per.items():
+        same(
+            summarize_lifetimes(results, [0.3, 0.7]),
+            load_analysis(path, f"lifetimes/table_{criterion}"),
+        )
+
+
+def test_attractors_equal_the_in_memory_analysis(run_file):
+    path, _ = run_file
+    inputs = load_run_inputs(path, SMALL["n_test"])
+    seed, n = SMALL["seed"], SMALL["n_attractor_starts"]
+    N, d = inputs.J.shape[0], inputs.J.shape[2]
+    x0s = np.concatenate(
+        [
+            inputs.test_patterns[:n],
+            inputs.starts("masked", seed)[0][:n],
+            inputs.starts("denoise", seed)[0][:n],
+            random_spins(n, N, d, np.random.default_rng([seed, 3])),
+        ]
+    )
+    groups = ["test"] * n + ["masked"] * n + ["noisy"] * n + ["random"] * n
+    expected = find_attractors(
+        inputs.J,
+        1.0,
+        x0s,
+        SMALL["attractor_steps"],
+        tol=AnalysisSettings().tol,
+        patterns=inputs.patterns,
+        embedding=inputs.embedding,
+        groups=groups,
+    )
+    got = load_analysis(path, "attractors/report")
+    same(expected, got)
+    images = load_analysis(path, "attractors/images").images
+    assert images.shape == (got.n_attractors, 8, 8)
+    if got.n_attractors:
+        np.testing.assert_allclose(images, inputs.embedding.decode(got.states), atol=1e-6)
+
+
+def test_hebbian_equals_the_in_memory_analysis(run_file):
+    path, _ = run_file
+    inputs = load_run_inputs(path, SMALL["n_test"])
+    positions = inputs.embedding.token_positions("center")
+    expected = compare_with_hebbian(inputs.J, inputs.patterns, positions=positions)
+    same(expected, load_analysis(path, "hebbian/comparison"))
+    K = matched_hebbian(inputs.patterns, inputs.J)
+    same(strength_vs_distance(inputs.J, positions), load_analysis(path, "hebbian/distance"))
+    same(strength_vs_distance(K, positions), load_analysis(path, "hebbian/distance_hebbian"))
+    same(coupling_spectrum(inputs.J), load_analysis(path, "hebbian/spectrum"))
+    same(coupling_spectrum(K), load_analysis(path, "hebbian/spectrum_hebbian"))
+    same(strength_maps(K, (4, 4)), load_analysis(path, "hebbian/maps_hebbian"))
+    T = SMALL["steps"]
+    for task in ("masked", "denoise"):
+        x0, mask = inputs.starts(task, SMALL["seed"])
+        curves = load_analysis(path, f"hebbian/errors_{task}")
+        assert curves.models == ("fitted", "hebbian") and curves.task == task
+        for m, J in enumerate((inputs.J, K)):
+            _, errors = decoded_errors(inputs, full_trajectory(inputs, J, x0, T).states, mask)
+            s = summarize(errors)
+            np.testing.assert_allclose(curves.errors[m], errors.all, rtol=1e-6)
+            for part in ("all", "masked", "visible"):
+                np.testing.assert_allclose(
+                    getattr(curves, f"mean_{part}")[m], getattr(s.mean, part), rtol=1e-6
+                )
+                np.testing.assert_allclose(
+                    getattr(curves, f"sem_{part}")[m], getattr(s.sem, part), rtol=1e-6
+                )
+
+
+def test_patches_equal_the_in_memory_analysis(run_file):
+    path, _ = run_file
+    inputs = load_run_inputs(path, SMALL["n_test"])
+    T = SMALL["steps"]
+    x0, mask = inputs.starts("masked", SMALL["seed"])
+    traj = full_trajectory(inputs, inputs.J, x0, T)
+    decoded, errors = decoded_errors(inputs, traj.states, mask)
+    mean = summarize(errors).mean.all
+    best = 1 + int(np.argmin(mean[1:]))
+    clean = inputs.embedding.decode(inputs.embedding.encode(inputs.test_images))
+    expected = {
+        "clean": masked_patch_variances(clean, mask, 2),
+        "first": masked_patch_variances(decoded[1], mask, 2),
+        "best": masked_patch_variances(decoded[best], mask, 2),
+        "last": masked_patch_variances(decoded[T], mask, 2),
+    }
+    for name, result in expected.items():
+        same(result, load_analysis(path, f"patches/{name}"))
+    hist = load_analysis(path, "patches/histograms")
+    same(patch_variance_histograms(dict(zip(hist.models, expected.values())), bins=50), hist)
+    assert io.read_group(path, "analysis/patches/histograms")[1]["best_t"] == best
+
+
+def test_strength_maps_match_a_loop(rng):
+    gh, gw, d = 3, 4, 2
+    N = gh * gw
+    J = rng.standard_normal((N, N, d, d))
+    for i in range(N):
+        J[i, i] = 0
+    maps = strength_maps(J, (gh, gw))
+    S = np.sqrt((J**2).sum(axis=(2, 3)))
+    c = (gh // 2) * gw + gw // 2
+    assert maps.center_token == c
+    np.testing.assert_allclose(maps.center.ravel(), S[c])
+    sums, counts = {}, {}
+    for i in range(N):
+        for j in range(N):
+            if i != j:
+                key = (j // gw - i // gw, j % gw - i % gw)
+                sums[key] = sums.get(key, 0.0) + S[i, j]
+                counts[key] = counts.get(key, 0) + 1
+    assert np.isnan(maps.offset[gh - 1, gw - 1])
+    for (dr, dc), total in sums.items():
+        assert maps.offset[dr + gh - 1, dc + gw - 1] == pytest.approx(total / counts[dr, dc])
+    with pytest.raises(ValueError, match="grid_shape"):
+        strength_maps(J, (5, 5))
+
+
+def test_notebook_dynamics_are_followed(tmp_path):
+    from spinsa.experiments.damico import damico_run
+
+    path = tmp_path / "damico.h5"
+    train(tiny_config(preset="damico2024"), path)
+    analyze_run(path, only=["overlaps"], n_test=6, steps=4)
+    inputs = load_run_inputs(path, 6)
+    m = [target_overlaps(inputs.test_patterns, inputs.test_patterns)]
+    damico_run(
+        inputs.test_patterns,
+        inputs.J,
+        1.0,
+        4,
+        callback=lambda t, x: m.append(target_overlaps(x, inputs.test_patterns)),
+    )
+    got = load_analysis(path, "overlaps/test")
+    np.testing.assert_allclose(got.target, np.stack(m), rtol=1e-5)
+    assert io.read_group(path, "analysis/overlaps")[1]["dynamics"] == "damico2024"
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_existing_analyses_are_kept_unless_overwrite(run_file, tmp_path):
+    path = tmp_path / "copy.h5"
+    shutil.copy(run_file[0], path)
+    before = load_analysis(path, "overlaps/test")
+    with pytest.raises(FileExistsError, match="overlaps"):
+        analyze_run(path, only="overlaps", **SMALL)
+    written = analyze_run(path, only="overlaps", overwrite=True, **{**SMALL, "steps": 3})
+    assert written == ["overlaps/test", "overlaps/mean", "overlaps/train"]
+    after = load_analysis(path, "overlaps/test")
+    assert after.times.shape == (4,) and before.times.shape == (9,)
+    assert "patches/histograms" in list_analyses(path)
+
+
+def test_bad_names_and_settings(fresh):
+    with pytest.raises(ValueError, match="overlaps, lifetimes, attractors, hebbian, patches"):
+        analyze_run(fresh, only=["overlaps", "nope"])
+    with pytest.raises(ValueError, match="attractor_steps"):
+        analyze_run(fresh, attractor_step=10)
+    with pytest.raises(ValueError, match="n_test"):
+        analyze_run(fresh, n_test=1)
+    with pytest.raises(ValueError, match="steps"):
+        AnalysisSettings(steps=0)
+    assert list_analyses(fresh) == []
+
+
+def test_foreign_and_other_files_are_refused(tmp_path):
+    foreign = tmp_path / "foreign.h5"
+    with h5py.File(foreign, "w") as f:
+        f["J"] = np.zeros((2, 2, 1, 1))
+    with pytest.raises(io.SpinsaFileError, match="not a spinsa file"):
+        analyze_run(foreign)
+    with pytest.raises(io.SpinsaFileError, match="not a spinsa file"):
+        plot_run(foreign, tmp_path / "figs")
+    other = tmp_path / "fit.h5"
+    io.write_file(other, {"J": np.zeros((2, 2, 1, 1))}, kind="fit")
+    with pytest.raises(ValueError, match="run file"):
+        analyze_run(other)
+    with pytest.raises(ValueError, match="neither evaluations nor analyses"):
+        plot_run(other, tmp_path / "figs")
+
+
+# --------------------------------------------------------------------------- figures, CLI
+
+
+def test_plot_run_writes_every_figure(run_file, tmp_path):
+    path, _ = run_file
+    paths = plot_run(path, tmp_path / "figs")
+    names = sorted(p.name for p in paths)
+    assert names == sorted(
+        f"{n}.png"
+        for n in ("overlaps", "lifetimes", "attractors", "hebbian", "hebbian_errors", "patches")
+    )
+    for p in paths:
+        head = p.read_bytes()[:8]
+        assert head == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+
+
+def test_cli_unknown_only_lists_the_analyses(fresh, capsys):
+    from spinsa.cli import main
+
+    assert main(["analyze", str(fresh), "--only", "nope", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown analysis 'nope'" in err
+    for name in ANALYSES:
+        assert name in err
+
+
+def test_cli_analyze_then_plot(fresh, tmp_path, capsys):
+    from spinsa.cli import main
+
+    args = ["analyze", str(fresh), "--only", "patches", "lifetimes"]
+    assert main([*args, "--n-test", "6", "--steps", "3", "--no-progress"]) == 0
+    assert "wrote 11 results" in capsys.readouterr().out
+    assert main([*args, "--no-progress"]) == 2  # already there
+    out = tmp_path / "figs"
+    assert main(["plot", str(fresh), "--out", str(out), "--no-progress"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["lifetimes.png", "patches.png"]
+    assert "2 figures" in capsys.readouterr().out

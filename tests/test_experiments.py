@@ -1,0 +1,345 @@
+"""Experiment configs and the train / evaluate / run_experiment pipeline, on synthetic digits."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import spinsa
+import spinsa.datasets
+from spinsa import io
+from spinsa.experiments import (
+    ExperimentConfig,
+    ReproduceConfig,
+    evaluate,
+    evaluate_task,
+    load_images,
+    read_evaluation,
+    run_experiment,
+    train,
+)
+from spinsa.experiments.pipeline import read_run_config, reference_images
+from spinsa.experiments.results import summarize_arrays
+from spinsa.fit import FitConfig
+from spinsa.tasks import mask_tokens, pixel_mask, reconstruction_errors
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY = """
+name = "tiny"
+[data]
+dataset = "synthetic"
+n_train = 120
+n_test = 24
+image_size = 12
+seed = 3
+[embedding]
+patch = 2
+[fit]
+backend = "lbfgs"
+lam = 5.0
+max_iter = 4
+[dynamics]
+steps = 4
+[tasks]
+n_examples = 3
+example_times = [0, 1, 3, 100]
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return ExperimentConfig.from_toml(TINY)
+
+
+@pytest.fixture(scope="module")
+def run_file(tiny, tmp_path_factory):
+    return run_experiment(tiny, tmp_path_factory.mktemp("run") / "run.h5")
+
+
+# ------------------------------------------------------------------------------- config
+def test_default_config_is_the_paper_setting():
+    c = ExperimentConfig()
+    assert c.make_embedding().n_tokens == 196 and c.make_embedding().d == 8
+    assert c.fit.lam == 5.0 and c.dynamics.lam_eval == 1.0 and c.dynamics.steps == 100
+    assert c.tasks.mask_fraction == 0.3 and c.tasks.noise_variance == 0.7
+
+
+def test_dict_round_trip(tiny):
+    assert ExperimentConfig.from_dict(tiny.to_dict()) == tiny
+    damico = tiny.with_overrides({"fit.preset": "damico2024", "fit.epochs": 2})
+    assert ExperimentConfig.from_dict(damico.to_dict()) == damico
+
+
+def test_toml_from_file_and_text(tiny, tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(TINY)
+    assert ExperimentConfig.from_toml(path) == tiny
+    assert ExperimentConfig.from_toml(str(path)) == tiny
+
+
+@pytest.mark.parametrize(
+    "text, key, known",
+    [
+        ("[embedding]\npatchsize = 2\n", "patchsize", "patch, d, seed, scale"),
+        ("[data]\nn_trian = 5\n", "n_trian", "dataset, n_train, per_class"),
+        ("[fit]\nlamda = 5.0\n", "lamda", "backend, lam, constraint"),
+        ("[tasks]\nmask = 0.2\n", "mask", "mask_fraction, noise_variance"),
+        ("[dynamic]\nsteps = 3\n", "dynamic", "name, data, embedding, fit, dynamics, tasks"),
+    ],
+)
+def test_unknown_key_is_named_with_the_known_ones(text, key, known):
+    with pytest.raises(ValueError, match=f"unknown key '{key}'") as err:
+        ExperimentConfig.from_toml(text)
+    assert known in str(err.value)
+
+
+def test_patch_that_does_not_tile_fails_before_any_data(monkeypatch):
+    def no_data(*args, **kwargs):
+        raise AssertionError("data must not be loaded")
+
+    monkeypatch.setattr(spinsa.datasets, "load_mnist", no_data)
+    with pytest.raises(ValueError, match="does not tile") as err:
+        ExperimentConfig.from_toml("[embedding]\npatch = 3\n")
+    assert "1, 2, 4, 7, 14, 28" in str(err.value)
+    with pytest.raises(ValueError, match="too small"):
+        ExperimentConfig.from_toml("[embedding]\npatch = 2\nd = 4\n")
+
+
+def test_with_overrides_by_dotted_key(tiny):
+    c = tiny.with_overrides({"fit.lam": 2.0, "dynamics.steps": 7, "name": "x"})
+    assert (c.fit.lam, c.dynamics.steps, c.name) == (2.0, 7, "x")
+    assert c.fit.max_iter == tiny.fit.max_iter  # the rest is kept
+    with pytest.raises(ValueError, match="unknown key 'lamda'.*known keys: backend, lam"):
+        tiny.with_overrides({"fit.lamda": 2.0})
+    with pytest.raises(ValueError, match="unknown key 'model.x'"):
+        tiny.with_overrides({"model.x": 1})
+
+
+def test_fit_preset_override_rebuilds_the_fit_section(tiny):
+    c = tiny.with_overrides({"fit.preset": "damico2024", "fit.epochs": 3})
+    assert c.fit == FitConfig.from_preset("damico2024", epochs=3)
+
+
+def test_n_train_and_per_class_exclude_each_other(tiny):
+    with pytest.raises(ValueError, match="exclusive"):
+        ExperimentConfig.from_toml("[data]\nn_train = 10\nper_class = 1\n")
+    c = tiny.with_overrides({"data.per_class": 5})
+    assert (c.data.per_class, c.data.n_train) == (5, None)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("[data]\ndataset = 'cifar'\n", "data.dataset"),
+        ("[data]\ndataset = 'mnist'\nimage_size = 12\n", "image_size"),
+        ("[dynamics]\npreset = 'notebook'\n", "dynamics.preset"),
+        ("[dynamics]\nlam_eval = 0\n", "lam_eval"),
+        ("[tasks]\nmask_fraction = 1.5\n", "mask_fraction"),
+        ("[tasks]\nclamp_visible = 1\n", "clamp_visible"),
+        ("[fit]\nbackend = 'adam'\n", "backend"),
+        ("name = 'a b'\n", "name"),
+    ],
+)
+def test_bad_values(text, match):
+    with pytest.raises(ValueError, match=match):
+        ExperimentConfig.from_toml(text)
+
+
+def test_reproduce_config_models_and_their_overrides():
+    cfg = ReproduceConfig.from_toml(
+        TINY.replace('name = "tiny"\n', "")
+        + "[models.a]\n[models.b]\nfit = { preset = 'damico2024', epochs = 1 }\n"
+        + "dynamics = { preset = 'damico2024' }\n"
+    )
+    exps = cfg.experiments()
+    assert list(exps) == ["a", "b"]
+    assert exps["a"].fit.backend == "lbfgs" and exps["a"].dynamics.preset == "design"
+    assert exps["b"].fit.preset == "damico2024" and exps["b"].dynamics.preset == "damico2024"
+    assert exps["b"].data == exps["a"].data
+    assert ReproduceConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match=r"unknown key 'fitt' in \[models.c\]"):
+        ReproduceConfig.from_toml("[models.c]\nfitt = { lam = 1.0 }\n")
+    with pytest.raises(ValueError, match="at least one model"):
+        ReproduceConfig.from_toml("[data]\nn_test = 5\n")
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_shipped_reproduce_configs_are_the_paper_ones(quick):
+    name = "reproduce_quick.toml" if quick else "reproduce_full.toml"
+    cfg = ReproduceConfig.from_toml(REPO / "analysis" / "configs" / name)
+    assert cfg.experiments() == ReproduceConfig.paper(quick=quick).experiments()
+    exps = cfg.experiments()
+    assert exps["design"].data.n_train_images == (10_000 if quick else 50_000)
+    assert exps["design"].data.n_test == (1_000 if quick else 10_000)
+
+
+def test_every_shipped_config_parses():
+    paths = sorted((REPO / "analysis" / "configs").glob("reproduce_*.toml"))
+    assert paths
+    for path in paths:
+        assert ReproduceConfig.from_toml(path).experiments()
+
+
+# ------------------------------------------------------------------------------- pipeline
+def test_run_file_layout(run_file, tiny):
+    info = io.read(run_file)
+    assert info.kind == "experiment"
+    assert read_run_config(run_file) == tiny
+    N, d, P, T = 36, 8, 24, 4
+    assert info.datasets["J"][0] == (N, N, d, d)
+    for task in ("masked", "denoise"):
+        arrays, attrs = read_evaluation(run_file, task)
+        assert arrays["times"].tolist() == list(range(T + 1))
+        for k in ("all", "masked", "visible"):
+            assert arrays["errors"][k].shape == (T + 1, P)
+            assert arrays["mean"][k].shape == (T + 1,)
+        assert arrays["mean_image_corr"].shape == (T + 1, P)
+        assert arrays["step_change"].shape == (T,)
+        assert arrays["examples"]["images"].shape == (3, 3, 12, 12)  # t = 0, 1, 3 (<= T)
+        assert arrays["examples"]["times"].tolist() == [0, 1, 3]
+        assert attrs["task"] == task and attrs["steps"] == T and attrs["n_test"] == P
+        assert np.isfinite(arrays["errors"]["all"]).all()
+    masked, _ = read_evaluation(run_file, "masked")
+    assert np.isfinite(masked["errors"]["masked"]).all()
+    denoise, _ = read_evaluation(run_file, "denoise")
+    assert np.isnan(denoise["errors"]["masked"]).all()  # no mask in denoising
+
+
+def test_means_and_sems_follow_from_the_per_image_errors(run_file):
+    arrays, _ = read_evaluation(run_file, "masked")
+    e = arrays["errors"]["all"].astype(np.float64)
+    np.testing.assert_allclose(arrays["mean"]["all"], e.mean(axis=1), rtol=1e-6)
+    sem = e.std(axis=1, ddof=1) / np.sqrt(e.shape[1])
+    np.testing.assert_allclose(arrays["sem"]["all"], sem, rtol=1e-5)
+
+
+def test_errors_match_a_direct_computation(tiny, run_file):
+    """Stored errors = decode every recorded state of spinsa.run and compare, by hand."""
+    emb = tiny.make_embedding()
+    images = load_images(tiny, train=False).test
+    J = io.read_array(run_file, "J")
+    x, mask = mask_tokens(emb.encode(images), 0.3, np.random.default_rng([tiny.tasks.seed, 0]))
+    traj = spinsa.run(x, J, 1.0, 4)
+    clean = emb.decode(emb.encode(images))
+    pm = pixel_mask(mask, emb)
+    direct = np.stack([((emb.decode(s) - clean) ** 2).mean(axis=(1, 2)) for s in traj.states])
+    arrays, _ = read_evaluation(run_file, "masked")
+    np.testing.assert_allclose(arrays["errors"]["all"], direct, rtol=1e-4, atol=1e-7)
+    masked_err = reconstruction_errors(emb.decode(traj.states[2]), clean, pm).masked
+    np.testing.assert_allclose(arrays["errors"]["masked"][2], masked_err, rtol=1e-4, atol=1e-7)
+    mean_img = io.read_array(run_file, "data/mean_train_image")
+    r = np.corrcoef(emb.decode(traj.states[-1])[5].ravel(), mean_img.ravel())[0, 1]
+    np.testing.assert_allclose(arrays["mean_image_corr"][-1, 5], r, rtol=1e-4)
+
+
+def test_mean_train_image_is_the_mean_of_the_training_images(tiny, run_file):
+    train_images = load_images(tiny, test=False).train
+    np.testing.assert_allclose(
+        io.read_array(run_file, "data/mean_train_image"), train_images.mean(axis=0), atol=1e-5
+    )
+
+
+def test_chunking_does_not_change_results(tiny, run_file):
+    images = load_images(tiny, train=False).test
+    J = io.read_array(run_file, "J")
+    mean = io.read_array(run_file, "data/mean_train_image")
+    a = evaluate_task(tiny, J, images, mean, "denoise", chunk_size=1000)
+    b = evaluate_task(tiny, J, images, mean, "denoise", chunk_size=7)
+    np.testing.assert_allclose(a.errors.all, b.errors.all, rtol=1e-6)
+    np.testing.assert_allclose(a.step_change, b.step_change, rtol=1e-5)
+    np.testing.assert_array_equal(a.examples, b.examples)
+
+
+def test_async_dynamics_do_not_depend_on_chunking(tiny, run_file):
+    cfg = tiny.with_overrides({"dynamics.update": "async", "dynamics.steps": 2})
+    images = load_images(cfg, train=False).test
+    J = io.read_array(run_file, "J")
+    mean = io.read_array(run_file, "data/mean_train_image")
+    a = evaluate_task(cfg, J, images, mean, "masked", chunk_size=1000)
+    b = evaluate_task(cfg, J, images, mean, "masked", chunk_size=10)
+    np.testing.assert_allclose(a.errors.all, b.errors.all, rtol=1e-6)
+
+
+def test_run_experiment_is_deterministic(tiny, run_file, tmp_path):
+    again = run_experiment(tiny, tmp_path / "again.h5")
+    for name in ("J", "evaluation/masked/errors/all", "evaluation/denoise/errors/all"):
+        np.testing.assert_array_equal(io.read_array(again, name), io.read_array(run_file, name))
+
+
+def test_run_experiment_refuses_an_existing_file(tiny, run_file):
+    with pytest.raises(FileExistsError, match="overwrite"):
+        run_experiment(tiny, run_file)
+
+
+def test_train_then_evaluate(tiny, tmp_path):
+    path = train(tiny, tmp_path / "t.h5", checkpoint=tmp_path / "t.ckpt.h5")
+    assert not (tmp_path / "t.ckpt.h5").exists()
+    assert "evaluation" not in io.read(path).groups
+    evaluate(path, "masked", steps=2)
+    arrays, attrs = read_evaluation(path, "masked")
+    assert arrays["times"].tolist() == [0, 1, 2] and attrs["steps"] == 2
+    with pytest.raises(FileExistsError, match="overwrite"):
+        evaluate(path, "masked", steps=2)
+    evaluate(path, "masked", steps=3, overwrite=True)
+    assert read_evaluation(path, "masked")[0]["times"].size == 4
+    out = evaluate(path, "denoise", n_test=5, out=tmp_path / "e.h5")
+    assert io.read(out).kind == "evaluation"
+    assert read_evaluation(out, "denoise")[0]["errors"]["all"].shape == (5, 5)
+    with pytest.raises(ValueError, match="kind"):
+        evaluate(_fit_only(tmp_path), "masked")
+
+
+def _fit_only(tmp_path):
+    """A spinsa file that is not a run file."""
+    return io.write_file(tmp_path / "other.h5", {"a": np.zeros(2)}, kind="fit")
+
+
+def test_clamp_visible_keeps_visible_pixels(tiny, run_file):
+    cfg = tiny.with_overrides({"tasks.clamp_visible": True})
+    images = load_images(cfg, train=False).test
+    ev = evaluate_task(
+        cfg,
+        io.read_array(run_file, "J"),
+        images,
+        io.read_array(run_file, "data/mean_train_image"),
+        "masked",
+    )
+    vis = ev.errors.visible
+    np.testing.assert_allclose(vis, np.broadcast_to(vis[0], vis.shape), atol=1e-6)
+
+
+def test_damico_dynamics_in_the_pipeline(tiny, run_file):
+    cfg = tiny.with_overrides({"embedding.scale": "damico2024", "dynamics.preset": "damico2024"})
+    images = load_images(cfg, train=False).test
+    emb = cfg.make_embedding()
+    ref = reference_images(emb, images)
+    np.testing.assert_allclose(ref, np.minimum(2 * images, 1), atol=1e-5)  # its pixel space
+    ev = evaluate_task(cfg, io.read_array(run_file, "J"), images, ref.mean(axis=0), "masked")
+    assert np.isfinite(ev.errors.all).all() and ev.errors.all.shape == (5, 24)
+
+
+def test_summary_numbers():
+    mean = np.array([0.5, 0.2, 0.1, 0.3, 0.4])
+    sem = np.full(5, 0.01)
+    arrays = {
+        "mean": {"all": mean, "masked": mean * 2},
+        "sem": {"all": sem},
+        "mean_image_corr_mean": np.linspace(0, 0.8, 5),
+        "mean_image_corr_sem": np.full(5, 0.01),
+        "final_coherence": np.array([0.9, 1.0]),
+        "step_change": np.array([0.1, 0.1, 0.05, 0.01]),
+    }
+    s = summarize_arrays("masked", arrays)
+    assert (s["best_t"], s["best_error"], s["error_T"], s["T"]) == (2, 0.1, 0.4, 4)
+    assert s["rise_z"] == pytest.approx(0.3 / np.sqrt(2e-4))
+    mean[0] = 0.0  # t = 0 does not count for the masked task, it does for denoising
+    assert summarize_arrays("masked", arrays)["best_t"] == 2
+    assert summarize_arrays("denoise", arrays)["best_t"] == 0
+    assert s["coherence_T"] == pytest.approx(0.95)
+
+
+def test_config_is_a_frozen_dataclass(tiny):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tiny.name = "x"

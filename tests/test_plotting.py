@@ -1,0 +1,91 @@
+"""Figures read HDF5 files only; they draw what the file holds."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from spinsa import io, plotting
+from spinsa.experiments import ExperimentConfig, run_experiment
+
+TINY = """
+name = "tiny"
+[data]
+dataset = "synthetic"
+n_train = 100
+n_test = 12
+image_size = 12
+[embedding]
+patch = 4
+[fit]
+backend = "lbfgs"
+max_iter = 2
+[dynamics]
+steps = 3
+[tasks]
+n_examples = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def run_file(tmp_path_factory):
+    config = ExperimentConfig.from_toml(TINY)
+    return run_experiment(config, tmp_path_factory.mktemp("plot") / "run.h5")
+
+
+def test_error_figure_draws_the_stored_curves(run_file):
+    fig = plotting.figure_errors(run_file)
+    axes = fig.get_axes()
+    assert len(axes) == 2
+    masked_line = axes[0].get_lines()[0]
+    mean = io.read_array(run_file, "evaluation/masked/mean/all")
+    np.testing.assert_array_equal(masked_line.get_xdata(), [1, 2, 3])  # from t = 1
+    np.testing.assert_allclose(masked_line.get_ydata(), mean[1:])
+    denoise_line = axes[1].get_lines()[0]
+    np.testing.assert_array_equal(denoise_line.get_xdata(), [0, 1, 2, 3])
+    assert "masked prediction" in axes[0].get_title()
+    assert len(axes[0].collections) == 1  # the standard-error band
+
+
+def test_error_figure_other_pixels_and_bad_choice(run_file):
+    fig = plotting.figure_errors(run_file, pixels="masked", tasks=("masked",))
+    mean = io.read_array(run_file, "evaluation/masked/mean/masked")
+    np.testing.assert_allclose(fig.get_axes()[0].get_lines()[0].get_ydata(), mean[1:])
+    with pytest.raises(ValueError, match="pixels"):
+        plotting.figure_errors(run_file, pixels="some")
+
+
+def test_examples_figure_grid(run_file):
+    fig = plotting.figure_examples(run_file, n_examples=2)
+    times = io.read_array(run_file, "evaluation/masked/examples/times")
+    assert len(fig.get_axes()) == 2 * 2 * (1 + times.size)  # 2 tasks x 2 rows x columns
+    first = fig.get_axes()[0].get_images()[0].get_array()
+    np.testing.assert_allclose(
+        first, io.read_array(run_file, "evaluation/masked/examples/clean")[0]
+    )
+
+
+def test_save_figure_writes_atomically(run_file, tmp_path):
+    path = plotting.save_figure(plotting.figure_errors(run_file), tmp_path / "f.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    plotting.save_figure(plotting.figure_errors(run_file), tmp_path / "f.pdf")
+    assert (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.pdf", "f.png"]
+
+
+def test_file_without_evaluations_is_explained(tmp_path):
+    path = io.write_file(
+        tmp_path / "x.h5", {"J": np.zeros((2, 2, 1, 1))}, {"name": "m"}, kind="experiment"
+    )
+    with pytest.raises(ValueError, match="no evaluation"):
+        plotting.figure_errors(path)
+
+
+def test_imports_stay_light():
+    code = (
+        "import sys, spinsa, spinsa.experiments, spinsa.plotting, spinsa.experiments.cli; "
+        "heavy = [m for m in ('matplotlib', 'torch') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
