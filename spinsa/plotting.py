@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["figure_errors", "figure_examples", "save_figure"]
+__all__ = ["figure_errors", "figure_examples", "figure_patch_variances", "save_figure"]
 
 TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
 PIXELS = ("all", "masked", "visible")
@@ -59,6 +59,7 @@ def figure_errors(
     tasks: Sequence[str] = ("masked", "denoise"),
     pixels: str = "all",
     figsize: tuple[float, float] | None = None,
+    baselines=None,
 ):
     """Error against t for each task, one line per model, with standard-error bands.
 
@@ -76,6 +77,9 @@ def figure_errors(
     pixels : {"all", "masked", "visible"}
         Which pixels the error is averaged over.
     figsize : (float, float), optional
+    baselines : str or PathLike, optional
+        A ``baselines.h5`` (``spinsa reproduce``): the recycled block is added as a curve over
+        t = 1..T, the ViT as a horizontal line, both with standard-error bands.
 
     Returns
     -------
@@ -127,11 +131,93 @@ def figure_errors(
                 ax.axhline(
                     mean[0], color=color, ls=":", lw=1.0, label=f"{name}: masked input (t = 0)"
                 )
+        if baselines is not None:
+            _draw_baselines(ax, baselines, task, pixels, len(curves))
         ax.set_title(_task_title(task, curves[0][2]), fontsize=10)
         ax.set_xlabel("t (iterations)")
         ax.set_ylabel(f"mean squared error ({pixels} pixels)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    return fig
+
+
+def _draw_baselines(ax, path, task: str, pixels: str, k0: int) -> None:
+    """The recycled block (a curve over t = 1..T) and the ViT (a level) of a baselines file."""
+    from spinsa.experiments.results import read_tree
+
+    colors = [f"C{i}" for i in range(10)]
+    for k, (model, label) in enumerate((("recycled", "recycled block"), ("vit", "ViT"))):
+        try:
+            arrays, _ = read_tree(path, f"models/{model}/{task}")
+        except KeyError:
+            continue
+        color = colors[(k0 + k) % len(colors)]
+        t = np.asarray(arrays["times"])
+        mean = np.asarray(arrays["mean"][pixels], dtype=float)
+        sem = np.nan_to_num(np.asarray(arrays["sem"][pixels], dtype=float))
+        if model == "vit":
+            m, s = float(mean[0]), float(sem[0])
+            ax.axhline(m, color=color, lw=1.4, ls="--", label=label)
+            ax.axhspan(m - s, m + s, color=color, alpha=0.2, lw=0)
+            continue
+        ax.plot(t, mean, color=color, lw=1.6, label=label)
+        ax.fill_between(t, mean - sem, mean + sem, color=color, alpha=0.25, lw=0)
+        if np.isfinite(mean).any():
+            b = int(np.nanargmin(mean))
+            ax.plot(t[b], mean[b], "s", color=color, ms=5)
+
+
+def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, float] | None = None):
+    """Distributions of the pixel variance inside masked patches (the paper's Fig. 2).
+
+    One step histogram per model (bare-SA models, recycled block, ViT, and the clean images
+    at the same patches for reference), from the ``patch_variances`` group of a
+    ``baselines.h5`` written by ``spinsa reproduce``.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A ``baselines.h5``.
+    log : bool
+        Logarithmic density axis.
+    figsize : (float, float), optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from spinsa.experiments.results import read_tree
+
+    try:
+        arrays, attrs = read_tree(path, "patch_variances")
+    except KeyError:
+        raise ValueError(f"{path} holds no patch_variances group") from None
+    models = [str(m) for m in attrs["models"]]
+    edges = np.asarray(arrays["bin_edges"], dtype=float)
+    density = np.asarray(arrays["density"], dtype=float)
+    fig = _new_figure(figsize or (6.0, 4.0))
+    ax = fig.subplots()
+    for k, model in enumerate(models):
+        patch = attrs.get("patch", {}).get(model)
+        label = f"{model} (median {float(arrays['median'][k]):.4f}"
+        label += f", {patch}x{patch} patches)" if patch else ")"
+        ax.stairs(
+            density[k],
+            edges,
+            color="0.4" if model == "clean" else f"C{k}",
+            ls=":" if model == "clean" else "-",
+            lw=1.5,
+            label=label,
+        )
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("variance of the pixels of a masked patch")
+    ax.set_ylabel("density")
+    ax.set_title(
+        f"predicted masked patches (first {attrs.get('n_images', '?')} test images)", fontsize=10
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     return fig
 
 

@@ -74,7 +74,7 @@ def test_reproduce_writes_hdf5_figures_and_report(finished):
         for task in ("masked", "denoise"):
             shape = info.datasets[f"models/{model}/evaluation/{task}/errors/all"][0]
             assert shape == (5, 20)
-    assert len(result.figures) == 3
+    assert len(result.figures) == 4  # errors, two example grids, patch variances
     for fig in result.figures:
         assert fig.read_bytes()[:8] == PNG
     report = result.report.read_text()

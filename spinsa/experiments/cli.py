@@ -255,6 +255,11 @@ def add_reproduce_parser(sub) -> None:
         "tables; see analysis/configs/reproduce_quick.toml) instead of the paper's",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="skip the backprop baselines (recycled block and ViT; they need torch)",
+    )
     p.set_defaults(func=_cmd_reproduce)
 
 
@@ -277,5 +282,6 @@ def _cmd_reproduce(args) -> int:
         overwrite=args.overwrite,
         config=args.config,
         progress=not args.no_progress,
+        baselines=not args.no_baselines,
     )
     return 0

@@ -9,8 +9,11 @@ data                ``data.h5``                      load (fetch on first use) t
 fit:<model>         ``fit-<model>.h5``               fit the couplings (checkpointed)
 eval:<model>:<task> ``eval-<model>-<task>.h5``       dynamics on the test set, errors at every t
 assemble            ``reproduce.h5``                 everything above in one self-describing file
+baselines           ``baselines.h5``                 recycled block and ViT trained by
+                                                     backprop, their errors, patch variances
 figures             ``fig1_errors.png``,             error vs t with standard-error bands;
-                    ``fig1_examples_<model>.png``    decoded examples at t = 0, 1, 5, 20, 100
+                    ``fig1_examples_<model>.png``,   decoded examples at t = 0, 1, 5, 20, 100;
+                    ``fig2_patch_variances.png``     masked-patch variances (with baselines)
 report              ``report.md``                    the numbers that decide fidelity
 ==================  ===============================  =======================================
 
@@ -153,6 +156,7 @@ def _is_finished(out_dir: Path) -> bool:
 
 def _stage_files(out_dir: Path) -> list[Path]:
     patterns = ["data.h5", "fit-*.h5", "eval-*.h5", H5_NAME, "fig1_*.png", REPORT_NAME, ".*.tmp-*"]
+    patterns += ["baselines.h5", "baseline-*.pt", "fig2_*.png"]
     found: list[Path] = []
     for pattern in patterns:
         found.extend(p for p in out_dir.glob(pattern) if p.is_file())
@@ -185,6 +189,7 @@ def reproduce(
     progress: bool = True,
     fetch: bool = True,
     log: Callable[[str], None] | None = _log,
+    baselines=True,
 ) -> ReproduceResult:
     """Run the paper's experiment (or ``config``'s) into ``out_dir``; resumable.
 
@@ -207,6 +212,12 @@ def reproduce(
         Fetch MNIST / Fashion-MNIST into the cache on first use.
     log : callable or None
         Where the stage lines go (default: stdout); None is silent.
+    baselines : bool or BaselinesSpec
+        Train and compare the backprop baselines (recycled block and ViT, stage
+        ``baselines``): True for :meth:`BaselinesSpec.for_run` (``quick`` picks the brief
+        CPU recipe, otherwise the paper's, meant for a GPU; skipped with a note when torch
+        is not installed), a :class:`~spinsa.experiments.baselines.BaselinesSpec` for
+        another recipe, False to skip them.
 
     Returns
     -------
@@ -248,6 +259,7 @@ def reproduce(
 
     base = cfg.base
     stages: list[_Stage] = []
+    bl_spec = _resolve_baselines(baselines, cfg, quick, say)
 
     # ---- data
     data_path = out_dir / "data.h5"
@@ -341,14 +353,22 @@ def reproduce(
     figures = [out_dir / ERRORS_FIGURE] + [
         out_dir / f"fig1_examples_{name}.png" for name in experiments
     ]
+    bl_path = out_dir / "baselines.h5"
+    if bl_spec is not None:
+        figures.append(out_dir / "fig2_patch_variances.png")
     report_path = out_dir / REPORT_NAME
     timings: dict[str, float] = {}
     eval_names = [s.name for s in stages if s.name.startswith("eval:")]
 
     def run_assemble():
         _assemble(
-            h5_path, cfg, experiments, fit_path, eval_path,
-            quick=quick and config is None, timings=timings,
+            h5_path,
+            cfg,
+            experiments,
+            fit_path,
+            eval_path,
+            quick=quick and config is None,
+            timings=timings,
         )
 
     def done_assemble():
@@ -360,16 +380,40 @@ def reproduce(
 
     stages.append(_Stage("assemble", [h5_path], run_assemble, ["data", *eval_names], done_assemble))
 
+    figure_deps = ["assemble"]
+    if bl_spec is not None:
+        from spinsa.experiments.baselines import run_baselines, stage_config
+
+        bl_expected = stage_config(cfg, bl_spec)
+
+        def run_bl():
+            run_baselines(
+                bl_path, cfg, bl_spec, images_for(base), h5_path, progress=progress, log=say
+            )
+
+        def done_bl():
+            stored = _file_config(bl_path)
+            if stored is None:
+                return False
+            _check_same(bl_path, stored, bl_expected, out_dir)
+            return True
+
+        stages.append(_Stage("baselines", [bl_path], run_bl, ["assemble"], done_bl))
+        figure_deps.append("baselines")
+
     def run_figures():
         from spinsa import plotting
 
-        plotting.save_figure(plotting.figure_errors(h5_path), figures[0])
-        for name, path in zip(experiments, figures[1:], strict=True):
+        with_bl = bl_path if bl_spec is not None else None
+        plotting.save_figure(plotting.figure_errors(h5_path, baselines=with_bl), figures[0])
+        for name, path in zip(experiments, figures[1 : 1 + len(experiments)], strict=True):
             plotting.save_figure(plotting.figure_examples(h5_path, model=name), path)
+        if with_bl is not None:
+            plotting.save_figure(plotting.figure_patch_variances(with_bl), figures[-1])
 
     stages.append(
         _Stage(
-            "figures", figures, run_figures, ["assemble"], lambda: all(p.is_file() for p in figures)
+            "figures", figures, run_figures, figure_deps, lambda: all(p.is_file() for p in figures)
         )
     )
 
@@ -378,7 +422,8 @@ def reproduce(
             h5_path,
             report_path,
             figures=[p.name for p in figures],
-            timings={k: v for k, v in timings.items() if k in ("assemble", "figures")},
+            timings={k: v for k, v in timings.items() if k in ("assemble", "baselines", "figures")},
+            baselines=bl_path if bl_spec is not None else None,
         )
 
     stages.append(
@@ -386,7 +431,7 @@ def reproduce(
             "report",
             [report_path],
             run_report,
-            ["assemble", "figures"],
+            figure_deps + ["figures"],
             lambda: report_path.is_file(),
         )
     )
@@ -418,6 +463,29 @@ def reproduce(
     return ReproduceResult(
         out_dir=out_dir, h5=h5_path, report=report_path, figures=tuple(figures), timings=timings
     )
+
+
+def _resolve_baselines(baselines, cfg: ReproduceConfig, quick: bool, say):
+    """The BaselinesSpec of the run, or None to skip the baselines."""
+    from spinsa.experiments.baselines import BaselinesSpec
+
+    if baselines is False or baselines is None:
+        return None
+    if isinstance(baselines, BaselinesSpec):
+        return baselines
+    if baselines is not True:
+        raise ValueError(
+            f"baselines must be True, False or a BaselinesSpec, got {type(baselines).__name__}"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        say(
+            "spinsa reproduce: torch is not installed, the baselines are skipped (pip install "
+            '"spinsa[torch]", or pass --no-baselines to silence this)'
+        )
+        return None
+    return BaselinesSpec.for_run(cfg, quick=quick)
 
 
 def _assemble(
@@ -502,6 +570,13 @@ def _verdict(conditions: list[bool]) -> str:
     return "partly" if any(conditions) else "does not hold"
 
 
+def _relation(gain_z: float) -> str:
+    """How the best error compares with the input's, from (input - best) / se."""
+    if gain_z > SIGNIFICANT_Z:
+        return "below"
+    return "above" if gain_z < -SIGNIFICANT_Z else "not significantly different from"
+
+
 def _rise(z: float) -> str:
     return "rises" if z > SIGNIFICANT_Z else "does not rise significantly"
 
@@ -545,7 +620,7 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
                     model,
                     _verdict([early, gain, rises]),
                     f"best t = {m['best_t']}, error {_fmt(m['best_error'])}, "
-                    f"{'below' if gain else 'not significantly below'} the masked input's "
+                    f"{_relation(m['gain_z'])} the masked input's "
                     f"{_fmt(m['error_t0'])} ({_fmt(m['gain_z'], 1)} standard errors); then "
                     f"{_rise(m['rise_z'])} to {_fmt(m['error_T'])} at t = {m['T']} "
                     f"({_fmt(m['rise_z'], 1)} standard errors)",
@@ -589,7 +664,11 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
 
 
 def write_report(
-    h5_path, out_path, figures: list[str] | None = None, timings: dict[str, float] | None = None
+    h5_path,
+    out_path,
+    figures: list[str] | None = None,
+    timings: dict[str, float] | None = None,
+    baselines=None,
 ) -> Path:
     """Write ``report.md`` from a ``reproduce.h5`` (reads the file only).
 
@@ -600,7 +679,9 @@ def write_report(
     figures : list of str, optional
         File names of the figures to embed (relative to the report).
     timings : dict, optional
-        Wall times of stages not recorded in the file (assembling, figures).
+        Wall times of stages not recorded in the file (assembling, baselines, figures).
+    baselines : str or PathLike, optional
+        A ``baselines.h5``: adds the section on the backprop baselines.
 
     Returns
     -------
@@ -630,7 +711,8 @@ def write_report(
     n_test = eval_attrs.get((models[0], "masked"), {}).get("n_test", n_test)
     stage_times = {**(info.attrs.get("stage_times", {}) or {}), **(timings or {})}
     order = ["data"] + [f"fit:{m}" for m in models]
-    order += [f"eval:{m}:{t}" for m in models for t in TASKS] + ["assemble", "figures"]
+    order += [f"eval:{m}:{t}" for m in models for t in TASKS]
+    order += ["assemble", "baselines", "figures"]
     stage_times = {
         k: stage_times[k]
         for k in sorted(stage_times, key=lambda k: order.index(k) if k in order else len(order))
@@ -754,6 +836,10 @@ def write_report(
     ]
     for claim, model, verdict, why in assess_claims(summaries):
         lines.append(f"| {claim} | {model} | **{verdict}** | {why} |")
+    if baselines is not None:
+        from spinsa.experiments.baselines import baseline_report_lines
+
+        lines += ["", *baseline_report_lines(baselines, h5_path)]
     if figures:
         lines += ["", "## Figures", ""]
         lines += [f"![{Path(f).stem}]({f})" for f in figures]

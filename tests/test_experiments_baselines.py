@@ -1,0 +1,242 @@
+"""The baselines stage of ``spinsa reproduce`` on a tiny synthetic configuration (seconds)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from spinsa import io  # noqa: E402
+from spinsa.analysis.patches import patch_pixels  # noqa: E402
+from spinsa.baselines import BaselineConfig, corrupt_images  # noqa: E402
+from spinsa.cli import main  # noqa: E402
+from spinsa.experiments import ReproduceConfig, pipeline, reproduce  # noqa: E402
+from spinsa.experiments.baselines import (  # noqa: E402
+    BaselinesSpec,
+    _task_rng,
+    assess_baseline_claims,
+    read_baseline_summaries,
+)
+from spinsa.tasks import pixel_mask  # noqa: E402
+
+CONFIG = """
+[data]
+dataset = "synthetic"
+n_train = 120
+n_test = 20
+image_size = 12
+[embedding]
+patch = 2
+[fit]
+backend = "lbfgs"
+lam = 5.0
+max_iter = 3
+[dynamics]
+steps = 4
+[tasks]
+n_examples = 2
+[models.design]
+"""
+PNG = b"\x89PNG\r\n\x1a\n"
+T = 3
+
+
+def tiny_spec(patch=2):
+    def make(model):
+        return BaselineConfig.quick(
+            model=model,
+            image_shape=(12, 12),
+            patch=patch,
+            width=8,
+            heads=2,
+            n_blocks=2,
+            epochs=1,
+            batch_size=40,
+        )
+
+    return BaselinesSpec(make("recycled"), make("vit"), n_train=80, T=T, n_patch_images=10)
+
+
+@pytest.fixture
+def fast_figures(monkeypatch):
+    from spinsa import plotting
+
+    def blank(*args, **kwargs):
+        return plotting._new_figure((1, 1))
+
+    for name in ("figure_errors", "figure_examples", "figure_patch_variances"):
+        monkeypatch.setattr(plotting, name, blank)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    out = tmp_path_factory.mktemp("repro-bl")
+    cfg = ReproduceConfig.from_toml(CONFIG)
+    result = reproduce(out, config=cfg, baselines=tiny_spec(), progress=False, log=None)
+    return out, result
+
+
+def test_stage_writes_baselines_h5(finished):
+    out, _ = finished
+    path = out / "baselines.h5"
+    info = io.read(path)
+    assert info.kind == "reproduce-baselines"
+    for model in ("recycled", "vit"):
+        for task in ("masked", "denoise"):
+            g = f"models/{model}/{task}"
+            assert info.datasets[f"{g}/mean/all"][0] == (T,)
+            assert info.datasets[f"{g}/sem/all"][0] == (T,)
+            assert info.datasets[f"{g}/errors/all"][0] == (T, 20)
+            assert info.datasets[f"{g}/history/epoch_loss"][0] == (1,)
+            assert info.datasets[f"{g}/history/step_loss"][0] == (2,)  # 80 images, batch 40
+            errors = io.read_array(path, f"{g}/errors/all").astype(np.float64)
+            np.testing.assert_allclose(
+                io.read_array(path, f"{g}/mean/all"), errors.mean(axis=1), rtol=1e-5
+            )
+    vit = io.read_array(path, "models/vit/masked/mean/all")
+    np.testing.assert_allclose(vit, vit[0])  # the ViT is constant in t
+    models = ["design", "recycled", "vit", "clean"]
+    assert info.datasets["patch_variances/counts"][0] == (4, 50)
+    for k, m in enumerate(models):
+        values = io.read_array(path, f"patch_variances/values/{m}")
+        assert values.size > 0 and np.all(values >= 0) and np.all(values <= 0.25 + 1e-9)
+        assert io.read_array(path, "patch_variances/median")[k] == pytest.approx(np.median(values))
+    s = read_baseline_summaries(path)
+    assert s["recycled"]["masked"]["n_parameters"]["total"] > 0
+    assert (
+        s["vit"]["denoise"]["n_parameters"]["total"]
+        > s["recycled"]["denoise"]["n_parameters"]["total"]
+    )  # two distinct blocks against one
+    assert 1 <= s["recycled"]["masked"]["best_t"] <= T
+    assert s["recycled"]["masked"]["n_train"] == 80
+
+
+def test_clean_variances_follow_the_numpy_formula(finished):
+    out, _ = finished
+    cfg = ReproduceConfig.from_toml(CONFIG)
+    images = pipeline.load_images(cfg.base)
+    _, pm = corrupt_images(images.test, "masked", 2, _task_rng(cfg.base, "masked"))
+    img, m = images.test[0].astype(np.float64), pm[0]
+    expected = [
+        img[r : r + 2, c : c + 2].var() for r in range(0, 12, 2) for c in range(0, 12, 2) if m[r, c]
+    ]
+    values = io.read_array(out / "baselines.h5", "patch_variances/values/clean")
+    np.testing.assert_allclose(values[: len(expected)], expected, rtol=1e-6)
+
+
+def test_baselines_see_the_bare_sa_masks_and_noise():
+    cfg = ReproduceConfig.from_toml(CONFIG)
+    exp = cfg.base
+    emb = exp.make_embedding()
+    images = pipeline.load_images(exp, train=False).test
+    _, mask = pipeline._initial_state(exp, emb, images, "masked")
+    _, pm = corrupt_images(images, "masked", 2, _task_rng(exp, "masked"))
+    np.testing.assert_array_equal(pm, pixel_mask(mask, emb))
+    x0, _ = pipeline._initial_state(exp, emb, images, "denoise")
+    noisy, _ = corrupt_images(images, "denoise", 2, _task_rng(exp, "denoise"))
+    np.testing.assert_allclose(emb.encode(noisy), x0, rtol=1e-5, atol=1e-5)
+    assert patch_pixels(pm, 2).shape == (20, 36, 4)
+
+
+def test_figures_and_report_section(finished):
+    out, result = finished
+    assert (out / "fig2_patch_variances.png").read_bytes()[:8] == PNG
+    assert out / "fig2_patch_variances.png" in result.figures
+    report = result.report.read_text()
+    for text in (
+        "## Backprop baselines",
+        "recycled block",
+        "ViT",
+        "the block's error is lowest for t in about 3-7",
+        "the ViT is best",
+        "the block beats the bare SA given enough iterations",
+        "predicted patches are more uniform",
+        "fig2_patch_variances.png",
+        "median variance",
+    ):
+        assert text in report
+    s = read_baseline_summaries(out / "baselines.h5")
+    assert f"{s['vit']['masked']['best_error']:.4f}" in report
+    assert f"{s['recycled']['masked']['n_parameters']['total']:,}" in report
+
+
+def test_rerun_skips_the_finished_stage(finished, fast_figures):
+    out, _ = finished
+    stamp = (out / "baselines.h5").stat().st_mtime_ns
+    (out / "report.md").unlink()
+    lines = []
+    reproduce(
+        out,
+        config=ReproduceConfig.from_toml(CONFIG),
+        baselines=tiny_spec(),
+        progress=False,
+        log=lines.append,
+    )
+    assert any("baselines: done earlier, skipped" in line for line in lines)
+    assert (out / "baselines.h5").stat().st_mtime_ns == stamp
+    assert "## Backprop baselines" in (out / "report.md").read_text()
+
+
+def test_other_baseline_recipe_is_refused(finished):
+    out, _ = finished
+    (out / "report.md").unlink(missing_ok=True)
+    other = tiny_spec()
+    other = BaselinesSpec(other.recycled.replace(width=4), other.vit, n_train=80, T=T)
+    with pytest.raises(ValueError, match="different configuration.*baselines"):
+        reproduce(
+            out, config=ReproduceConfig.from_toml(CONFIG), baselines=other, progress=False, log=None
+        )
+
+
+def test_no_baselines_skips_the_stage(tmp_path, fast_figures):
+    path = tmp_path / "c.toml"
+    path.write_text(CONFIG)
+    out = tmp_path / "o"
+    assert main(["reproduce", "--config", str(path), "--out", str(out), "--no-progress",
+                 "--no-baselines"]) == 0  # fmt: skip
+    assert not (out / "baselines.h5").exists()
+    assert not list(out.glob("baseline-*.pt"))
+    assert not (out / "fig2_patch_variances.png").exists()
+    assert "Backprop baselines" not in (out / "report.md").read_text()
+
+
+def test_spec_validation():
+    spec = tiny_spec()
+    with pytest.raises(ValueError, match="model"):
+        BaselinesSpec(spec.vit, spec.vit)
+    with pytest.raises(ValueError, match="n_train"):
+        BaselinesSpec(spec.recycled, spec.vit, n_train=0)
+    quick = BaselinesSpec.for_run(ReproduceConfig.paper(quick=True), quick=True)
+    assert quick.recycled.patch == 4 and quick.recycled.device == "cpu"
+    full = BaselinesSpec.for_run(ReproduceConfig.paper(quick=False), quick=False)
+    assert (full.recycled.epochs, full.recycled.batch_size) == (100, 256)
+    assert full.vit.device == "auto" and full.n_train is None
+    assert BaselinesSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_claim_verdicts():
+    bl = {
+        "recycled": {
+            t: {"best_t": 5, "best_error": 0.02, "best_sem": 1e-4} for t in ("masked", "denoise")
+        },
+        "vit": {
+            t: {"best_t": 1, "best_error": 0.01, "best_sem": 1e-4} for t in ("masked", "denoise")
+        },
+    }
+    sa = {"design": {t: {"best_t": 1, "best_error": 0.05} for t in ("masked", "denoise")}}
+    medians = {"design": 0.001, "recycled": 0.01, "vit": 0.02}
+    verdicts = assess_baseline_claims(bl, sa, medians)
+    assert len(verdicts) == 7
+    assert all(v[2] == "holds" for v in verdicts)
+    bl["recycled"]["masked"] = {"best_t": 20, "best_error": 0.06, "best_sem": 1e-4}
+    bl["vit"]["denoise"]["best_error"] = 0.03
+    verdicts = assess_baseline_claims(bl, sa, {**medians, "design": 0.05})
+    bad = {(v[0], v[1]) for v in verdicts if v[2] == "does not hold"}
+    assert bad == {
+        ("the block's error is lowest for t in about 3-7", "masked"),
+        ("the ViT is best", "denoise"),
+        ("the block beats the bare SA given enough iterations", "masked, design"),
+        (
+            "predicted patches are more uniform for the bare SA than for the block and the ViT",
+            "design",
+        ),
+    }
