@@ -48,7 +48,7 @@ def _cmd_info(args) -> int:
             mod = importlib.import_module(name)
             print(f"  {name:<12}{getattr(mod, '__version__', '?')}")
         except ImportError:
-            print(f"  {name:<12}not installed (pip install \"spinsa[{extra}]\")")
+            print(f'  {name:<12}not installed (pip install "spinsa[{extra}]")')
     try:
         import torch
 
@@ -163,8 +163,12 @@ def _add_demo(sub) -> None:
     p.add_argument("--tokens", type=int, default=64, help="number of tokens N (default 64)")
     p.add_argument("--dim", type=int, default=8, help="spin dimension d (default 8)")
     p.add_argument("--patterns", type=int, default=3, help="stored patterns P (default 3)")
-    p.add_argument("--corrupt", type=float, default=0.4,
-                   help="fraction of tokens replaced by random spins (default 0.4)")
+    p.add_argument(
+        "--corrupt",
+        type=float,
+        default=0.4,
+        help="fraction of tokens replaced by random spins (default 0.4)",
+    )
     p.add_argument("--lam", type=float, default=5.0, help="inverse temperature (default 5)")
     p.add_argument("--steps", type=int, default=15, help="number of steps (default 15)")
     p.add_argument("--seed", type=int, default=0)
@@ -188,9 +192,11 @@ def _cmd_demo(args) -> int:
     def overlaps(traj):  # m(t) = (1/N) sum_i x_i(t) . xi_i
         return np.einsum("tpia,pia->t", traj.states, xi[:1]) / args.tokens
 
-    print(f"{args.patterns} random patterns of N={args.tokens} spins in d={args.dim}; "
-          f"start from pattern 0 with {flip.sum()} of {args.tokens} tokens randomised; "
-          f"lam={args.lam}")
+    print(
+        f"{args.patterns} random patterns of N={args.tokens} spins in d={args.dim}; "
+        f"start from pattern 0 with {flip.sum()} of {args.tokens} tokens randomised; "
+        f"lam={args.lam}"
+    )
     for name, J in [
         ("Hebbian", spinsa.hebbian_couplings(xi)),
         ("random", spinsa.random_couplings(args.tokens, args.dim, seed=args.seed)),
@@ -261,21 +267,46 @@ def _add_analyze(sub) -> None:
         f"The analyses: {listing}. Plot them with `spinsa plot`.",
     )
     p.add_argument("run", help="run file (.h5) from spinsa train")
-    p.add_argument("--only", nargs="+", metavar="NAME",
-                   help=f"run only these analyses (of: {', '.join(ANALYSES)})")
-    p.add_argument("--n-test", type=int, default=d.n_test,
-                   help=f"test images started from (default {d.n_test})")
-    p.add_argument("--steps", type=int, default=d.steps,
-                   help=f"steps T of the trajectories (default {d.steps})")
-    p.add_argument("--attractor-steps", type=int, default=d.attractor_steps,
-                   help=f"steps of the attractor search (default {d.attractor_steps})")
-    p.add_argument("--attractor-starts", type=int, default=d.n_attractor_starts,
-                   help="starts per group (test, masked, noisy, random) of the attractor "
-                   f"search (default {d.n_attractor_starts})")
-    p.add_argument("--seed", type=int, default=d.seed,
-                   help=f"seed of the corruptions and random starts (default {d.seed})")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace analyses the file already holds")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        help=f"run only these analyses (of: {', '.join(ANALYSES)})",
+    )
+    p.add_argument(
+        "--n-test",
+        type=int,
+        default=d.n_test,
+        help=f"test images started from (default {d.n_test})",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=d.steps,
+        help=f"steps T of the trajectories (default {d.steps})",
+    )
+    p.add_argument(
+        "--attractor-steps",
+        type=int,
+        default=d.attractor_steps,
+        help=f"steps of the attractor search (default {d.attractor_steps})",
+    )
+    p.add_argument(
+        "--attractor-starts",
+        type=int,
+        default=d.n_attractor_starts,
+        help="starts per group (test, masked, noisy, random) of the attractor "
+        f"search (default {d.n_attractor_starts})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        help=f"seed of the corruptions and random starts (default {d.seed})",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace analyses the file already holds"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_analyze)
 
@@ -287,13 +318,21 @@ def _cmd_analyze(args) -> int:
 
     t0 = time.perf_counter()
     names = analyze_run(
-        args.run, args.only, n_test=args.n_test, steps=args.steps, seed=args.seed,
-        overwrite=args.overwrite, progress=not args.no_progress,
-        attractor_steps=args.attractor_steps, n_attractor_starts=args.attractor_starts,
+        args.run,
+        args.only,
+        n_test=args.n_test,
+        steps=args.steps,
+        seed=args.seed,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        attractor_steps=args.attractor_steps,
+        n_attractor_starts=args.attractor_starts,
     )
     groups = sorted({n.split("/")[0] for n in names})
-    print(f"spinsa analyze: wrote {len(names)} results ({', '.join(groups)}) under /analysis "
-          f"of {args.run} in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"spinsa analyze: wrote {len(names)} results ({', '.join(groups)}) under /analysis "
+        f"of {args.run} in {time.perf_counter() - t0:.1f} s"
+    )
     return 0
 
 
@@ -307,8 +346,9 @@ def _add_plot(sub) -> None:
         "(spinsa analyze). Figures read the file only; nothing is recomputed.",
     )
     p.add_argument("run", help="run file (.h5)")
-    p.add_argument("-o", "--out",
-                   help="directory of the figures (default: <run>-figures next to the file)")
+    p.add_argument(
+        "-o", "--out", help="directory of the figures (default: <run>-figures next to the file)"
+    )
     p.add_argument("--format", default="png", help="png (default), pdf or svg")
     p.add_argument("--dpi", type=int, default=150, help="resolution (default 150)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -318,10 +358,13 @@ def _add_plot(sub) -> None:
 def _cmd_plot(args) -> int:
     from spinsa.analysis.figures import plot_run
 
-    paths = plot_run(args.run, args.out, fmt=args.format, dpi=args.dpi,
-                     progress=not args.no_progress)
-    print(f"spinsa plot: {len(paths)} figures in {paths[0].parent}: "
-          + ", ".join(p.name for p in paths))
+    paths = plot_run(
+        args.run, args.out, fmt=args.format, dpi=args.dpi, progress=not args.no_progress
+    )
+    print(
+        f"spinsa plot: {len(paths)} figures in {paths[0].parent}: "
+        + ", ".join(p.name for p in paths)
+    )
     return 0
 
 

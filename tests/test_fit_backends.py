@@ -404,3 +404,13 @@ def test_cli_rerun_after_a_kill_resumes(tmp_path, rng, capsys):
     res = load_fit(out)
     assert res.resumed_from == 2
     np.testing.assert_allclose(res.J, full.J, rtol=0, atol=1e-6)
+
+
+def test_eval_every_skips_full_batch_evaluations_but_not_the_last(planted):
+    opts = dict(lam=LAM, constraint="global", norm=4.0, init="normal", seed=1)
+    every = spinsa.fit_pseudolikelihood(planted, **{**TORCH, "epochs": 5}, **opts)
+    sparse = spinsa.fit_pseudolikelihood(planted, **{**TORCH, "epochs": 5}, eval_every=2, **opts)
+    np.testing.assert_array_equal(every.J, sparse.J)  # the steps do not depend on it
+    assert np.isnan(sparse.epoch_loss[[1, 3]]).all()  # epochs 1 and 3 (index 0: the start)
+    np.testing.assert_allclose(sparse.epoch_loss[[0, 2, 4, 5]], every.epoch_loss[[0, 2, 4, 5]])
+    assert sparse.loss == pytest.approx(every.loss)

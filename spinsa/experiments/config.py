@@ -615,6 +615,7 @@ class ReproduceConfig:
                     ("fit.preset", "damico2024"),
                     ("fit.lam", 5.0),
                     ("fit.epochs", 10),
+                    ("fit.eval_every", 10),
                     ("fit.device", "auto"),
                     ("dynamics.preset", "damico2024"),
                 ),

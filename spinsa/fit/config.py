@@ -128,6 +128,10 @@ class FitConfig:
         one.
     checkpoint_every : int
         Epochs between two checkpoints (torch backend).
+    eval_every : int
+        Epochs between two full-batch evaluations of L(J) and its gradient norm (torch
+        backend; the last epoch is always evaluated, the others record NaN). On the CPU an
+        evaluation over 10,000 images costs several epochs of minibatch steps.
     workers : int or None
         Threads that run the rows of a ``constraint="row"`` L-BFGS fit; ``None``: numba's
         thread count.
@@ -163,6 +167,7 @@ class FitConfig:
     chunk_size: int | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"
     checkpoint_every: int = 1
+    eval_every: int = 1
     # L-BFGS backend
     max_iter: int = 500
     gtol: float = 1e-6
@@ -200,6 +205,7 @@ class FitConfig:
             ("epochs", 0),
             ("batch_size", 1),
             ("checkpoint_every", 1),
+            ("eval_every", 1),
             ("max_iter", 0),
             ("history_size", 1),
             ("segment_iters", 1),

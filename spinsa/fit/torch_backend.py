@@ -379,13 +379,16 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
                 run.record_step(
                     float(loss), float(gnorm), float(J.norm()), lambda: J.cpu().numpy().copy()
                 )
-            loss, gnorm = evaluate()
+            last = epoch + 1 == config.epochs
+            if last or (epoch + 1) % config.eval_every == 0:
+                loss, gnorm = evaluate()
+            else:
+                loss, gnorm = float("nan"), float("nan")
             state.epoch = epoch + 1
             state.J = J.cpu().numpy().copy()
             state.rng_state = rng.bit_generator.state
             state.optimizer = _optimizer_arrays(opt)
             run.record_epoch(loss, gnorm)
-            last = state.epoch == config.epochs
             run.end_of_epoch(checkpoint_now=last or state.epoch % config.checkpoint_every == 0)
         state.J = J.cpu().numpy().copy()
         state.finished = True
