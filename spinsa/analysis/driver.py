@@ -442,43 +442,6 @@ def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
 # --------------------------------------------------------------------------- dynamics
 
 
-def _iterate(config, J, x0, mask, steps: int, callback: Callable[[int, np.ndarray], None]):
-    """The run's dynamics from x0, calling ``callback(t, x)`` after every step."""
-    import spinsa
-
-    dyn = config.dynamics
-    clamp = bool(config.tasks.clamp_visible) and mask is not None
-    if dyn.preset == "damico2024":
-        from spinsa.experiments.damico import damico_run
-
-        damico_run(x0, J, dyn.lam_eval, steps, mask, clamp_visible=clamp, callback=callback)
-        return
-    if not clamp:
-        spinsa.run(
-            x0,
-            J,
-            dyn.lam_eval,
-            steps,
-            gamma=dyn.gamma,
-            norm=dyn.norm,
-            record_every=steps,
-            update=dyn.update,
-            seed=dyn.seed,
-            callback=callback,
-        )
-        return
-    rng = np.random.default_rng(dyn.seed)
-    visible = ~mask
-    x = np.array(x0, copy=True)
-    for t in range(1, steps + 1):
-        if dyn.update == "sync":
-            x = spinsa.step(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm)
-        else:
-            x = spinsa.async_sweep(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm, rng=rng)
-        x[visible] = x0[visible]
-        callback(t, x)
-
-
 @dataclass(frozen=True, eq=False)
 class _TaskPass:
     """What one corrupted-image pass keeps: errors, overlaps, masked-patch variances."""
@@ -522,9 +485,11 @@ class _Context:
             if bar is not None:
                 bar.update()
 
+        from spinsa.experiments.pipeline import run_dynamics
+
         record(0, np.asarray(x0))
         try:
-            _iterate(self.inputs.config, J, x0, mask, steps, callback)
+            run_dynamics(self.inputs.config, J, x0, mask, steps, callback)
         finally:
             if bar is not None:
                 bar.close()

@@ -190,7 +190,7 @@ def _sa_patch_variances(exp, J: np.ndarray, test: np.ndarray, best_t: int, n: in
             state["x"] = np.array(x, copy=True)
 
     if best_t > 0:
-        pipeline._run_dynamics(exp, J, x0, mask, best_t, keep)
+        pipeline.run_dynamics(exp, J, x0, mask, best_t, keep)
     decoded = pipeline._display(emb, emb.decode(state["x"]))
     return masked_patch_variances(decoded, mask, exp.embedding.patch)
 

@@ -310,8 +310,12 @@ def _dynamics_seed(config: ExperimentConfig) -> int:
     return config.tasks.seed if seed is None else seed
 
 
-def _run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
-    """Iterate the config's dynamics from x0 (one chunk of images), calling callback(t, x)."""
+def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
+    """Iterate the config's dynamics from x0 (one chunk of images), calling callback(t, x).
+
+    The one place that maps a config's ``[dynamics]`` and ``clamp_visible`` to a run: the
+    evaluation, the analyses and the baselines' Fig. 2 all go through it.
+    """
     import spinsa
 
     dyn = config.dynamics
@@ -449,7 +453,7 @@ def evaluate_task(
                 bar.update(dec.shape[0])
 
         record(0, x0)
-        _run_dynamics(config, J, x0, mask, steps, record)
+        run_dynamics(config, J, x0, mask, steps, record)
     if bar is not None:
         bar.close()
 
