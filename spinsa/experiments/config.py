@@ -354,6 +354,9 @@ def read_toml(path_or_text: str | os.PathLike) -> dict:
 class ExperimentConfig:
     """One model, end to end: data, embedding, fit, dynamics, tasks.
 
+    The embedding is validated against the image size on construction, so a patch that
+    does not tile the images fails here, before any data is loaded.
+
     Parameters
     ----------
     name : str
@@ -365,9 +368,6 @@ class ExperimentConfig:
     dynamics : DynamicsSection
         ``dynamics.lam_eval`` is lambda_eval.
     tasks : TasksSection
-
-    The embedding is validated against the image size on construction, so a patch that
-    does not tile the images fails here, before any data is loaded.
     """
 
     name: str = "design"
@@ -504,13 +504,6 @@ class ModelSpec:
 class ReproduceConfig:
     """Shared sections plus a list of models: what :func:`spinsa.experiments.reproduce` runs.
 
-    Parameters
-    ----------
-    base : ExperimentConfig
-        The sections every model shares.
-    models : tuple of ModelSpec
-        The models, each the base with its overrides.
-
     TOML layout: the sections of :class:`ExperimentConfig` at the top level, then one table
     per model, whose sub-tables (or dotted keys) override the shared ones::
 
@@ -521,6 +514,13 @@ class ReproduceConfig:
         embedding = { scale = "damico2024" }
         fit = { preset = "damico2024", epochs = 20 }
         dynamics = { preset = "damico2024" }
+
+    Parameters
+    ----------
+    base : ExperimentConfig
+        The sections every model shares.
+    models : tuple of ModelSpec
+        The models, each the base with its overrides.
     """
 
     base: ExperimentConfig = field(default_factory=ExperimentConfig)
