@@ -5,6 +5,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from tiny_configs import ONE_MODEL, PNG  # noqa: E402
+
 from spinsa import io  # noqa: E402
 from spinsa.analysis.patches import patch_pixels  # noqa: E402
 from spinsa.baselines import BaselineConfig, corrupt_images  # noqa: E402
@@ -18,25 +20,7 @@ from spinsa.experiments.baselines import (  # noqa: E402
 )
 from spinsa.tasks import pixel_mask  # noqa: E402
 
-CONFIG = """
-[data]
-dataset = "synthetic"
-n_train = 120
-n_test = 20
-image_size = 12
-[embedding]
-patch = 2
-[fit]
-backend = "lbfgs"
-lam = 5.0
-max_iter = 3
-[dynamics]
-steps = 4
-[tasks]
-n_examples = 2
-[models.design]
-"""
-PNG = b"\x89PNG\r\n\x1a\n"
+CONFIG = ONE_MODEL
 T = 3
 
 

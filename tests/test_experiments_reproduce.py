@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+from tiny_configs import ONE_MODEL, PNG, SHARED
 
 from spinsa import io
 from spinsa.cli import main
@@ -12,23 +13,6 @@ from spinsa.experiments import FinishedRunError, ReproduceConfig, model_names, p
 from spinsa.experiments.reproduce import assess_claims
 from spinsa.experiments.results import read_summaries
 
-SHARED = """
-[data]
-dataset = "synthetic"
-n_train = 120
-n_test = 20
-image_size = 12
-[embedding]
-patch = 2
-[fit]
-backend = "lbfgs"
-lam = 5.0
-max_iter = 3
-[dynamics]
-steps = 4
-[tasks]
-n_examples = 2
-"""
 TWO_MODELS = (
     SHARED
     + """
@@ -39,9 +23,6 @@ fit = { preset = "damico2024", epochs = 1, batch_size = 64, device = "cpu" }
 dynamics = { preset = "damico2024" }
 """
 )
-ONE_MODEL = SHARED + "[models.design]\n"
-
-PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
