@@ -300,6 +300,7 @@ def run(
     new = np.empty_like(Xt)
     fields = np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x0.dtype)
+    Jmax = _k.row_bounds(J)
     energies = np.empty((steps + 1, P), dtype=np.float64)
     times = [0]
     states = [x0.copy()]
@@ -314,10 +315,10 @@ def run(
         bar = tqdm(total=steps, desc="dynamics", unit="step")
     for t in range(1, steps + 1):
         if cfg.update == "sync":
-            _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, True, new, Et)  # Et: E(x(t-1))
+            _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, True, new, Et, Jmax)  # E(x(t-1))
             Xt, new = new, Xt
         else:
-            _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et)
+            _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jmax)
             order = rng.permutation(x0.shape[1]).astype(np.int64)
             _k.async_sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, order)
         energies[t - 1] = total_energy()
@@ -333,7 +334,7 @@ def run(
             bar.update()
     if bar is not None:
         bar.close()
-    _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et)  # the energy of the final state
+    _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jmax)  # E of the final state
     energies[steps] = total_energy()
     return Trajectory(
         states=np.stack(states),

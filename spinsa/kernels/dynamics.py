@@ -7,27 +7,58 @@ runs over contiguous samples and vectorises. :func:`to_tiles` / :func:`from_tile
 
 Per (tile, row i) the kernel streams the row ``J[i]`` past the tile, computes
 ``y = J_ij x_j`` once and uses it both for the score ``s_ij = x_i . y`` and for the field
-``sum_j alpha_ij y``, with an online (streaming-max) softmax so that any lam, any spin norm
-and masked (zero) spins stay finite. Nothing of size P x N x N is ever stored.
+``sum_j alpha_ij y``. Nothing of size P x N x N is ever stored.
+
+Two paths compute a row. The fast one (full tiles, d <= 8, no score clamp) shifts the
+softmax by a bound known in advance, b = lam |x_i| max_j ||J_ij||_F max_j |x_j| >= lam s_ij,
+and runs the pair kernel written out for d in :mod:`spinsa.kernels._unrolled`; it applies
+while the scores' largest possible spread, 2 b, stays below ``SAFE_SPREAD``. Otherwise the
+generic row uses an online (streaming-max) softmax, so that any lam, any spin norm and
+masked (zero) spins stay finite. Both give the same result to rounding.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
 from spinsa.kernels._numba import njit, prange
+from spinsa.kernels._unrolled import MAX_UNROLLED_D, pair_block_source
 
 TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while J streams past
 NORM_CODES = {"none": 0, "sphere": 1, "layernorm": 2}
 LAYERNORM_EPS = 1e-5  # as torch.nn.LayerNorm
+# Largest lam * (max - min) of the scores that the fixed-shift softmax takes: the smallest
+# weight exp(-SAFE_SPREAD) ~ 2e-35 is still a normal float32.
+SAFE_SPREAD = 80.0
 
 _U = np.uint64  # unsigned indices: no negative-index wraparound, so no gathers
 
 
 def tile_width(n_samples: int) -> int:
-    """Lanes per tile: TILE, or fewer (a multiple of 16) when there are fewer samples."""
-    return int(min(TILE, 16 * -(-n_samples // 16)))
+    """Lanes per tile: TILE (the fast path) above TILE / 2 samples, else the next multiple of 16."""
+    if n_samples > TILE // 2:
+        return TILE
+    return int(16 * -(-n_samples // 16))
+
+
+def row_bounds(J: np.ndarray) -> np.ndarray:
+    """max_j ||J_ij||_F, shape (N,): with the spins' norms, the score bound of the fast path."""
+    return np.sqrt(np.einsum("ijab,ijab->ij", J, J).max(axis=1))
+
+
+def unroll_tag(Xt: np.ndarray, clamp: float) -> tuple:
+    """d zeros where the fast path applies to these tiles (full, d <= 8, no clamp), else ().
+
+    The kernels take d as the *length of a tuple*, a part of its numba type, so that numba
+    compiles (and caches) one kernel per d, with d a constant inside, and dispatches to it
+    as fast as for any other argument type.
+    """
+    d, width = Xt.shape[2], Xt.shape[3]
+    fast = d <= MAX_UNROLLED_D and width == TILE and clamp == np.inf
+    return (0,) * d if fast else ()
 
 
 def to_tiles(x: np.ndarray, width: int | None = None) -> np.ndarray:
@@ -100,6 +131,55 @@ def dot_lanes(xi, y, s):
             s[p] += xi[a, p] * y[a, p]
 
 
+def _pair_block(Xf, Jf, jo, oi, oj, lam, shift, acc, z, unroll):
+    """One pair (i, j) on a full tile, written out for d = len(unroll) (numba only)."""
+    raise NotImplementedError("_pair_block runs inside numba kernels only")
+
+
+@overload(_pair_block)
+def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, shift, acc, z, unroll):
+    if not isinstance(unroll, types.BaseTuple):
+        return None
+    if len(unroll) == 0:  # the generic path: never called
+        return lambda Xf, Jf, jo, oi, oj, lam, shift, acc, z, unroll: None
+    namespace = {"W": _U(TILE), "_U": _U, "fast_exp": fast_exp}
+    exec(pair_block_source(len(unroll), extra_args=("unroll",)), namespace)
+    return namespace["pair_block"]
+
+
+@njit
+def _row_bounded(Xt, J, Jmax, nx, nxmax, lam, t, i, acc, z, shift, unroll):
+    """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t.
+
+    ``nx`` (N, TILE) and ``nxmax`` (TILE,) are the spins' norms in tile t and their maximum
+    over sites. Returns False, having done nothing else, where the bound is too loose for a
+    fixed shift.
+    """
+    N = _U(Xt.shape[1])
+    d = _U(Xt.shape[2])
+    W = _U(TILE)
+    dt = Xt.dtype.type
+    spread = dt(0)
+    for p in range(W):
+        shift[p] = lam * Jmax[i] * nx[i, p] * nxmax[p]
+        spread = max(spread, shift[p])
+    if dt(2) * spread > dt(SAFE_SPREAD):
+        return False
+    for p in range(W):
+        z[p] = dt(0)
+    for q in range(d * W):
+        acc[q] = dt(0)
+    Xf = Xt.reshape(-1)
+    Jf = J.reshape(-1)
+    for j in range(N):
+        if j != i:
+            jo = (i * N + j) * d * d
+            _pair_block(
+                Xf, Jf, jo, (t * N + i) * d * W, (t * N + j) * d * W, lam, shift, acc, z, unroll
+            )
+    return True
+
+
 @njit
 def _row(Xt, J, lam, clamp, t, i, acc, y, m, z, s, c, w):
     """Unnormalised field acc (d, TILE), running max m and normaliser z of row i, tile t.
@@ -164,13 +244,23 @@ def _update_spin(h, x_old, gamma, norm, out_row, eps):
                 out_row[a, p] = (out_row[a, p] - mu) * inv
 
 
-@njit(parallel=True)
-def sweep(Xt, J, lam, clamp, gamma, norm, write_update, out, energies):
+def sweep(Xt, J, lam, clamp, gamma, norm, write_update, out, energies, Jmax=None):
     """All rows of all tiles at once (synchronous).
 
     ``out`` gets the fields h (``write_update`` False) or the updated spins
     Norm(h + gamma x) (True); ``energies`` (n_tiles, N, TILE) gets e_i of the input state.
+    ``Jmax``: the :func:`row_bounds` of J, computed here if not given (pass them when the
+    same J serves many sweeps).
     """
+    unroll = unroll_tag(Xt, clamp)
+    if Jmax is None:
+        Jmax = row_bounds(J) if unroll else np.zeros(J.shape[0], J.dtype)
+    _sweep(Xt, J, Jmax, lam, clamp, gamma, norm, write_update, out, energies, unroll)
+
+
+@njit(parallel=True)
+def _sweep(Xt, J, Jmax, lam, clamp, gamma, norm, write_update, out, energies, unroll):
+    """:func:`sweep`, with the fast path for d = len(unroll) > 0 (:func:`unroll_tag`)."""
     n_tiles, N, d, width = Xt.shape
     L = _U(width)
     dt = Xt.dtype.type
@@ -178,17 +268,34 @@ def sweep(Xt, J, lam, clamp, gamma, norm, write_update, out, energies):
     clamp = dt(clamp)
     gamma = dt(gamma)
     eps = dt(LAYERNORM_EPS)
+    nx = np.zeros((n_tiles, N, width), Xt.dtype)  # |x|, and its max over sites: for the bound
+    nxmax = np.zeros((n_tiles, width), Xt.dtype)
+    if len(unroll) > 0:
+        for t in prange(n_tiles):
+            for i in range(N):
+                for a in range(d):
+                    for p in range(L):
+                        nx[t, i, p] += Xt[t, i, a, p] * Xt[t, i, a, p]
+                for p in range(L):
+                    nx[t, i, p] = np.sqrt(nx[t, i, p])
+                    nxmax[t, p] = max(nxmax[t, p], nx[t, i, p])
     for k in prange(n_tiles * N):  # contiguous chunks per thread keep each tile on one core
         t = _U(k // N)
         i = _U(k % N)
         acc = np.empty((d, width), Xt.dtype)
-        y = np.empty((d, width), Xt.dtype)
-        m = np.empty(width, Xt.dtype)
         z = np.empty(width, Xt.dtype)
-        s = np.empty(width, Xt.dtype)
-        c = np.empty(width, Xt.dtype)
-        w = np.empty(width, Xt.dtype)
-        _row(Xt, J, lam, clamp, t, i, acc, y, m, z, s, c, w)
+        m = np.empty(width, Xt.dtype)  # the shift: fixed (fast path) or the running max
+        bounded = False
+        if len(unroll) > 0:
+            bounded = _row_bounded(
+                Xt, J, Jmax, nx[t], nxmax[t], lam, t, i, acc.reshape(-1), z, m, unroll
+            )
+        if not bounded:
+            y = np.empty((d, width), Xt.dtype)
+            s = np.empty(width, Xt.dtype)
+            c = np.empty(width, Xt.dtype)
+            w = np.empty(width, Xt.dtype)
+            _row(Xt, J, lam, clamp, t, i, acc, y, m, z, s, c, w)
         for p in range(L):
             energies[t, i, p] = -(m[p] + np.log(z[p])) / lam
             z[p] = dt(1) / z[p]

@@ -1,0 +1,105 @@
+"""The dynamics kernel's two paths: the written-out pair block and the fixed-shift softmax."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from reference import local_fields as ref_fields
+from reference import random_system
+from reference import site_energies as ref_energies
+
+from spinsa.kernels import dynamics as k
+from spinsa.kernels._unrolled import MAX_UNROLLED_D, pair_block_source
+
+
+@pytest.mark.parametrize("d", range(1, MAX_UNROLLED_D + 1))
+def test_pair_block_source_matches_numpy(rng, d):
+    """The generated source, run as plain Python, adds w y to acc and w to z lane by lane."""
+    W, lam = 5, 0.7
+    namespace = {"W": W, "_U": int, "fast_exp": np.exp}
+    exec(pair_block_source(d), namespace)
+    xi, xj = rng.standard_normal((2, d, W))
+    Jij = rng.standard_normal((d, d))
+    shift = rng.standard_normal(W)
+    acc0, z0 = rng.standard_normal((d, W)), rng.standard_normal(W)
+    acc, z = acc0.ravel().copy(), z0.copy()
+    Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])  # offsets are honoured
+    Jf = np.concatenate([np.zeros(2), Jij.ravel()])
+    namespace["pair_block"](Xf, Jf, 2, 3, 3 + d * W, lam, shift, acc, z)
+
+    y = Jij @ xj
+    w = np.exp(lam * (xi * y).sum(0) - shift)
+    np.testing.assert_allclose(z, z0 + w, rtol=1e-13)
+    np.testing.assert_allclose(acc.reshape(d, W), acc0 + w * y, rtol=1e-13, atol=1e-13)
+
+
+def test_pair_block_source_refuses_unsupported_d():
+    with pytest.raises(ValueError, match="d must be in 1..8"):
+        pair_block_source(MAX_UNROLLED_D + 1)
+
+
+def test_fast_path_applies_to_full_tiles_small_d_and_no_clamp():
+    full = np.zeros((2, 3, 8, k.TILE), np.float32)
+    assert k.unroll_tag(full, np.inf) == (0,) * 8
+    assert k.unroll_tag(full, 5.0) == ()  # a score clamp: generic path
+    assert k.unroll_tag(np.zeros((1, 3, 9, k.TILE)), np.inf) == ()  # d > 8
+    assert k.unroll_tag(np.zeros((1, 3, 8, 16)), np.inf) == ()  # a narrow tile (P <= 64)
+    assert k.tile_width(65) == k.TILE and k.tile_width(64) == 64 and k.tile_width(1) == 16
+
+
+def _both_paths(x, J, lam, gamma=0.0, norm=0, write_update=False):
+    """(out, energies) of the fast path and of the generic path, as (P, N, d) and (P, N)."""
+    Xt = k.to_tiles(x)
+    results = []
+    for unroll in (k.unroll_tag(Xt, np.inf), ()):
+        out = np.empty_like(Xt)
+        Et = np.empty(Xt.shape[:2] + Xt.shape[3:], x.dtype)
+        k._sweep(Xt, J, k.row_bounds(J), lam, np.inf, gamma, norm, write_update, out, Et, unroll)
+        results.append((k.from_tiles(out, len(x)), k.energies_from_tiles(Et, len(x))))
+    assert k.unroll_tag(Xt, np.inf), "the fast path must apply to this system"
+    return results
+
+
+@pytest.mark.parametrize("d", [1, 8])
+def test_fast_path_matches_generic_path_and_plain_numpy(rng, d):
+    x, J = random_system(rng, P=130, N=6, d=d, unit=False)
+    x[5, 2] = 0.0  # a masked token
+    x[7] = 0.0  # a fully masked sample
+    (h_fast, e_fast), (h_gen, e_gen) = _both_paths(x, J, 1.3)
+    np.testing.assert_allclose(h_fast, h_gen, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(e_fast, e_gen, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(h_fast, ref_fields(x, J, 1.3), rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(e_fast, ref_energies(x, J, 1.3), rtol=1e-10, atol=1e-13)
+
+
+def test_rows_whose_bound_is_too_loose_fall_back_to_the_online_softmax(rng):
+    """One row with couplings 1000x larger takes the generic path; the others stay fast."""
+    x, J = random_system(rng, P=100, N=5, d=8, dtype=np.float32)
+    J[2] *= 1000.0
+    lam = 0.5
+    assert 2 * lam * k.row_bounds(J)[2] > k.SAFE_SPREAD > 2 * lam * k.row_bounds(J)[0]
+    (h_fast, e_fast), (h_gen, e_gen) = _both_paths(x, J, lam)
+    assert np.isfinite(h_fast).all() and np.isfinite(e_fast).all()
+    np.testing.assert_allclose(h_fast, h_gen, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(e_fast, e_gen, rtol=1e-5)
+    ref = ref_fields(x.astype(np.float64), J.astype(np.float64), lam)
+    np.testing.assert_allclose(h_fast, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_import_spinsa_chooses_512_bit_vectors_on_avx512():
+    """The choice must happen before anything imports numba, whatever spinsa imports first."""
+    import llvmlite.binding as llvm
+
+    if not llvm.get_host_cpu_features().get("avx512f"):
+        pytest.skip("no AVX-512 on this CPU")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NUMBA_CPU_FEATURES", "SPINSA_NO_AVX512_TUNING")
+    }
+    code = "import os, spinsa; print(os.environ.get('NUMBA_CPU_FEATURES', ''))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("-prefer-256-bit")
