@@ -27,10 +27,11 @@ def test_pair_block_source_matches_numpy(rng, d):
     acc, z = acc0.ravel().copy(), z0.copy()
     Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])  # offsets are honoured
     Jf = np.concatenate([np.zeros(2), Jij.ravel()])
-    namespace["pair_block"](Xf, Jf, 2, 3, 3 + d * W, lam, shift, acc, z)
+    clamp = 0.1
+    namespace["pair_block"](Xf, Jf, 2, 3, 3 + d * W, lam, clamp, shift, acc, z)
 
     y = Jij @ xj
-    w = np.exp(lam * (xi * y).sum(0) - shift)
+    w = np.exp(lam * np.minimum((xi * y).sum(0), clamp) - shift)
     np.testing.assert_allclose(z, z0 + w, rtol=1e-13)
     np.testing.assert_allclose(acc.reshape(d, W), acc0 + w * y, rtol=1e-13, atol=1e-13)
 
@@ -40,25 +41,23 @@ def test_pair_block_source_refuses_unsupported_d():
         pair_block_source(MAX_UNROLLED_D + 1)
 
 
-def test_fast_path_applies_to_full_tiles_small_d_and_no_clamp():
-    full = np.zeros((2, 3, 8, k.TILE), np.float32)
-    assert k.unroll_tag(full, np.inf) == (0,) * 8
-    assert k.unroll_tag(full, 5.0) == ()  # a score clamp: generic path
-    assert k.unroll_tag(np.zeros((1, 3, 9, k.TILE)), np.inf) == ()  # d > 8
-    assert k.unroll_tag(np.zeros((1, 3, 8, 16)), np.inf) == ()  # a narrow tile (P <= 64)
+def test_fast_path_applies_to_full_tiles_and_small_d():
+    assert k.unroll_tag(np.zeros((2, 3, 8, k.TILE), np.float32)) == (0,) * 8
+    assert k.unroll_tag(np.zeros((1, 3, 9, k.TILE))) == ()  # d > 8
+    assert k.unroll_tag(np.zeros((1, 3, 8, 16))) == ()  # a narrow tile (P <= 64)
     assert k.tile_width(65) == k.TILE and k.tile_width(64) == 64 and k.tile_width(1) == 16
 
 
-def _both_paths(x, J, lam, gamma=0.0, norm=0, write_update=False):
-    """(out, energies) of the fast path and of the generic path, as (P, N, d) and (P, N)."""
+def _both_paths(x, J, lam, clamp=np.inf):
+    """(fields, energies) of the fast path and of the generic path, (P, N, d) and (P, N)."""
     Xt = k.to_tiles(x)
     results = []
-    for unroll in (k.unroll_tag(Xt, np.inf), ()):
+    for unroll in (k.unroll_tag(Xt), ()):
         out = np.empty_like(Xt)
         Et = np.empty(Xt.shape[:2] + Xt.shape[3:], x.dtype)
-        k._sweep(Xt, J, k.row_bounds(J), lam, np.inf, gamma, norm, write_update, out, Et, unroll)
+        k._sweep(Xt, J, k.row_bounds(J), lam, clamp, 0.0, 0, False, out, Et, unroll)
         results.append((k.from_tiles(out, len(x)), k.energies_from_tiles(Et, len(x))))
-    assert k.unroll_tag(Xt, np.inf), "the fast path must apply to this system"
+    assert k.unroll_tag(Xt), "the fast path must apply to this system"
     return results
 
 
@@ -72,6 +71,14 @@ def test_fast_path_matches_generic_path_and_plain_numpy(rng, d):
     np.testing.assert_allclose(e_fast, e_gen, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(h_fast, ref_fields(x, J, 1.3), rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(e_fast, ref_energies(x, J, 1.3), rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("clamp", [0.3, -0.2])
+def test_fast_path_honours_the_score_clamp(rng, clamp):
+    x, J = random_system(rng, P=70, N=5, d=8, unit=False)
+    (h_fast, e_fast), (h_gen, e_gen) = _both_paths(x, J, 2.0, clamp=clamp)
+    np.testing.assert_allclose(h_fast, h_gen, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(e_fast, e_gen, rtol=1e-12, atol=1e-14)
 
 
 def test_rows_whose_bound_is_too_loose_fall_back_to_the_online_softmax(rng):

@@ -1,7 +1,7 @@
 """Source of the register-blocked pair kernel, written out for one small d.
 
 For every pair (i, j) the dynamics need y = J_ij x_j, the score s = x_i . y and the update
-z += w, acc += w y with w = exp(lam s - shift). With d a runtime value, numba keeps y in
+z += w, acc += w y with w = exp(lam min(s, clamp) - shift). With d a runtime value, numba keeps y in
 memory and reloads x_j for every row a of J_ij. Written out for a fixed d, the d x d
 couplings are scalars, the d components of x_j and of y are registers, and the loop over
 the samples of a tile (the SIMD lanes) vectorises in one piece: about 2x the generic loop.
@@ -17,19 +17,22 @@ MAX_UNROLLED_D = 8  # beyond this y and x_j no longer fit in the 32 vector regis
 
 
 def pair_block_source(d: int, name: str = "pair_block", extra_args: tuple[str, ...] = ()) -> str:
-    """Python source of ``name(Xf, Jf, jo, oi, oj, lam, shift, acc, z, *extra_args)`` for d.
+    """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, *extra_args)``.
 
     Layout (all flat, C order, indices uint64): ``Xf`` the spins of a tile, ``x_j[b, p] =
     Xf[oj + b W + p]`` (``x_i`` likewise at ``oi``); ``Jf`` the couplings, ``J_ij[a, b] =
     Jf[jo + a d + b]``; ``acc[a W + p]`` the unnormalised field and ``z[p]`` the normaliser of
-    lane p; ``shift[p]`` the softmax shift. ``W`` (the tile width), ``_U`` (uint64) and
-    ``fast_exp`` are globals of the namespace the source is executed in; ``extra_args`` are
-    accepted and unused (the sweep passes d as the length of such an argument).
+    lane p; ``shift[p]`` the softmax shift; ``clamp`` the scores' upper clamp (inf: none).
+    ``W`` (the tile width), ``_U`` (uint64) and ``fast_exp`` are globals of the namespace
+    the source is executed in; ``extra_args`` are accepted and unused (the sweep passes d as
+    the length of such an argument).
     """
     if not 1 <= d <= MAX_UNROLLED_D:
         raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
     r = range(d)
-    args = ", ".join(("Xf", "Jf", "jo", "oi", "oj", "lam", "shift", "acc", "z", *extra_args))
+    args = ", ".join(
+        ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "acc", "z", *extra_args)
+    )
     lines = [f"def {name}({args}):"]
     lines += [f"    J{a}{b} = Jf[jo + _U({a * d + b})]" for a in r for b in r]
     lines += [f"    o{a} = _U({a}) * W" for a in r]
@@ -37,7 +40,7 @@ def pair_block_source(d: int, name: str = "pair_block", extra_args: tuple[str, .
     lines += [f"        x{b} = Xf[oj + o{b} + p]" for b in r]
     lines += [f"        y{a} = " + " + ".join(f"J{a}{b} * x{b}" for b in r) for a in r]
     lines.append("        s = " + " + ".join(f"Xf[oi + o{a} + p] * y{a}" for a in r))
-    lines.append("        w = fast_exp(lam * s - shift[p])")
+    lines.append("        w = fast_exp(lam * min(s, clamp) - shift[p])")
     lines.append("        z[p] += w")
     lines += [f"        acc[o{a} + p] += w * y{a}" for a in r]
     return "\n".join(lines) + "\n"

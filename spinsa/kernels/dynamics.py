@@ -9,7 +9,7 @@ Per (tile, row i) the kernel streams the row ``J[i]`` past the tile, computes
 ``y = J_ij x_j`` once and uses it both for the score ``s_ij = x_i . y`` and for the field
 ``sum_j alpha_ij y``. Nothing of size P x N x N is ever stored.
 
-Two paths compute a row. The fast one (full tiles, d <= 8, no score clamp) shifts the
+Two paths compute a row. The fast one (full tiles and d <= 8) shifts the
 softmax by a bound known in advance, b = lam |x_i| max_j ||J_ij||_F max_j |x_j| >= lam s_ij,
 and runs the pair kernel written out for d in :mod:`spinsa.kernels._unrolled`; it applies
 while the scores' largest possible spread, 2 b, stays below ``SAFE_SPREAD``. Otherwise the
@@ -49,16 +49,15 @@ def row_bounds(J: np.ndarray) -> np.ndarray:
     return np.sqrt(np.einsum("ijab,ijab->ij", J, J).max(axis=1))
 
 
-def unroll_tag(Xt: np.ndarray, clamp: float) -> tuple:
-    """d zeros where the fast path applies to these tiles (full, d <= 8, no clamp), else ().
+def unroll_tag(Xt: np.ndarray) -> tuple:
+    """d zeros where the fast path applies to these tiles (full, d <= 8), else ().
 
     The kernels take d as the *length of a tuple*, a part of its numba type, so that numba
     compiles (and caches) one kernel per d, with d a constant inside, and dispatches to it
     as fast as for any other argument type.
     """
     d, width = Xt.shape[2], Xt.shape[3]
-    fast = d <= MAX_UNROLLED_D and width == TILE and clamp == np.inf
-    return (0,) * d if fast else ()
+    return (0,) * d if d <= MAX_UNROLLED_D and width == TILE else ()
 
 
 def to_tiles(x: np.ndarray, width: int | None = None) -> np.ndarray:
@@ -131,29 +130,29 @@ def dot_lanes(xi, y, s):
             s[p] += xi[a, p] * y[a, p]
 
 
-def _pair_block(Xf, Jf, jo, oi, oj, lam, shift, acc, z, unroll):
+def _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll):
     """One pair (i, j) on a full tile, written out for d = len(unroll) (numba only)."""
     raise NotImplementedError("_pair_block runs inside numba kernels only")
 
 
 @overload(_pair_block)
-def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, shift, acc, z, unroll):
+def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll):
     if not isinstance(unroll, types.BaseTuple):
         return None
     if len(unroll) == 0:  # the generic path: never called
-        return lambda Xf, Jf, jo, oi, oj, lam, shift, acc, z, unroll: None
+        return lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll: None
     namespace = {"W": _U(TILE), "_U": _U, "fast_exp": fast_exp}
     exec(pair_block_source(len(unroll), extra_args=("unroll",)), namespace)
     return namespace["pair_block"]
 
 
 @njit
-def _row_bounded(Xt, J, Jmax, nx, nxmax, lam, t, i, acc, z, shift, unroll):
+def _row_bounded(Xt, J, Jmax, nx, nxmax, lam, clamp, t, i, acc, z, shift, unroll):
     """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t.
 
     ``nx`` (N, TILE) and ``nxmax`` (TILE,) are the spins' norms in tile t and their maximum
     over sites. Returns False, having done nothing else, where the bound is too loose for a
-    fixed shift.
+    fixed shift. Scores lie in [-b, b]; clamped, in [min(-b, clamp), min(b, clamp)].
     """
     N = _U(Xt.shape[1])
     d = _U(Xt.shape[2])
@@ -161,8 +160,9 @@ def _row_bounded(Xt, J, Jmax, nx, nxmax, lam, t, i, acc, z, shift, unroll):
     dt = Xt.dtype.type
     spread = dt(0)
     for p in range(W):
-        shift[p] = lam * Jmax[i] * nx[i, p] * nxmax[p]
-        spread = max(spread, shift[p])
+        b = Jmax[i] * nx[i, p] * nxmax[p]
+        shift[p] = lam * min(b, clamp)
+        spread = max(spread, lam * b)
     if dt(2) * spread > dt(SAFE_SPREAD):
         return False
     for p in range(W):
@@ -175,7 +175,17 @@ def _row_bounded(Xt, J, Jmax, nx, nxmax, lam, t, i, acc, z, shift, unroll):
         if j != i:
             jo = (i * N + j) * d * d
             _pair_block(
-                Xf, Jf, jo, (t * N + i) * d * W, (t * N + j) * d * W, lam, shift, acc, z, unroll
+                Xf,
+                Jf,
+                jo,
+                (t * N + i) * d * W,
+                (t * N + j) * d * W,
+                lam,
+                clamp,
+                shift,
+                acc,
+                z,
+                unroll,
             )
     return True
 
@@ -252,7 +262,7 @@ def sweep(Xt, J, lam, clamp, gamma, norm, write_update, out, energies, Jmax=None
     ``Jmax``: the :func:`row_bounds` of J, computed here if not given (pass them when the
     same J serves many sweeps).
     """
-    unroll = unroll_tag(Xt, clamp)
+    unroll = unroll_tag(Xt)
     if Jmax is None:
         Jmax = row_bounds(J) if unroll else np.zeros(J.shape[0], J.dtype)
     _sweep(Xt, J, Jmax, lam, clamp, gamma, norm, write_update, out, energies, unroll)
@@ -288,7 +298,7 @@ def _sweep(Xt, J, Jmax, lam, clamp, gamma, norm, write_update, out, energies, un
         bounded = False
         if len(unroll) > 0:
             bounded = _row_bounded(
-                Xt, J, Jmax, nx[t], nxmax[t], lam, t, i, acc.reshape(-1), z, m, unroll
+                Xt, J, Jmax, nx[t], nxmax[t], lam, clamp, t, i, acc.reshape(-1), z, m, unroll
             )
         if not bounded:
             y = np.empty((d, width), Xt.dtype)
