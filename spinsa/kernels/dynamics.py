@@ -171,22 +171,12 @@ def _row_bounded(Xt, J, Jmax, nx, nxmax, lam, clamp, t, i, acc, z, shift, unroll
         acc[q] = dt(0)
     Xf = Xt.reshape(-1)
     Jf = J.reshape(-1)
+    oi = (t * N + i) * d * W
     for j in range(N):
         if j != i:
+            oj = (t * N + j) * d * W
             jo = (i * N + j) * d * d
-            _pair_block(
-                Xf,
-                Jf,
-                jo,
-                (t * N + i) * d * W,
-                (t * N + j) * d * W,
-                lam,
-                clamp,
-                shift,
-                acc,
-                z,
-                unroll,
-            )
+            _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll)
     return True
 
 
