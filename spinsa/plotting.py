@@ -29,8 +29,8 @@ TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
 PIXELS = ("all", "masked", "visible")
 
 
-def _new_figure(figsize):
-    """A matplotlib Figure attached to an Agg canvas (no pyplot)."""
+def new_figure(figsize):
+    """A matplotlib Figure attached to an Agg canvas (no pyplot: its global state is left alone)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -103,7 +103,7 @@ def figure_errors(
             panels.append((task, curves))
     if not panels:
         raise ValueError(f"{path} holds no evaluation of the tasks {list(tasks)}")
-    fig = _new_figure(figsize or (5.0 * len(panels), 3.8))
+    fig = new_figure(figsize or (5.0 * len(panels), 3.8))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     colors = [f"C{i}" for i in range(10)]
     for ax, (task, curves) in zip(axes, panels, strict=True):
@@ -195,7 +195,7 @@ def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, floa
     models = [str(m) for m in attrs["models"]]
     edges = np.asarray(arrays["bin_edges"], dtype=float)
     density = np.asarray(arrays["density"], dtype=float)
-    fig = _new_figure(figsize or (6.0, 4.0))
+    fig = new_figure(figsize or (6.0, 4.0))
     ax = fig.subplots()
     for k, model in enumerate(models):
         patch = attrs.get("patch", {}).get(model)
@@ -266,7 +266,7 @@ def figure_examples(
         raise ValueError(f"{path} holds no example images for model {name!r}")
     n_cols = 1 + max(b[1]["times"].size for b in blocks)
     n_rows = sum(b[2] for b in blocks)
-    fig = _new_figure(figsize or (1.15 * n_cols + 0.6, 1.15 * n_rows + 0.5))
+    fig = new_figure(figsize or (1.15 * n_cols + 0.6, 1.15 * n_rows + 0.5))
     axes = fig.subplots(n_rows, n_cols, squeeze=False)
     row = 0
     for task, ex, n in blocks:

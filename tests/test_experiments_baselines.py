@@ -45,7 +45,7 @@ def fast_figures(monkeypatch):
     from spinsa import plotting
 
     def blank(*args, **kwargs):
-        return plotting._new_figure((1, 1))
+        return plotting.new_figure((1, 1))
 
     for name in ("figure_errors", "figure_examples", "figure_patch_variances"):
         monkeypatch.setattr(plotting, name, blank)

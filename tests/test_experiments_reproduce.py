@@ -31,7 +31,7 @@ def fast_figures(monkeypatch):
     from spinsa import plotting
 
     def blank(*args, **kwargs):
-        return plotting._new_figure((1, 1))
+        return plotting.new_figure((1, 1))
 
     monkeypatch.setattr(plotting, "figure_errors", blank)
     monkeypatch.setattr(plotting, "figure_examples", blank)

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from spinsa.plotting import new_figure, save_figure
+
 __all__ = [
     "FIGURES",
     "figure_attractors",
@@ -36,20 +38,6 @@ MODEL_LABELS = {"fitted": "fitted J", "hebbian": "Hebbian (norm-matched)"}
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _new_figure(figsize):
-    """A matplotlib Figure attached to an Agg canvas (pyplot's state is left alone)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:  # pragma: no cover - matplotlib is a core dependency
-        raise ImportError(
-            'figures need matplotlib, which is not installed: pip install "matplotlib>=3.7"'
-        ) from None
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _group_attrs(path, name: str) -> dict[str, Any]:
@@ -127,7 +115,7 @@ def figure_overlaps(path, *, figsize=(11.0, 4.0)):
     attrs = _need(path, "overlaps")
     test, train = _load(path, "overlaps/test"), _load(path, "overlaps/train")
     mean = _load(path, "overlaps/mean")
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     ax1, ax2 = fig.subplots(1, 2)
     n_test, n_train = test.target.shape[1], train.target.shape[1]
     for trace, label, color in (
@@ -174,7 +162,7 @@ def figure_lifetimes(path, *, figsize=(11.0, 4.0)):
     matplotlib.figure.Figure
     """
     attrs = _need(path, "lifetimes")
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     axes = fig.subplots(1, 2)
     titles = {
         "error": "error below that of the corrupted input",
@@ -238,7 +226,7 @@ def figure_attractors(path, *, n_show: int = 8, figsize=None):
     )
     k = min(int(n_show), report.n_attractors)
     n_cols = max(k + (mean_img is not None), 3)
-    fig = _new_figure(figsize or (max(1.6 * n_cols, 8.0), 5.6))
+    fig = new_figure(figsize or (max(1.6 * n_cols, 8.0), 5.6))
     top, bottom = fig.subfigures(2, 1, height_ratios=[1.0, 1.1])
     axes = top.subplots(1, n_cols, squeeze=False)[0]
     for ax in axes:
@@ -334,7 +322,7 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
     comp = _load(path, "hebbian/comparison")
     J = io.read_array(path, "J")
     K = comp.hebbian
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     ax = fig.subplots(2, 4)
 
     N, _, d, _ = J.shape
@@ -461,7 +449,7 @@ def figure_hebbian_errors(path, *, figsize=(11.0, 4.0)):
     matplotlib.figure.Figure
     """
     attrs = _need(path, "hebbian")
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     axes = fig.subplots(1, 2)
     for ax, task in zip(axes, ("masked", "denoise"), strict=True):
         curves = _load(path, f"hebbian/errors_{task}")
@@ -513,7 +501,7 @@ def figure_patches(path, *, figsize=(6.5, 4.2)):
     """
     attrs = _need(path, "patches")
     hist = _load(path, "patches/histograms")
-    fig = _new_figure(figsize)
+    fig = new_figure(figsize)
     ax = fig.subplots()
     styles = ("-", "--", ":", "-.")
     for m, model in enumerate(hist.models):
@@ -562,19 +550,6 @@ FIGURES: dict[str, tuple[Callable, str]] = {
     "hebbian_errors": (figure_hebbian_errors, "hebbian"),
     "patches": (figure_patches, "patches"),
 }
-
-
-def _save(fig, path: Path, dpi: int) -> Path:
-    import secrets
-
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    try:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
 
 
 def plot_run(
@@ -637,7 +612,7 @@ def plot_run(
             if bar is not None:
                 bar.set_postfix_str(name)
             fig = fn(path)
-            written.append(_save(fig, out / f"{name}.{fmt}", dpi))
+            written.append(save_figure(fig, out / f"{name}.{fmt}", dpi=dpi))
             if bar is not None:
                 bar.update()
     finally:

@@ -160,7 +160,7 @@ def flatten(mapping: Mapping, prefix: str = "") -> dict[str, Any]:
 
 def to_json(value: Any) -> str:
     """JSON text of ``value``; numpy scalars/arrays become numbers/lists, paths strings."""
-    return json.dumps(value, sort_keys=True, default=_json_default)
+    return json.dumps(value, sort_keys=True, default=json_default)
 
 
 def encode_attr(value: Any, name: str) -> Any:
@@ -201,7 +201,8 @@ def decode_attr(value: Any) -> Any:
     return value
 
 
-def _json_default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """For ``json.dumps(default=...)``: numpy scalars and arrays as lists, paths as strings."""
     if isinstance(value, (np.generic, np.ndarray)):
         return value.tolist()
     if isinstance(value, os.PathLike):

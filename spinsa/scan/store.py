@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from spinsa.io.schema import now_utc, spinsa_version
+from spinsa.io.schema import json_default, now_utc, spinsa_version
 from spinsa.scan.spec import ScanPoint, ScanSpec
 
 __all__ = ["INDEX_SCHEMA", "ScanDir", "ScanIndex", "ScanMismatchError", "ScanLockedError"]
@@ -53,7 +53,7 @@ class ScanLockedError(RuntimeError):
 def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
     """Write JSON to a temporary file next to ``path``, then rename it onto ``path``."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    text = json.dumps(data, indent=indent, default=_json_default)
+    text = json.dumps(data, indent=indent, default=json_default)
     try:
         with open(tmp, "w") as fh:
             fh.write(text)
@@ -63,17 +63,6 @@ def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def _json_default(value: Any) -> Any:
-    """numpy scalars and arrays as numbers and lists, paths as strings."""
-    import numpy as np
-
-    if isinstance(value, (np.generic, np.ndarray)):
-        return value.tolist()
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def _pid_alive(pid: int) -> bool:
