@@ -670,40 +670,15 @@ def _attractors(ctx: _Context) -> Results:
 
 
 def _hebbian(ctx: _Context) -> Results:
-    from spinsa.analysis.hebbian import (
-        HebbianComparison,
-        coupling_cosine,
-        coupling_spectrum,
-        pair_cosines,
-        pair_strengths,
-        strength_vs_distance,
-    )
+    from spinsa.analysis.hebbian import comparison_of, coupling_spectrum, strength_vs_distance
     from spinsa.tasks import summarize
 
     inp = ctx.inputs
     J, K = inp.J, ctx.couplings("hebbian")
     positions = inp.embedding.token_positions("center")
-    # the fields of compare_with_hebbian(J, xi, positions), with each spectrum computed once
-    cos = pair_cosines(J, K)
-    valid = cos[np.isfinite(cos)]
-    sJ, sK = coupling_spectrum(J), coupling_spectrum(K)
-    comparison = HebbianComparison(
-        hebbian=K,
-        pair_cosine=cos,
-        strength=pair_strengths(J),
-        strength_hebbian=pair_strengths(K),
-        distance=np.linalg.norm(positions[:, None] - positions[None, :], axis=-1),
-        singular_values=sJ.singular_values,
-        singular_values_hebbian=sK.singular_values,
-        symmetric_eigenvalues=sJ.symmetric_eigenvalues,
-        symmetric_eigenvalues_hebbian=sK.symmetric_eigenvalues,
-        global_cosine=coupling_cosine(J, K),
-        mean_pair_cosine=float(valid.mean()) if valid.size else float("nan"),
-        median_pair_cosine=float(np.median(valid)) if valid.size else float("nan"),
-        norm=float(np.linalg.norm(J.astype(np.float64))),
-        match="global",
-        n_patterns=int(inp.patterns.shape[0]),
-    )
+    distance = np.linalg.norm(positions[:, None] - positions[None, :], axis=-1)
+    sJ, sK = coupling_spectrum(J), coupling_spectrum(K)  # stored below too: computed once
+    comparison = comparison_of(J, K, sJ, sK, distance, "global", inp.patterns.shape[0])
     grid = inp.embedding.grid_shape
     unit = {"distance_unit": "pixels"}
     out: Results = {

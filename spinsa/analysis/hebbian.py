@@ -27,6 +27,7 @@ __all__ = [
     "HebbianComparison",
     "StrengthDistance",
     "compare_with_hebbian",
+    "comparison_of",
     "coupling_cosine",
     "coupling_matrix",
     "coupling_spectrum",
@@ -402,9 +403,6 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
     """
     xi = check_spins(xi, "xi")
     J = check_couplings(J, xi.shape[1], xi.shape[2])
-    K = matched_hebbian(xi, J, match)
-    cos = pair_cosines(J, K)
-    valid = cos[np.isfinite(cos)]
     distance = None
     if positions is not None:
         positions = np.asarray(positions, dtype=np.float64)
@@ -413,21 +411,51 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
                 f"positions must have shape (N, D) with N = {J.shape[0]}, got {positions.shape}"
             )
         distance = np.linalg.norm(positions[:, None] - positions[None, :], axis=-1)
-    sJ, sK = coupling_spectrum(J), coupling_spectrum(K)
+    K = matched_hebbian(xi, J, match)
+    return comparison_of(
+        J, K, coupling_spectrum(J), coupling_spectrum(K), distance, match, int(xi.shape[0])
+    )
+
+
+def comparison_of(J, K, spectrum, spectrum_hebbian, distance, match, n_patterns):
+    """The :class:`HebbianComparison` of couplings J with (matched) Hebbian couplings K.
+
+    The assembly step of :func:`compare_with_hebbian`, for callers that already hold K and
+    both spectra (the analysis driver stores them too); inputs are not checked again.
+
+    Parameters
+    ----------
+    J, K : ndarray, shape (N, N, d, d)
+        Couplings and Hebbian couplings.
+    spectrum, spectrum_hebbian : CouplingSpectrum
+        :func:`coupling_spectrum` of J and of K.
+    distance : ndarray, shape (N, N), or None
+        Distances between the tokens.
+    match : str
+        How K was rescaled.
+    n_patterns : int
+        Patterns K was built from.
+
+    Returns
+    -------
+    HebbianComparison
+    """
+    cos = pair_cosines(J, K)
+    valid = cos[np.isfinite(cos)]
     return HebbianComparison(
         hebbian=K,
         pair_cosine=cos,
         strength=pair_strengths(J),
         strength_hebbian=pair_strengths(K),
         distance=distance,
-        singular_values=sJ.singular_values,
-        singular_values_hebbian=sK.singular_values,
-        symmetric_eigenvalues=sJ.symmetric_eigenvalues,
-        symmetric_eigenvalues_hebbian=sK.symmetric_eigenvalues,
+        singular_values=spectrum.singular_values,
+        singular_values_hebbian=spectrum_hebbian.singular_values,
+        symmetric_eigenvalues=spectrum.symmetric_eigenvalues,
+        symmetric_eigenvalues_hebbian=spectrum_hebbian.symmetric_eigenvalues,
         global_cosine=coupling_cosine(J, K),
         mean_pair_cosine=float(valid.mean()) if valid.size else float("nan"),
         median_pair_cosine=float(np.median(valid)) if valid.size else float("nan"),
         norm=float(np.linalg.norm(J.astype(np.float64))),
         match=match,
-        n_patterns=int(xi.shape[0]),
+        n_patterns=int(n_patterns),
     )
