@@ -857,9 +857,7 @@ def subsample(
     return np.sort(np.concatenate(chosen)).astype(np.int64)
 
 
-def _load_split(
-    name: str, split: str, n, per_class, seed, fetch_missing: bool, dtype
-) -> tuple[np.ndarray, np.ndarray]:
+def _load_split(name: str, split: str, n, per_class, seed, fetch_missing: bool, dtype, with_index):
     check_choice(split, "split", SPLITS)
     dtype = _check_float_dtype(dtype)
     if fetch_missing and not dataset_path(name).is_file():
@@ -868,6 +866,8 @@ def _load_split(
     idx = subsample(labels, n, per_class, seed, what=f"the {name} {split} split")
     x = images[idx].astype(dtype)
     x /= 255
+    if with_index:
+        return x, labels[idx].astype(np.int64), idx
     return x, labels[idx].astype(np.int64)
 
 
@@ -879,7 +879,8 @@ def load_mnist(
     *,
     fetch: bool = False,
     dtype=np.float32,
-) -> tuple[np.ndarray, np.ndarray]:
+    return_index: bool = False,
+) -> tuple[np.ndarray, ...]:
     """MNIST images in [0, 1] and their labels, from the cache.
 
     Parameters
@@ -898,6 +899,9 @@ def load_mnist(
         raising.
     dtype : float32 or float64
         dtype of the images.
+    return_index : bool
+        Also return the images' positions in the split (the key of their task streams,
+        :func:`spinsa.tasks.task_inputs`).
 
     Returns
     -------
@@ -905,6 +909,8 @@ def load_mnist(
         Pixel intensities ``uint8 / 255`` in [0, 1] (white digit, value 1, on black, 0).
     labels : ndarray of int64, shape (P,)
         Digits 0..9. Subsets keep the file order.
+    index : ndarray of int64, shape (P,)
+        Only with ``return_index``: positions in the split, increasing.
 
     Raises
     ------
@@ -915,7 +921,7 @@ def load_mnist(
     ValueError
         Bad split name (lists the valid ones), ``n``/``per_class`` zero or more than exist.
     """
-    return _load_split("mnist", split, n, per_class, seed, fetch, dtype)
+    return _load_split("mnist", split, n, per_class, seed, fetch, dtype, return_index)
 
 
 def load_fashion_mnist(
@@ -926,7 +932,8 @@ def load_fashion_mnist(
     *,
     fetch: bool = False,
     dtype=np.float32,
-) -> tuple[np.ndarray, np.ndarray]:
+    return_index: bool = False,
+) -> tuple[np.ndarray, ...]:
     """Fashion-MNIST images in [0, 1] and their labels, from the cache.
 
     Same parameters and sampling as :func:`load_mnist`. Class ``k`` is
@@ -937,6 +944,8 @@ def load_fashion_mnist(
     -------
     images : ndarray, shape (P, 28, 28)
     labels : ndarray of int64, shape (P,)
+    index : ndarray of int64, shape (P,)
+        Only with ``return_index``.
 
     Raises
     ------
@@ -944,7 +953,7 @@ def load_fashion_mnist(
         Nothing in the cache; says to ``apt-get install dataset-fashion-mnist`` and run
         ``spinsa data fetch fashion-mnist``, or to use ``--from DIR``.
     """
-    return _load_split("fashion-mnist", split, n, per_class, seed, fetch, dtype)
+    return _load_split("fashion-mnist", split, n, per_class, seed, fetch, dtype, return_index)
 
 
 # --------------------------------------------------------------------- synthetic

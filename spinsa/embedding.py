@@ -7,9 +7,11 @@ Each pixel value p in [0, 1] becomes the unit 2-vector
 the image is cut into non-overlapping ``patch x patch`` squares (a = patch**2 pixels), a
 patch's pixel 2-vectors are concatenated into s_i in R^{2a}, and a fixed random matrix
 F in R^{d x 2a} with orthonormal columns scaled by 1/sqrt(a) maps it to the token spin
-x_i = F s_i, so that |x_i| = 1. Decoding inverts the map: s_i = a F^T x_i, and each pixel's
-pair (u, v) gives p = u / (u + v), clipped to [0, 1] (0 where u + v <= 0, e.g. for the zero
-spin of a masked token).
+x_i = F s_i, so that |x_i| = 1. Decoding inverts the map: s_i = a F^T x_i; each pixel's
+pair (u, v) is first clamped to [0, 1] componentwise, then p = u / (u + v) (0 where both
+vanish, e.g. for the zero spin of a masked token). Clamping first matters for states the
+dynamics moved off the image manifold: u > 0 > v means "white" (p = 1), while the ratio
+taken before clamping could have any sign.
 
 Conventions
 -----------
@@ -289,14 +291,51 @@ class PatchEmbedding:
         pairs = np.stack([q / norm, (1 - q) / norm], axis=-1)
         return self._to_tokens(pairs) @ self._basis.T.astype(dtype)
 
+    def pixel_space(self, images) -> np.ndarray:
+        """Images as this embedding reads them: p (``"paper"``) or min(2p, 1) (``"damico2024"``).
+
+        The space in which decoded states are compared with clean images
+        (:meth:`decode_pixels`).
+
+        Parameters
+        ----------
+        images : array_like, shape (P, H, W) (or (P, H, W, C))
+
+        Returns
+        -------
+        ndarray, same shape, float32 (float64 for float64 input)
+        """
+        images = self._check_images(images)
+        return images if self.scale == "paper" else np.minimum(2 * images, 1)
+
+    def decode_pixels(self, x) -> np.ndarray:
+        """:meth:`decode` into the embedding's own pixel space, [0, 1] for both scales.
+
+        ``decode(x)`` for ``"paper"``; ``2 decode(x)``, the notebook's pixel q, for
+        ``"damico2024"`` (so that ``decode_pixels(encode(images)) = pixel_space(images)``).
+
+        Parameters
+        ----------
+        x : array_like, shape (P, N, d)
+
+        Returns
+        -------
+        ndarray, shape (P, H, W) (or (P, H, W, C))
+        """
+        q = self.decode(x)
+        return q * q.dtype.type(2) if self.scale == "damico2024" else q
+
     def decode(self, x) -> np.ndarray:
         """Images of a batch of spin configurations (the inverse of ``encode``).
 
         s_i = c F^T x_i with c = aC (``"paper"``) or 2aC (``"damico2024"``); each pixel's
-        pair (u, v) gives q = u / (u + v) clipped to [0, 1], and q = 0 where u + v <= 0 (the
-        zero spin of a masked token decodes to black, without warnings). With
-        ``scale="damico2024"`` the pixel is q / 2: the inverse of min(2p, 1) below its
-        clipping (pixels above 1/2 encode like 1/2 and decode to 1/2).
+        pair (u, v) is clamped componentwise to [0, 1] first, then q = u / (u + v), and
+        q = 0 where both clamped components vanish (the zero spin of a masked token decodes
+        to black, without warnings). So u > 0 > v gives 1, u < 0 < v gives 0. With
+        ``scale="damico2024"`` the clamp acts on F^T x_i = s_i / c, as in the published
+        notebook's ``de_embed`` (so on s_i it is [0, c]), and the pixel is q / 2: the
+        inverse of min(2p, 1) below its clipping (pixels above 1/2 encode like 1/2 and decode
+        to 1/2).
 
         Parameters
         ----------
@@ -323,11 +362,12 @@ class PatchEmbedding:
         check_finite(x, "x")
         s = (x @ self._basis.astype(dtype)) * dtype.type(self._norm2)
         pairs = self._to_pixels(s)
-        u, v = pairs[..., 0], pairs[..., 1]
+        # clamp the components first (the notebook clamps F^T x = s / c, DESIGN §2 clamps s)
+        top = dtype.type(self._norm2 if self.scale == "damico2024" else 1)
+        u, v = np.clip(pairs[..., 0], 0, top), np.clip(pairs[..., 1], 0, top)
         den = u + v
         q = np.zeros_like(u)
         np.divide(u, den, out=q, where=den > 0)
-        np.clip(q, 0, 1, out=q)
         if self.scale == "damico2024":
             q *= 0.5
         return q[..., 0] if self.channels == 1 else q

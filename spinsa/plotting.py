@@ -23,7 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["figure_errors", "figure_examples", "figure_patch_variances", "save_figure"]
+__all__ = [
+    "figure_errors",
+    "figure_examples",
+    "figure_notebook_view",
+    "figure_patch_variances",
+    "save_figure",
+]
 
 TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
 PIXELS = ("all", "masked", "visible")
@@ -52,6 +58,31 @@ def _task_title(task: str, attrs: dict) -> str:
     return title
 
 
+REFERENCE_STYLES = {  # colour and line style of each reference's horizontal line
+    "masked_input": ("0.55", ":"),
+    "noisy_input": ("0.55", ":"),
+    "mean_fill": ("tab:red", "--"),
+    "mean_image": ("tab:red", "--"),
+    "harmonic": ("tab:green", "--"),
+    "blur": ("tab:green", "--"),
+    "nearest": ("tab:purple", "-."),
+    "knn_mean": ("tab:purple", "-."),
+}
+
+
+def _reference_levels(arrays: dict, task: str, pixels: str) -> dict[str, tuple[float, float]]:
+    """``name -> (mean, sem)`` of the references stored with an evaluation, in their order."""
+    from spinsa.references import REFERENCES
+    from spinsa.tasks import mean_sem
+
+    stored = arrays.get("references", {})
+    out = {}
+    for name in [n for n in REFERENCES.get(task, {}) if n in stored]:
+        m, e, _ = mean_sem(stored[name][pixels])
+        out[name] = (float(m), float(np.nan_to_num(e)))
+    return out
+
+
 def figure_errors(
     path,
     *,
@@ -61,10 +92,13 @@ def figure_errors(
     figsize: tuple[float, float] | None = None,
     baselines=None,
 ):
-    """Error against t for each task, one line per model, with standard-error bands.
+    """Error against t: one panel per model (rows) and task (columns), with the references.
 
-    The masked task is drawn from t = 1, as in the paper (its t = 0 is the masked input, shown
-    as a dotted horizontal line); denoising from t = 0. The best t of each curve is marked.
+    Each panel holds the model's mean error with its standard-error band (the masked task
+    from t = 1, as in the paper; its t = 0 is the masked input, one of the references), the
+    best t marked, and the simple predictors of :mod:`spinsa.references` computed on the same
+    inputs as horizontal lines with their bands: a curve means little until it is seen
+    beside them. Models measured in different pixel spaces get panels of their own.
 
     Parameters
     ----------
@@ -73,79 +107,152 @@ def figure_errors(
     models : sequence of str, optional
         Which models (default: all in the file).
     tasks : sequence of {"masked", "denoise"}
-        One panel per task (tasks the file does not hold are skipped).
+        One column per task (tasks the file does not hold are skipped).
     pixels : {"all", "masked", "visible"}
         Which pixels the error is averaged over.
     figsize : (float, float), optional
     baselines : str or PathLike, optional
-        A ``baselines.h5`` (``spinsa reproduce``): the recycled block is added as a curve over
-        t = 1..T, the ViT as a horizontal line, both with standard-error bands.
+        A ``baselines.h5`` (``spinsa reproduce``): the recycled block as a curve over t = 1..T
+        and the ViT as a level, with standard-error bands, in the panels of the models whose
+        pixel space is the images' own (the baselines are trained on pixels in [0, 1]).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     from spinsa.experiments.results import model_names, read_evaluation
+    from spinsa.references import REFERENCES
 
     if pixels not in PIXELS:
         raise ValueError(f"pixels must be one of {', '.join(PIXELS)}; got {pixels!r}")
     names = list(models) if models is not None else model_names(path)
-    panels = []
-    for task in tasks:
-        curves = []
-        for name in names:
+    rows = []
+    for name in names:
+        panels = []
+        for task in tasks:
             try:
                 arrays, attrs = read_evaluation(path, task, name)
             except KeyError:
                 continue
-            curves.append((name, arrays, attrs))
-        if curves:
-            panels.append((task, curves))
-    if not panels:
+            panels.append((task, arrays, attrs))
+        if panels:
+            rows.append((name, panels))
+    if not rows:
         raise ValueError(f"{path} holds no evaluation of the tasks {list(tasks)}")
-    fig = new_figure(figsize or (5.0 * len(panels), 3.8))
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    colors = [f"C{i}" for i in range(10)]
-    for ax, (task, curves) in zip(axes, panels, strict=True):
-        for k, (name, arrays, _attrs) in enumerate(curves):
-            color = colors[k % len(colors)]
+    n_cols = max(len(p) for _, p in rows)
+    fig = new_figure(figsize or (5.2 * n_cols, 3.6 * len(rows)))
+    axes = fig.subplots(len(rows), n_cols, squeeze=False)
+    for r, (name, panels) in enumerate(rows):
+        for c in range(n_cols):
+            ax = axes[r, c]
+            if c >= len(panels):
+                ax.set_axis_off()
+                continue
+            task, arrays, attrs = panels[c]
             t = np.asarray(arrays["times"])
             mean = np.asarray(arrays["mean"][pixels], dtype=float)
             sem = np.nan_to_num(np.asarray(arrays["sem"][pixels], dtype=float))
             first = 1 if task == "masked" and t.size > 1 else 0
             ts, ms, ss = t[first:], mean[first:], sem[first:]
-            ax.plot(ts, ms, color=color, lw=1.6, label=name)
-            ax.fill_between(ts, ms - ss, ms + ss, color=color, alpha=0.25, lw=0)
+            ax.plot(ts, ms, color="C0", lw=1.8, label=f"{name}")
+            ax.fill_between(ts, ms - ss, ms + ss, color="C0", alpha=0.25, lw=0)
             if np.isfinite(ms).any():
                 b = int(np.nanargmin(ms))
-                ax.plot(ts[b], ms[b], "o", color=color, ms=5)
+                ax.plot(ts[b], ms[b], "o", color="C0", ms=5)
                 ax.annotate(
-                    f"t = {ts[b]}",
+                    f"t = {ts[b]}: {ms[b]:.4f}",
                     (ts[b], ms[b]),
                     textcoords="offset points",
                     xytext=(4, -12),
                     fontsize=8,
-                    color=color,
+                    color="C0",
                 )
-            if first and np.isfinite(mean[0]):
-                ax.axhline(
-                    mean[0], color=color, ls=":", lw=1.0, label=f"{name}: masked input (t = 0)"
-                )
-        if baselines is not None:
-            _draw_baselines(ax, baselines, task, pixels, len(curves))
-        ax.set_title(_task_title(task, curves[0][2]), fontsize=10)
-        ax.set_xlabel("t (iterations)")
-        ax.set_ylabel(f"mean squared error ({pixels} pixels)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+            for ref, (level, band) in _reference_levels(arrays, task, pixels).items():
+                color, ls = REFERENCE_STYLES.get(ref, ("0.3", "--"))
+                label = REFERENCES.get(task, {}).get(ref, ref)
+                ax.axhline(level, color=color, ls=ls, lw=1.1, label=f"{label} ({level:.4f})")
+                ax.axhspan(level - band, level + band, color=color, alpha=0.15, lw=0)
+            scale = attrs.get("embedding_scale", "paper")
+            if baselines is not None and scale == "paper":
+                lo, hi = ax.get_ylim()
+                best = _draw_baselines(ax, baselines, task, pixels, 5)  # C5, C6: free colours
+                # keep the bare SA readable: a baseline's rise beyond its best is cut off
+                ax.set_ylim(lo, max([hi, *(1.15 * b for b in best)]))
+            ax.set_title(f"{name}: {_task_title(task, attrs)}", fontsize=10)
+            ax.set_xlabel("t (iterations)")
+            ax.set_ylabel(f"mean squared error ({pixels} pixels)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
     return fig
 
 
-def _draw_baselines(ax, path, task: str, pixels: str, k0: int) -> None:
-    """The recycled block (a curve over t = 1..T) and the ViT (a level) of a baselines file."""
+def figure_notebook_view(
+    path, *, model: str | None = None, figsize: tuple[float, float] | None = None
+):
+    """The published notebook's own figure of the masked task, over the test images.
+
+    The notebook plots, for one image, the "overlap" 1 - MSE in its pixel space min(2p, 1)
+    over all, masked and visible ("not masked") pixels against q, the state after step q + 1
+    being labelled q. Here the same three curves are means over the test images with their
+    standard-error bands, against q = t - 1, with the masked pixels' 1 - MSE of the masked
+    input (the hole left black), of the mean training image in the hole and of harmonic
+    inpainting as levels.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A run file or a ``reproduce.h5``.
+    model : str, optional
+        Which model (default: the first in the file).
+    figsize : (float, float), optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from spinsa.experiments.results import model_names, read_evaluation
+    from spinsa.references import REFERENCES
+
+    name = model or model_names(path)[0]
+    arrays, attrs = read_evaluation(path, "masked", name)
+    t = np.asarray(arrays["times"])
+    q = t[1:] - 1
+    fig = new_figure(figsize or (6.4, 4.2))
+    ax = fig.subplots()
+    for k, (part, label) in enumerate(
+        (("all", "total"), ("masked", "masked"), ("visible", "not masked"))
+    ):
+        m = 1.0 - np.asarray(arrays["mean"][part], dtype=float)[1:]
+        e = np.nan_to_num(np.asarray(arrays["sem"][part], dtype=float))[1:]
+        ax.plot(q, m, color=f"C{k}", lw=1.6, label=label)
+        ax.fill_between(q, m - e, m + e, color=f"C{k}", alpha=0.25, lw=0)
+    styles = {"masked_input": ":", "mean_fill": "--", "harmonic": "-."}
+    for ref, (level, _) in _reference_levels(arrays, "masked", "masked").items():
+        if ref in styles:  # in the colour of the masked curve they compare with
+            ax.axhline(
+                1.0 - level,
+                color="C1",
+                ls=styles[ref],
+                lw=1.1,
+                label=f"masked: {REFERENCES['masked'][ref]} ({1.0 - level:.3f})",
+            )
+    ax.set_xlabel("q (the state after step q + 1)")
+    ax.set_ylabel("overlap 1 - MSE (notebook's pixel space)")
+    ax.set_title(f"{name}: the notebook's view of the masked task", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _draw_baselines(ax, path, task: str, pixels: str, k0: int) -> list[float]:
+    """The recycled block (a curve over t = 1..T) and the ViT (a level) of a baselines file.
+
+    Returns the best error of each baseline drawn.
+    """
     from spinsa.experiments.results import read_tree
 
     colors = [f"C{i}" for i in range(10)]
+    best = []
     for k, (model, label) in enumerate((("recycled", "recycled block"), ("vit", "ViT"))):
         try:
             arrays, _ = read_tree(path, f"models/{model}/{task}")
@@ -159,12 +266,15 @@ def _draw_baselines(ax, path, task: str, pixels: str, k0: int) -> None:
             m, s = float(mean[0]), float(sem[0])
             ax.axhline(m, color=color, lw=1.4, ls="--", label=label)
             ax.axhspan(m - s, m + s, color=color, alpha=0.2, lw=0)
+            best.append(m)
             continue
         ax.plot(t, mean, color=color, lw=1.6, label=label)
         ax.fill_between(t, mean - sem, mean + sem, color=color, alpha=0.25, lw=0)
         if np.isfinite(mean).any():
             b = int(np.nanargmin(mean))
             ax.plot(t[b], mean[b], "s", color=color, ms=5)
+            best.append(float(mean[b]))
+    return best
 
 
 def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, float] | None = None):

@@ -4,9 +4,13 @@ These are array functions; the time loop lives in :func:`spinsa.run`, and an eva
 decodes the recorded states with :meth:`spinsa.PatchEmbedding.decode` and hands the stack of
 decoded images to :func:`reconstruction_errors`.
 
-Random numbers come from a ``np.random.Generator``: every ``rng`` argument accepts a
-Generator (used as is, so successive calls draw new numbers), an int seed (a fresh
-``np.random.default_rng(seed)``: same seed, same result) or ``None`` (fresh OS entropy).
+The task inputs of every evaluation, analysis and baseline come from :func:`task_inputs`:
+image k of a data set gets its mask or its noise from its own stream,
+``np.random.default_rng([seed, TASK_STREAMS[task], k])``, so it is corrupted the same way
+wherever it is used. The lower-level :func:`mask_tokens` and :func:`corrupt_gaussian` take one
+``rng`` for a whole batch: a Generator (used as is, so successive calls draw new numbers), an
+int seed (a fresh ``np.random.default_rng(seed)``: same seed, same result) or ``None`` (fresh
+OS entropy).
 """
 
 from __future__ import annotations
@@ -20,15 +24,27 @@ from spinsa._checks import check_finite, check_real, check_spins, compute_dtype
 from spinsa.embedding import PatchEmbedding
 
 __all__ = [
+    "TASKS",
+    "TASK_STREAMS",
     "ReconstructionErrors",
     "ErrorSummary",
     "as_generator",
+    "masked_count",
     "mask_tokens",
+    "draw_masks",
+    "draw_noisy",
+    "task_inputs",
     "pixel_mask",
     "corrupt_gaussian",
     "reconstruction_errors",
+    "mean_sem",
     "summarize",
 ]
+
+#: The two retrieval tasks of the paper (§III).
+TASKS = ("masked", "denoise")
+#: Random stream of each task: image k's corruption comes from default_rng([seed, stream, k]).
+TASK_STREAMS = {"masked": 0, "denoise": 1}
 
 
 def as_generator(rng, name: str = "rng") -> np.random.Generator:
@@ -49,11 +65,20 @@ def _check_fraction(fraction) -> float:
     return fraction
 
 
+def masked_count(fraction: float, n_tokens: int) -> int:
+    """Tokens masked per image: ``int(fraction * N)``, as the published notebook counts them.
+
+    (58 of 196 at the paper's 0.3.) A relative 1e-9 is added before truncating so that a
+    product like 0.29 * 100 = 28.999999999999996 counts 29.
+    """
+    return int(_check_fraction(fraction) * n_tokens * (1 + 1e-9))
+
+
 def mask_tokens(x, fraction: float = 0.3, rng=None) -> tuple[np.ndarray, np.ndarray]:
     """Set a random subset of each image's tokens to the zero spin (the masked task's input).
 
-    Exactly ``k = floor(fraction * N + 1/2)`` tokens (nearest integer, halves rounded up)
-    are masked in every image, a uniformly random subset drawn independently per image.
+    Exactly ``k = masked_count(fraction, N)`` tokens (``int(fraction * N)``) are masked in
+    every image, a uniformly random subset drawn independently per image.
 
     Parameters
     ----------
@@ -75,7 +100,7 @@ def mask_tokens(x, fraction: float = 0.3, rng=None) -> tuple[np.ndarray, np.ndar
     fraction = _check_fraction(fraction)
     gen = as_generator(rng)
     P, N, _ = x.shape
-    k = int(np.floor(fraction * N + 0.5))
+    k = masked_count(fraction, N)
     order = np.argsort(gen.random((P, N)), axis=1)[:, :k]
     mask = np.zeros((P, N), dtype=bool)
     np.put_along_axis(mask, order, True, axis=1)
@@ -137,6 +162,16 @@ def corrupt_gaussian(images, variance: float = 0.7, rng=None, clip: bool = True)
     ndarray, same shape as ``images``
         float64 for float64 input, float32 otherwise.
     """
+    images, dtype = _check_images(images)
+    variance = check_real(variance, "variance")
+    if variance < 0:
+        raise ValueError(f"variance must be >= 0, got {variance}")
+    gen = as_generator(rng)
+    noise = gen.standard_normal(images.shape)
+    return _restore_statistics(images, noise, variance, clip).astype(dtype)
+
+
+def _check_images(images) -> tuple[np.ndarray, np.dtype]:
     images = np.asarray(images)
     if images.ndim < 2:
         raise ValueError(f"images must have shape (P, ...) with P images, got {images.shape}")
@@ -149,13 +184,14 @@ def corrupt_gaussian(images, variance: float = 0.7, rng=None, clip: bool = True)
             f"images must have pixel values in [0, 1], got values in "
             f"[{float(images.min()):g}, {float(images.max()):g}]"
         )
-    variance = check_real(variance, "variance")
-    if variance < 0:
-        raise ValueError(f"variance must be >= 0, got {variance}")
-    gen = as_generator(rng)
+    return images, dtype
+
+
+def _restore_statistics(images, noise, variance: float, clip: bool) -> np.ndarray:
+    """Steps 1-3 of :func:`corrupt_gaussian` with the standard normal ``noise`` given (float64)."""
     clean = images.astype(np.float64)
     axes = tuple(range(1, clean.ndim))
-    noisy = clean + np.sqrt(variance) * gen.standard_normal(clean.shape)
+    noisy = clean + np.sqrt(variance) * noise
     m, s = clean.mean(axis=axes, keepdims=True), clean.std(axis=axes, keepdims=True)
     my, sy = noisy.mean(axis=axes, keepdims=True), noisy.std(axis=axes, keepdims=True)
     ratio = np.zeros_like(s)
@@ -163,7 +199,143 @@ def corrupt_gaussian(images, variance: float = 0.7, rng=None, clip: bool = True)
     out = m + (noisy - my) * ratio
     if clip:
         np.clip(out, 0, 1, out=out)
-    return out.astype(dtype)
+    return out
+
+
+# --------------------------------------------------------------------- task inputs
+def _image_index(index, n_images: int) -> np.ndarray:
+    if index is None:
+        return np.arange(n_images, dtype=np.int64)
+    index = np.asarray(index)
+    if index.shape != (n_images,) or not np.issubdtype(index.dtype, np.integer):
+        raise ValueError(
+            f"index must hold one integer per image, shape ({n_images},); got "
+            f"{index.dtype} of shape {index.shape}"
+        )
+    if index.size and index.min() < 0:
+        raise ValueError("index must hold non-negative image numbers")
+    return index.astype(np.int64)
+
+
+def _image_rng(seed: int, task: str, k) -> np.random.Generator:
+    return np.random.default_rng([seed, TASK_STREAMS[task], int(k)])
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def draw_masks(index, n_tokens: int, fraction: float = 0.3, seed: int = 0) -> np.ndarray:
+    """The masked task's token masks, one per image, each from the image's own stream.
+
+    Image ``index[p]`` masks ``masked_count(fraction, N)`` tokens drawn uniformly without
+    replacement from ``np.random.default_rng([seed, TASK_STREAMS["masked"], index[p]])``: an
+    image gets the same mask whatever the other images of the batch, its position or the
+    patch-level harness (spin dynamics or pixel baselines) that asks.
+
+    Parameters
+    ----------
+    index : array_like of int, shape (P,)
+        The images' numbers in their data set (test split order).
+    n_tokens : int
+        N.
+    fraction : float in [0, 1]
+    seed : int
+
+    Returns
+    -------
+    ndarray of bool, shape (P, N)
+        True at masked tokens.
+    """
+    index = _image_index(index, np.shape(index)[0])
+    k = masked_count(fraction, n_tokens)
+    seed = _check_seed(seed)
+    mask = np.zeros((index.size, n_tokens), dtype=bool)
+    for p, key in enumerate(index):
+        mask[p, _image_rng(seed, "masked", key).permutation(n_tokens)[:k]] = True
+    return mask
+
+
+def draw_noisy(images, index=None, variance: float = 0.7, seed: int = 0) -> np.ndarray:
+    """:func:`corrupt_gaussian` of every image with noise from the image's own stream.
+
+    Image ``index[p]`` draws its noise from
+    ``np.random.default_rng([seed, TASK_STREAMS["denoise"], index[p]])``.
+
+    Parameters
+    ----------
+    images : array_like, shape (P, H, W) or (P, H, W, C)
+        Clean images in [0, 1].
+    index : array_like of int, shape (P,), optional
+        The images' numbers in their data set (default 0..P-1).
+    variance : float >= 0
+    seed : int
+
+    Returns
+    -------
+    ndarray, same shape as ``images``
+        Clipped to [0, 1]; float64 for float64 input, float32 otherwise.
+    """
+    images, dtype = _check_images(images)
+    variance = check_real(variance, "variance")
+    if variance < 0:
+        raise ValueError(f"variance must be >= 0, got {variance}")
+    index = _image_index(index, images.shape[0])
+    seed = _check_seed(seed)
+    noise = np.empty(images.shape, dtype=np.float64)
+    for p, key in enumerate(index):
+        noise[p] = _image_rng(seed, "denoise", key).standard_normal(images.shape[1:])
+    return _restore_statistics(images, noise, variance, clip=True).astype(dtype)
+
+
+def task_inputs(
+    task: str,
+    images,
+    embedding: PatchEmbedding,
+    *,
+    index=None,
+    seed: int = 0,
+    mask_fraction: float = 0.3,
+    noise_variance: float = 0.7,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The corrupted inputs of a task: the one definition every evaluation and analysis uses.
+
+    ``"masked"``: the embedded images with :func:`draw_masks`'s tokens set to the zero spin;
+    ``"denoise"``: the embedding of :func:`draw_noisy`'s images. Each image's corruption
+    depends only on (``seed``, task, its ``index``), so an image is corrupted the same way
+    in ``spinsa evaluate``, ``spinsa analyze`` and the baselines, whatever subset it is in.
+
+    Parameters
+    ----------
+    task : {"masked", "denoise"}
+    images : array_like, shape (P, H, W)
+        Clean images in [0, 1].
+    embedding : PatchEmbedding
+    index : array_like of int, shape (P,), optional
+        The images' numbers in their data set (default 0..P-1).
+    seed : int
+    mask_fraction, noise_variance : float
+
+    Returns
+    -------
+    x0 : ndarray, shape (P, N, d)
+    mask : ndarray of bool, shape (P, N), or None
+        The masked tokens (None for denoising).
+    """
+    if task not in TASK_STREAMS:
+        raise ValueError(f"task must be one of {', '.join(map(repr, TASKS))}; got {task!r}")
+    if not isinstance(embedding, PatchEmbedding):
+        raise ValueError(f"embedding must be a PatchEmbedding, got {type(embedding).__name__}")
+    images = np.asarray(images)
+    index = _image_index(index, images.shape[0] if images.ndim else 0)
+    if task == "denoise":
+        return embedding.encode(draw_noisy(images, index, noise_variance, seed)), None
+    x0 = embedding.encode(images)
+    mask = draw_masks(index, embedding.n_tokens, mask_fraction, seed)
+    x0[mask] = 0
+    return x0, mask
 
 
 @dataclass(frozen=True, eq=False)
@@ -301,8 +473,24 @@ def reconstruction_errors(decoded, clean, pixel_mask=None) -> ReconstructionErro
     return ReconstructionErrors(all=total, masked=masked, visible=visible)
 
 
-def _mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean, standard error and count over the last axis, leaving NaN entries out."""
+def mean_sem(values, axis: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, standard error of the mean and count over ``axis``, NaN entries left out.
+
+    The one definition every summary in spinsa uses: sem = std(ddof=1) / sqrt(n) over the
+    n non-NaN values; the mean is NaN when n = 0 and the sem when n < 2.
+
+    Parameters
+    ----------
+    values : array_like
+    axis : int
+
+    Returns
+    -------
+    mean, sem : ndarray of float64
+        ``values``'s shape without ``axis`` (0-d arrays for 1-d input).
+    count : ndarray of int64
+    """
+    values = np.moveaxis(np.asarray(values, dtype=np.float64), axis, -1)
     ok = ~np.isnan(values)
     n = ok.sum(axis=-1)
     v = np.where(ok, values, 0.0)
@@ -333,7 +521,7 @@ def summarize(errors: ReconstructionErrors) -> ErrorSummary:
             f"errors must be a ReconstructionErrors (from reconstruction_errors), "
             f"got {type(errors).__name__}"
         )
-    parts = {name: _mean_sem(getattr(errors, name)) for name in ("all", "masked", "visible")}
+    parts = {name: mean_sem(getattr(errors, name)) for name in ("all", "masked", "visible")}
     return ErrorSummary(
         mean=ReconstructionErrors(*(parts[k][0] for k in parts)),
         sem=ReconstructionErrors(*(parts[k][1] for k in parts)),

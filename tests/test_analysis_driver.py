@@ -36,8 +36,8 @@ from spinsa.analysis.driver import (
 from spinsa.analysis.figures import plot_run
 from spinsa.analysis.hebbian import compare_with_hebbian
 from spinsa.experiments import ExperimentConfig
-from spinsa.experiments.pipeline import load_images, train
-from spinsa.tasks import corrupt_gaussian, mask_tokens, pixel_mask, reconstruction_errors, summarize
+from spinsa.experiments.pipeline import evaluate, load_images, train
+from spinsa.tasks import pixel_mask, reconstruction_errors, summarize, task_inputs
 
 SMALL = dict(n_test=12, steps=8, seed=3, attractor_steps=12, n_attractor_starts=4)
 EXPECTED = {
@@ -123,8 +123,8 @@ def full_trajectory(inputs, J, x0, steps):
 
 def decoded_errors(inputs, states, mask):
     emb = inputs.embedding
-    decoded = np.stack([emb.decode(s) for s in states])
-    clean = emb.decode(emb.encode(inputs.test_images))
+    decoded = np.stack([emb.decode_pixels(s) for s in states])
+    clean = emb.pixel_space(inputs.test_images)
     pm = None if mask is None else pixel_mask(mask, emb)
     return decoded, reconstruction_errors(decoded, clean, pm)
 
@@ -157,14 +157,27 @@ def test_inputs_are_the_configs_data(run_file):
     np.testing.assert_array_equal(inputs.J, io.read_array(path, "J"))
     emb = config.make_embedding()
     np.testing.assert_array_equal(inputs.patterns, emb.encode(images.train))
-    x0, mask = inputs.starts("masked", 3)
-    x_ref, m_ref = mask_tokens(emb.encode(images.test), 0.3, np.random.default_rng([3, 1]))
+    # the corruptions are the run's own task inputs (its tasks.seed), image by image
+    x0, mask = inputs.starts("masked")
+    x_ref, m_ref = task_inputs("masked", images.test, emb, index=images.test_index, seed=0)
     np.testing.assert_array_equal(x0, x_ref)
     np.testing.assert_array_equal(mask, m_ref)
-    noisy, none = inputs.starts("denoise", 3)
-    ref = emb.encode(corrupt_gaussian(images.test, 0.7, np.random.default_rng([3, 2])))
+    noisy, none = inputs.starts("denoise")
+    ref, _ = task_inputs("denoise", images.test, emb, index=images.test_index, seed=0)
     assert none is None
     np.testing.assert_array_equal(noisy, ref)
+
+
+@pytest.mark.parametrize("task", ["masked", "denoise"])
+def test_analyze_and_evaluate_see_identical_task_inputs(run_file, tmp_path, task):
+    # spinsa evaluate and spinsa analyze of one run file: the same corrupted images, so the
+    # same errors at every t (the analysis keeps them for the fitted J in hebbian/errors_*)
+    path, _ = run_file
+    out = evaluate(path, task, SMALL["steps"], n_test=SMALL["n_test"], out=tmp_path / "e.h5")
+    evaluated = io.read_array(out, f"evaluation/{task}/errors/all")
+    analysed = load_analysis(path, f"hebbian/errors_{task}")
+    assert analysed.models[0] == "fitted"
+    np.testing.assert_allclose(analysed.errors[0], evaluated, rtol=1e-5, atol=1e-8)
 
 
 # --------------------------------------------------------------------------- same numbers
@@ -205,7 +218,7 @@ def test_lifetimes_equal_the_in_memory_analysis(run_file):
     T, seed = SMALL["steps"], SMALL["seed"]
     per = {"error": [], "overlap": []}
     for task in ("masked", "denoise"):
-        x0, mask = inputs.starts(task, seed)
+        x0, mask = inputs.starts(task)
         traj = full_trajectory(inputs, inputs.J, x0, T)
         _, errors = decoded_errors(inputs, traj.states, mask)
         err = error_lifetimes(errors.all, traj.times)
@@ -229,8 +242,8 @@ def test_attractors_equal_the_in_memory_analysis(run_file):
     x0s = np.concatenate(
         [
             inputs.test_patterns[:n],
-            inputs.starts("masked", seed)[0][:n],
-            inputs.starts("denoise", seed)[0][:n],
+            inputs.starts("masked")[0][:n],
+            inputs.starts("denoise")[0][:n],
             random_spins(n, N, d, np.random.default_rng([seed, 3])),
         ]
     )
@@ -267,7 +280,7 @@ def test_hebbian_equals_the_in_memory_analysis(run_file):
     same(strength_maps(K, (4, 4)), load_analysis(path, "hebbian/maps_hebbian"))
     T = SMALL["steps"]
     for task in ("masked", "denoise"):
-        x0, mask = inputs.starts(task, SMALL["seed"])
+        x0, mask = inputs.starts(task)
         curves = load_analysis(path, f"hebbian/errors_{task}")
         assert curves.models == ("fitted", "hebbian") and curves.task == task
         for m, J in enumerate((inputs.J, K)):
@@ -287,7 +300,7 @@ def test_patches_equal_the_in_memory_analysis(run_file):
     path, _ = run_file
     inputs = load_run_inputs(path, SMALL["n_test"])
     T = SMALL["steps"]
-    x0, mask = inputs.starts("masked", SMALL["seed"])
+    x0, mask = inputs.starts("masked")
     traj = full_trajectory(inputs, inputs.J, x0, T)
     decoded, errors = decoded_errors(inputs, traj.states, mask)
     mean = summarize(errors).mean.all
@@ -332,7 +345,7 @@ def test_strength_maps_match_a_loop(rng):
 
 
 def test_notebook_dynamics_are_followed(tmp_path):
-    from spinsa.experiments.damico import damico_run
+    from spinsa.damico import damico_run
 
     path = tmp_path / "damico.h5"
     train(tiny_config(preset="damico2024"), path)

@@ -44,7 +44,7 @@ from spinsa.baselines.train import (  # noqa: E402
     sample_tau,
 )
 from spinsa.embedding import PatchEmbedding  # noqa: E402
-from spinsa.tasks import corrupt_gaussian, mask_tokens  # noqa: E402
+from spinsa.tasks import draw_noisy, task_inputs  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -413,10 +413,10 @@ def test_mask_batch_zeroes_exactly_k_patches(rng):
     assert torch.all(tok.all(-1) == tok.any(-1))
     assert torch.equal(inputs == 0, pm)
     assert torch.equal(inputs[~pm], clean[~pm])
-    # the masked count follows spinsa.tasks.mask_tokens (nearest integer, halves up)
-    assert tiny_config(mask_fraction=0.3).n_masked == 5  # 0.3 * 16 = 4.8
-    assert BaselineConfig(patch=4).n_masked == 15  # 0.3 * 49 = 14.7
-    assert BaselineConfig(patch=2).n_masked == 59  # 0.3 * 196 = 58.8
+    # the masked count follows spinsa.tasks.masked_count: int(fraction * N)
+    assert tiny_config(mask_fraction=0.3).n_masked == 4  # 0.3 * 16 = 4.8
+    assert BaselineConfig(patch=4).n_masked == 14  # 0.3 * 49 = 14.7
+    assert BaselineConfig(patch=2).n_masked == 58  # 0.3 * 196 = 58.8
 
 
 def test_noise_batch_restores_mean_and_variance(rng):
@@ -526,13 +526,14 @@ def test_train_rejects_bad_input(rng):
 def test_corruption_matches_the_spin_harness(rng):
     images = tiny_images(rng, P=5)
     emb = PatchEmbedding(image_shape=(8, 8), patch=2)
-    inputs, pm = corrupt_images(images, "masked", 2, seed=7)
-    _, mask = mask_tokens(emb.encode(images), 0.3, 7)
+    index = np.array([4, 9, 0, 2, 7])
+    inputs, pm = corrupt_images(images, "masked", 2, seed=7, index=index)
+    _, mask = task_inputs("masked", images, emb, index=index, seed=7)
     np.testing.assert_array_equal(pm, mask[:, emb.token_index_map()])
     np.testing.assert_array_equal(inputs, np.where(pm, 0, images))
-    noisy, none = corrupt_images(images, "denoise", 2, seed=7)
+    noisy, none = corrupt_images(images, "denoise", 2, seed=7, index=index)
     assert none is None
-    np.testing.assert_allclose(noisy, corrupt_gaussian(images, 0.7, 7), rtol=1e-6)
+    np.testing.assert_allclose(noisy, draw_noisy(images, index, 0.7, 7), rtol=1e-6)
 
 
 @pytest.mark.parametrize("model", ["recycled", "vit"])

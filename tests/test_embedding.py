@@ -186,3 +186,47 @@ def test_damico2024_scale(rng):
     np.testing.assert_allclose(x, paper.encode(np.minimum(2 * images, 1)) / np.sqrt(2), atol=1e-12)
     # min(2p, 1) is inverted below its clipping; every p >= 1/2 decodes to 1/2
     np.testing.assert_allclose(nb.decode(x), np.minimum(images, 0.5), atol=1e-12)
+
+
+def _spins_with_pairs(emb, u, v):
+    """Spins whose first token decodes to the pixel pairs (u, v) (s = c F^T x inverted)."""
+    s = np.zeros((1, emb.n_tokens, emb.n_components))
+    s[0, 0, 0::2], s[0, 0, 1::2] = u, v
+    return s @ emb.F.T  # x = F s, so c F^T x = s (c F^T F = I)
+
+
+@pytest.mark.parametrize("scale", ["paper", "damico2024"])
+def test_decoder_clamps_components_before_the_ratio(scale):
+    emb = PatchEmbedding(image_shape=(4, 4), patch=2, scale=scale)
+    top = 0.5 if scale == "damico2024" else 1.0  # the notebook's pixels are q / 2
+    # u > 0 > v (with u + v < 0): white; u < 0 < v: black; both <= 0: black
+    u = np.array([0.3, -0.5, -0.2, -0.1])
+    v = np.array([-0.5, 0.3, -0.6, -0.1])
+    got = emb.decode(_spins_with_pairs(emb, u, v))[0, :2, :2].ravel()
+    np.testing.assert_allclose(got, [top, 0.0, 0.0, 0.0], atol=1e-12)
+
+
+def test_decoder_clamp_differs_from_ratio_then_clip():
+    # u = 0.3 > 0 > v = -0.5: u + v < 0, so "ratio, then clip" gives 0 where the clamp gives 1
+    emb = PatchEmbedding(image_shape=(2, 2), patch=2)
+    got = emb.decode(_spins_with_pairs(emb, [0.3, 0.3, 0.3, 0.3], [-0.5] * 4))
+    np.testing.assert_allclose(got, 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", ["paper", "damico2024"])
+def test_round_trip_of_valid_spins_is_unchanged_by_the_clamp(rng, scale):
+    emb = PatchEmbedding(image_shape=(8, 8), patch=2, scale=scale)
+    images = rng.random((5, 8, 8))
+    images[0] = 0.0
+    images[1] = 1.0
+    expect = images if scale == "paper" else np.minimum(images, 0.5)
+    np.testing.assert_allclose(emb.decode(emb.encode(images)), expect, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", ["paper", "damico2024"])
+def test_pixel_space_and_decode_pixels(rng, scale):
+    emb = PatchEmbedding(image_shape=(4, 4), patch=2, scale=scale)
+    images = rng.random((3, 4, 4))
+    want = images if scale == "paper" else np.minimum(2 * images, 1)
+    np.testing.assert_allclose(emb.pixel_space(images), want, atol=1e-15)
+    np.testing.assert_allclose(emb.decode_pixels(emb.encode(images)), want, atol=1e-12)

@@ -19,10 +19,10 @@ from spinsa.experiments import (
     run_experiment,
     train,
 )
-from spinsa.experiments.pipeline import read_run_config, reference_images
+from spinsa.experiments.pipeline import read_run_config
 from spinsa.experiments.results import summarize_arrays
 from spinsa.fit import FitConfig
-from spinsa.tasks import mask_tokens, pixel_mask, reconstruction_errors
+from spinsa.tasks import pixel_mask, reconstruction_errors
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -218,11 +218,17 @@ def test_means_and_sems_follow_from_the_per_image_errors(run_file):
 def test_errors_match_a_direct_computation(tiny, run_file):
     """Stored errors = decode every recorded state of spinsa.run and compare, by hand."""
     emb = tiny.make_embedding()
-    images = load_images(tiny, train=False).test
+    test = load_images(tiny, train=False)
+    images = test.test
     J = io.read_array(run_file, "J")
-    x, mask = mask_tokens(emb.encode(images), 0.3, np.random.default_rng([tiny.tasks.seed, 0]))
+    mask = np.zeros((images.shape[0], emb.n_tokens), bool)  # image k's own stream
+    for p, k in enumerate(test.test_index):
+        chosen = np.random.default_rng([tiny.tasks.seed, 0, k]).permutation(emb.n_tokens)
+        mask[p, chosen[: int(0.3 * emb.n_tokens)]] = True
+    x = emb.encode(images)
+    x[mask] = 0
     traj = spinsa.run(x, J, 1.0, 4)
-    clean = emb.decode(emb.encode(images))
+    clean = images
     pm = pixel_mask(mask, emb)
     direct = np.stack([((emb.decode(s) - clean) ** 2).mean(axis=(1, 2)) for s in traj.states])
     arrays, _ = read_evaluation(run_file, "masked")
@@ -242,11 +248,10 @@ def test_mean_train_image_is_the_mean_of_the_training_images(tiny, run_file):
 
 
 def test_chunking_does_not_change_results(tiny, run_file):
-    images = load_images(tiny, train=False).test
+    images = load_images(tiny)
     J = io.read_array(run_file, "J")
-    mean = io.read_array(run_file, "data/mean_train_image")
-    a = evaluate_task(tiny, J, images, mean, "denoise", chunk_size=1000)
-    b = evaluate_task(tiny, J, images, mean, "denoise", chunk_size=7)
+    a = evaluate_task(tiny, J, images, "denoise", chunk_size=1000)
+    b = evaluate_task(tiny, J, images, "denoise", chunk_size=7)
     np.testing.assert_allclose(a.errors.all, b.errors.all, rtol=1e-6)
     np.testing.assert_allclose(a.step_change, b.step_change, rtol=1e-5)
     np.testing.assert_array_equal(a.examples, b.examples)
@@ -254,11 +259,10 @@ def test_chunking_does_not_change_results(tiny, run_file):
 
 def test_async_dynamics_do_not_depend_on_chunking(tiny, run_file):
     cfg = tiny.with_overrides({"dynamics.update": "async", "dynamics.steps": 2})
-    images = load_images(cfg, train=False).test
+    images = load_images(cfg)
     J = io.read_array(run_file, "J")
-    mean = io.read_array(run_file, "data/mean_train_image")
-    a = evaluate_task(cfg, J, images, mean, "masked", chunk_size=1000)
-    b = evaluate_task(cfg, J, images, mean, "masked", chunk_size=10)
+    a = evaluate_task(cfg, J, images, "masked", chunk_size=1000)
+    b = evaluate_task(cfg, J, images, "masked", chunk_size=10)
     np.testing.assert_allclose(a.errors.all, b.errors.all, rtol=1e-6)
 
 
@@ -298,26 +302,21 @@ def _fit_only(tmp_path):
 
 def test_clamp_visible_keeps_visible_pixels(tiny, run_file):
     cfg = tiny.with_overrides({"tasks.clamp_visible": True})
-    images = load_images(cfg, train=False).test
-    ev = evaluate_task(
-        cfg,
-        io.read_array(run_file, "J"),
-        images,
-        io.read_array(run_file, "data/mean_train_image"),
-        "masked",
-    )
+    ev = evaluate_task(cfg, io.read_array(run_file, "J"), load_images(cfg), "masked")
     vis = ev.errors.visible
     np.testing.assert_allclose(vis, np.broadcast_to(vis[0], vis.shape), atol=1e-6)
 
 
 def test_damico_dynamics_in_the_pipeline(tiny, run_file):
     cfg = tiny.with_overrides({"embedding.scale": "damico2024", "dynamics.preset": "damico2024"})
-    images = load_images(cfg, train=False).test
-    emb = cfg.make_embedding()
-    ref = reference_images(emb, images)
-    np.testing.assert_allclose(ref, np.minimum(2 * images, 1), atol=1e-5)  # its pixel space
-    ev = evaluate_task(cfg, io.read_array(run_file, "J"), images, ref.mean(axis=0), "masked")
+    images = load_images(cfg)
+    ev = evaluate_task(cfg, io.read_array(run_file, "J"), images, "masked")
     assert np.isfinite(ev.errors.all).all() and ev.errors.all.shape == (5, 24)
+    # errors in its pixel space min(2p, 1): the masked input's error is the masked pixels'
+    pm = pixel_mask(cfg.tasks.inputs("masked", cfg.make_embedding(), images.test,
+                                     images.test_index)[1], cfg.make_embedding())  # fmt: skip
+    want = np.where(pm, np.minimum(2 * images.test, 1), 0) ** 2
+    np.testing.assert_allclose(ev.errors.all[0], want.mean(axis=(1, 2)), rtol=1e-5, atol=1e-7)
 
 
 def test_summary_numbers():
@@ -343,3 +342,22 @@ def test_summary_numbers():
 def test_config_is_a_frozen_dataclass(tiny):
     with pytest.raises(dataclasses.FrozenInstanceError):
         tiny.name = "x"
+
+
+def test_references_are_stored_with_every_evaluation(tiny, run_file):
+    from spinsa.references import REFERENCES
+
+    for task in ("masked", "denoise"):
+        arrays, attrs = read_evaluation(run_file, task)
+        assert set(arrays["references"]) == set(REFERENCES[task])
+        # the corrupted input is a reference, and it is the model's own t = 0
+        first = "masked_input" if task == "masked" else "noisy_input"
+        np.testing.assert_allclose(
+            arrays["references"][first]["all"], arrays["errors"]["all"][0], rtol=1e-6
+        )
+        assert set(attrs["reference_params"]) == set(REFERENCES[task])
+        s = summarize_arrays(task, arrays)
+        assert s["best_reference"] in REFERENCES[task]
+        assert s["transient_memory"] == (s["best_reference"] in s["beats"])
+    params = read_evaluation(run_file, "denoise")[1]["reference_params"]
+    assert params["blur"]["sigma"] in params["blur"]["candidates"]

@@ -14,7 +14,6 @@ from spinsa.cli import main  # noqa: E402
 from spinsa.experiments import ReproduceConfig, pipeline, reproduce  # noqa: E402
 from spinsa.experiments.baselines import (  # noqa: E402
     BaselinesSpec,
-    _task_rng,
     assess_baseline_claims,
     read_baseline_summaries,
 )
@@ -98,7 +97,7 @@ def test_clean_variances_follow_the_numpy_formula(finished):
     out, _ = finished
     cfg = ReproduceConfig.from_toml(CONFIG)
     images = pipeline.load_images(cfg.base)
-    _, pm = corrupt_images(images.test, "masked", 2, _task_rng(cfg.base, "masked"))
+    _, pm = corrupt_images(images.test, "masked", 2, cfg.base.tasks.seed, index=images.test_index)
     img, m = images.test[0].astype(np.float64), pm[0]
     expected = [
         img[r : r + 2, c : c + 2].var() for r in range(0, 12, 2) for c in range(0, 12, 2) if m[r, c]
@@ -111,12 +110,13 @@ def test_baselines_see_the_bare_sa_masks_and_noise():
     cfg = ReproduceConfig.from_toml(CONFIG)
     exp = cfg.base
     emb = exp.make_embedding()
-    images = pipeline.load_images(exp, train=False).test
-    _, mask = pipeline._initial_state(exp, emb, images, "masked")
-    _, pm = corrupt_images(images, "masked", 2, _task_rng(exp, "masked"))
+    test = pipeline.load_images(exp, train=False)
+    images, streams = test.test, dict(index=test.test_index)
+    _, mask = exp.tasks.inputs("masked", emb, images, test.test_index)
+    _, pm = corrupt_images(images, "masked", 2, exp.tasks.seed, **streams)
     np.testing.assert_array_equal(pm, pixel_mask(mask, emb))
-    x0, _ = pipeline._initial_state(exp, emb, images, "denoise")
-    noisy, _ = corrupt_images(images, "denoise", 2, _task_rng(exp, "denoise"))
+    x0, _ = exp.tasks.inputs("denoise", emb, images, test.test_index)
+    noisy, _ = corrupt_images(images, "denoise", 2, exp.tasks.seed, **streams)
     np.testing.assert_allclose(emb.encode(noisy), x0, rtol=1e-5, atol=1e-5)
     assert patch_pixels(pm, 2).shape == (20, 36, 4)
 
@@ -176,7 +176,7 @@ def test_no_baselines_skips_the_stage(tmp_path, fast_figures):
     path.write_text(CONFIG)
     out = tmp_path / "o"
     assert main(["reproduce", "--config", str(path), "--out", str(out), "--no-progress",
-                 "--no-baselines"]) == 0  # fmt: skip
+                 "--baselines", "none"]) == 0  # fmt: skip
     assert not (out / "baselines.h5").exists()
     assert not list(out.glob("baseline-*.pt"))
     assert not (out / "fig2_patch_variances.png").exists()

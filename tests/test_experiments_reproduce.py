@@ -55,7 +55,14 @@ def test_reproduce_writes_hdf5_figures_and_report(finished):
         for task in ("masked", "denoise"):
             shape = info.datasets[f"models/{model}/evaluation/{task}/errors/all"][0]
             assert shape == (5, 20)
-    assert len(result.figures) == 4  # errors, two example grids, patch variances
+    # errors, two example grids, the notebook's view of damico2024, patch variances
+    assert [f.name for f in result.figures] == [
+        "fig1_errors.png",
+        "fig1_examples_design.png",
+        "fig1_examples_damico2024.png",
+        "fig1_notebook_damico2024.png",
+        "fig2_patch_variances.png",
+    ]
     for fig in result.figures:
         assert fig.read_bytes()[:8] == PNG
     report = result.report.read_text()
@@ -67,9 +74,43 @@ def test_reproduce_writes_hdf5_figures_and_report(finished):
         "best t",
         "fig1_errors.png",
         "mean training digit",
+        "## Against simple references",
+        "mean training image in the hole",
+        "Transient memory",
+        "## The published notebook, side by side (damico2024)",
+        "not a test",  # synthetic data: the published numbers do not apply
     ):
         assert text in report
     assert any(v in report for v in ("**holds**", "**partly**", "**does not hold**"))
+    # the notebook's measurements: the epoch means of the minibatch losses; 256 test images
+    nb = io.read_array(result.h5, "models/damico2024/notebook/train_loss")
+    steps = io.read_array(result.h5, "models/damico2024/fit/history/step_loss")
+    np.testing.assert_allclose(nb, [steps.mean()], rtol=1e-12)  # one epoch
+    assert io.read_array(result.h5, "models/damico2024/notebook/masked_score").shape == (256,)
+
+
+def test_references_and_verdicts_in_the_report(finished):
+    from spinsa.experiments.reproduce import assess_references
+
+    out, result = finished
+    summaries = {m: read_summaries(result.h5, m) for m in ("design", "damico2024")}
+    report = result.report.read_text()
+    for model, task, verdict, _ in assess_references(summaries):
+        s = summaries[model][task]
+        assert verdict == ("holds" if s["transient_memory"] else "does not hold")
+        assert f"| {model} | {task} | **{verdict}** |" in report
+        best = s["references"][s["best_reference"]]
+        assert f"{best['error']:.4f} ± {best['sem']:.4f}" in report
+
+
+def test_the_plan_with_estimates_comes_first(tmp_path, fast_figures):
+    lines = []
+    reproduce(tmp_path, config=ReproduceConfig.from_toml(ONE_MODEL), progress=False,
+              log=lines.append, baselines=False)  # fmt: skip
+    assert "estimated times" in lines[0]
+    assert lines[1].split()[0] == "data" and "~" in lines[1]
+    assert any(line.split()[0] == "total" for line in lines[:12])
+    assert lines.index(next(x for x in lines if x.startswith("[1/"))) > 5
 
 
 def test_report_numbers_are_those_of_the_file(finished):

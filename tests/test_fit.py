@@ -307,6 +307,13 @@ def test_damico2024_preset_is_the_published_recipe():
         "uniform",
         False,
     )
+    # the loss sees standardised features and clamped scores; StepLR(10, 0.5)
+    assert (cfg.standardize, cfg.score_clamp, cfg.lr_decay_every, cfg.lr_decay) == (
+        True,
+        20.0,
+        10,
+        0.5,
+    )
     assert cfg.preset == "damico2024"
     assert FitConfig.from_preset("damico2024", lr=1e-3).lr == 1e-3
     assert set(PRESETS) == {"damico2024"}

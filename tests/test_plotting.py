@@ -8,6 +8,7 @@ import pytest
 
 from spinsa import io, plotting
 from spinsa.experiments import ExperimentConfig, run_experiment
+from spinsa.references import REFERENCES
 
 TINY = """
 name = "tiny"
@@ -46,6 +47,23 @@ def test_error_figure_draws_the_stored_curves(run_file):
     np.testing.assert_array_equal(denoise_line.get_xdata(), [0, 1, 2, 3])
     assert "masked prediction" in axes[0].get_title()
     assert len(axes[0].collections) == 1  # the standard-error band
+    # the references: one level per stored reference, at its mean over the test images
+    for ax, task in zip(axes, ("masked", "denoise"), strict=True):
+        levels = {
+            line.get_label().rsplit(" (", 1)[0]: line.get_ydata()[0] for line in ax.get_lines()[2:]
+        }
+        for name, label in REFERENCES[task].items():
+            errs = io.read_array(run_file, f"evaluation/{task}/references/{name}/all")
+            assert levels[label] == pytest.approx(errs.astype(np.float64).mean(), rel=1e-6)
+
+
+def test_notebook_view_is_one_minus_the_stored_errors(run_file):
+    fig = plotting.figure_notebook_view(run_file)
+    lines = fig.get_axes()[0].get_lines()
+    for line, part in zip(lines[:3], ("all", "masked", "visible"), strict=True):
+        mean = io.read_array(run_file, f"evaluation/masked/mean/{part}")
+        np.testing.assert_array_equal(line.get_xdata(), [0, 1, 2])  # q = t - 1
+        np.testing.assert_allclose(line.get_ydata(), 1 - mean[1:])
 
 
 def test_error_figure_other_pixels_and_bad_choice(run_file):

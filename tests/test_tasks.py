@@ -7,10 +7,14 @@ from spinsa.embedding import PatchEmbedding
 from spinsa.tasks import (
     ReconstructionErrors,
     corrupt_gaussian,
+    draw_masks,
+    draw_noisy,
     mask_tokens,
+    masked_count,
     pixel_mask,
     reconstruction_errors,
     summarize,
+    task_inputs,
 )
 
 
@@ -20,7 +24,9 @@ def unit_spins(rng, P, N, d):
 
 
 @pytest.mark.parametrize(
-    "N, fraction, k", [(196, 0.3, 59), (49, 0.3, 15), (5, 0.5, 3), (10, 0, 0), (10, 1, 10)]
+    "N, fraction, k",
+    # int(fraction * N), as the published notebook: 58 of 196 at 0.3; 0.29 * 100 counts 29
+    [(196, 0.3, 58), (49, 0.3, 14), (5, 0.5, 2), (10, 0, 0), (10, 1, 10), (100, 0.29, 29)],
 )
 def test_mask_counts_and_zero_spins(rng, N, fraction, k):
     x = unit_spins(rng, 6, N, 4)
@@ -173,3 +179,46 @@ def test_errors_are_frozen(rng):
     assert err.all[0, 0] != 5.0
     with pytest.raises(ValueError, match="one shape"):
         ReconstructionErrors(a, a[0], a)
+
+
+def test_masked_count_is_the_notebooks_truncation():
+    assert masked_count(0.3, 196) == int(0.3 * 196) == 58
+    assert [masked_count(f, 10) for f in (0.0, 0.19, 0.2, 0.99, 1.0)] == [0, 1, 2, 9, 10]
+
+
+def test_task_inputs_depend_on_each_images_number_only(rng):
+    emb = PatchEmbedding(image_shape=(8, 8), patch=2)
+    images = rng.random((6, 8, 8))
+    index = np.array([3, 10, 11, 40, 41, 99])
+    for task in ("masked", "denoise"):
+        x_all, m_all = task_inputs(task, images, emb, index=index, seed=5)
+        # a subset, reordered, gets the same corruption image by image
+        sub = [4, 0, 2]
+        x_sub, m_sub = task_inputs(task, images[sub], emb, index=index[sub], seed=5)
+        np.testing.assert_array_equal(x_sub, x_all[sub])
+        if task == "masked":
+            np.testing.assert_array_equal(m_sub, m_all[sub])
+            assert m_all.sum(axis=1).tolist() == [masked_count(0.3, 16)] * 6
+            np.testing.assert_array_equal(x_all[m_all], 0)
+        else:
+            assert m_all is None
+        other, _ = task_inputs(task, images, emb, index=index, seed=6)
+        assert not np.array_equal(other, x_all)
+
+
+def test_draw_masks_and_noise_from_the_documented_streams(rng):
+    images = rng.random((3, 4, 4))
+    index = np.array([7, 0, 2])
+    masks = draw_masks(index, 16, 0.25, seed=9)
+    noisy = draw_noisy(images, index, 0.7, seed=9)
+    for p, k in enumerate(index):
+        chosen = np.random.default_rng([9, 0, k]).permutation(16)[:4]
+        np.testing.assert_array_equal(np.flatnonzero(masks[p]), np.sort(chosen))
+        z = np.random.default_rng([9, 1, k]).standard_normal((4, 4))
+        y = images[p] + np.sqrt(0.7) * z
+        y = images[p].mean() + (y - y.mean()) * images[p].std() / y.std()
+        np.testing.assert_allclose(noisy[p], np.clip(y, 0, 1), rtol=1e-12)
+    with pytest.raises(ValueError, match="index"):
+        draw_noisy(images, [1, 2], 0.7)
+    with pytest.raises(ValueError, match="task"):
+        task_inputs("blur", images, PatchEmbedding(image_shape=(4, 4), patch=2))

@@ -50,10 +50,12 @@ The group ``/analysis/<name>`` holds the settings of the run that wrote it as at
 (:class:`AnalysisSettings`, plus ``lam``, ``dynamics``...), and every result has the
 parameters that concern it as attributes of its own group.
 
-Random numbers. The corruptions and starts come from ``np.random.default_rng([seed, k])``
-with ``k`` from :data:`STREAMS`: the masked and noisy images of ``lifetimes``, ``hebbian``,
-``patches`` and ``attractors`` are the same images with the same masks and noise. The test
-images are the first ``n_test`` of the config's seeded test subset
+Random numbers. The masked and noisy test images are the run's task inputs
+(:meth:`spinsa.experiments.config.TasksSection.inputs`, the run's ``tasks.seed``): test image
+k gets the same mask and the same noise here as in ``spinsa evaluate``, and the same in
+``lifetimes``, ``hebbian``, ``patches`` and ``attractors``. The training starts and the
+random starts come from ``np.random.default_rng([seed, k])`` with ``k`` from
+:data:`STREAMS`. The test images are the config's seeded test subset of size ``n_test``
 (``data.n_test = n_test``).
 
 Dynamics. Trajectories follow the run's dynamics (``dynamics.preset``: eq. 1 of the design
@@ -81,6 +83,7 @@ import numpy as np
 
 from spinsa._checks import check_count, check_positive, check_real
 from spinsa.analysis._results import AnalysisResult
+from spinsa.tasks import TASKS
 
 __all__ = [
     "ANALYSES",
@@ -95,9 +98,8 @@ __all__ = [
     "strength_maps",
 ]
 
-#: Random streams: ``np.random.default_rng([seed, STREAMS[name]])``.
-STREAMS = {"train_starts": 0, "masked": 1, "denoise": 2, "random": 3}
-TASKS = ("masked", "denoise")
+#: Random streams of the starts: ``np.random.default_rng([seed, STREAMS[name]])``.
+STREAMS = {"train_starts": 0, "random": 3}
 ROOT = "analysis"
 
 
@@ -116,7 +118,8 @@ class AnalysisSettings:
     steps : int
         Steps T of those trajectories.
     seed : int
-        Seed of the corruptions and of the random starts (see :data:`STREAMS`).
+        Seed of the training and random starts (see :data:`STREAMS`); the corruptions are
+        the run's own (its ``tasks.seed``).
     n_train_starts : int or None
         Training images started from in ``overlaps`` (default: ``n_test // 2``, at most
         the training set); a seeded random subset.
@@ -323,14 +326,16 @@ class RunInputs:
     train_images : ndarray, shape (M, H, W)
         The training images of the config.
     test_images : ndarray, shape (P, H, W)
-        The first ``n_test`` images of the config's test subset.
+        The config's test subset with ``n_test`` images.
+    test_index : ndarray of int64, shape (P,)
+        Their numbers in the test split (the keys of their task streams).
     patterns : ndarray, shape (M, N, d)
         The embedded training images (the stored patterns).
     test_patterns : ndarray, shape (P, N, d)
         The embedded test images.
     clean : ndarray of float32, shape (P, H, W)
         The test images in the embedding's pixel space
-        (:func:`spinsa.experiments.pipeline.reference_images`).
+        (:meth:`spinsa.PatchEmbedding.pixel_space`).
     mean_train_image : ndarray, shape (H, W)
         ``/data/mean_train_image`` of the run file.
     """
@@ -341,6 +346,7 @@ class RunInputs:
     embedding: Any
     train_images: np.ndarray
     test_images: np.ndarray
+    test_index: np.ndarray
     patterns: np.ndarray
     test_patterns: np.ndarray
     clean: np.ndarray
@@ -351,28 +357,10 @@ class RunInputs:
         """lambda_eval of the run's dynamics."""
         return float(self.config.dynamics.lam_eval)
 
-    def pixels(self, x) -> np.ndarray:
-        """Decode spins (P, N, d) into the embedding's pixel space (P, H, W), float32."""
-        dec = self.embedding.decode(x)
-        return dec * dec.dtype.type(2) if self.embedding.scale == "damico2024" else dec
-
-    def starts(self, task: str, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """The corrupted test images of a task, shape (P, N, d), and the token mask.
-
-        ``"masked"``: :func:`spinsa.tasks.mask_tokens` of the embedded test images with the
-        config's ``mask_fraction``; ``"denoise"``: the embedding of
-        :func:`spinsa.tasks.corrupt_gaussian` of the test images with its
-        ``noise_variance`` (mask None). Random numbers from ``default_rng([seed, k])``.
-        """
-        from spinsa.tasks import corrupt_gaussian, mask_tokens
-
-        rng = np.random.default_rng([seed, STREAMS[task]])
-        if task == "masked":
-            return mask_tokens(self.test_patterns, self.config.tasks.mask_fraction, rng)
-        if task == "denoise":
-            noisy = corrupt_gaussian(self.test_images, self.config.tasks.noise_variance, rng)
-            return self.embedding.encode(noisy), None
-        raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
+    def starts(self, task: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """The run's corrupted test images of a task, shape (P, N, d), and the token mask
+        (:meth:`~spinsa.experiments.config.TasksSection.inputs`; None for denoising)."""
+        return self.config.tasks.inputs(task, self.embedding, self.test_images, self.test_index)
 
 
 def _read_run(path: Path):
@@ -412,7 +400,7 @@ def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
     RunInputs
     """
     from spinsa import io
-    from spinsa.experiments.pipeline import load_images, reference_images
+    from spinsa.experiments.pipeline import load_images, mean_image
 
     path = Path(path)
     n_test = check_count(n_test, "n_test", 1)
@@ -422,9 +410,9 @@ def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
     emb = config.make_embedding()
     J = io.read_array(path, "J")
     if "data/mean_train_image" in info.datasets:
-        mean_image = io.read_array(path, "data/mean_train_image")
+        mean = io.read_array(path, "data/mean_train_image")
     else:
-        mean_image = reference_images(emb, images.train).mean(axis=0, dtype=np.float64)
+        mean = mean_image(emb, images.train)
     return RunInputs(
         path=path,
         config=config,
@@ -432,10 +420,11 @@ def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
         embedding=emb,
         train_images=images.train,
         test_images=images.test,
+        test_index=images.test_index,
         patterns=emb.encode(images.train),
         test_patterns=emb.encode(images.test),
-        clean=reference_images(emb, images.test),
-        mean_train_image=mean_image,
+        clean=emb.pixel_space(images.test),
+        mean_train_image=mean,
     )
 
 
@@ -507,7 +496,7 @@ class _Context:
         from spinsa.tasks import ReconstructionErrors, pixel_mask, reconstruction_errors
 
         inp, T = self.inputs, self.settings.steps
-        x0, mask = inp.starts(task, self.settings.seed)
+        x0, mask = inp.starts(task)
         P = x0.shape[0]
         pmask = None if mask is None else pixel_mask(mask, inp.embedding)
         errs = {k: np.empty((T + 1, P)) for k in ("all", "masked", "visible")}
@@ -516,7 +505,7 @@ class _Context:
         variances = np.empty((T + 1, int(mask.sum()))) if keep_var else None
 
         def record(t, x):
-            dec = inp.pixels(x)
+            dec = inp.embedding.decode_pixels(x)
             e = reconstruction_errors(dec, inp.clean, pmask)
             for k in errs:
                 errs[k][t] = getattr(e, k)
@@ -634,8 +623,8 @@ def _attractors(ctx: _Context) -> Results:
     inp, s = ctx.inputs, ctx.settings
     n = min(s.n_attractor_starts, inp.test_patterns.shape[0])
     N, d = inp.J.shape[0], inp.J.shape[2]
-    masked, _ = inp.starts("masked", s.seed)
-    noisy, _ = inp.starts("denoise", s.seed)
+    masked, _ = inp.starts("masked")
+    noisy, _ = inp.starts("denoise")
     rand = random_spins(n, N, d, np.random.default_rng([s.seed, STREAMS["random"]]))
     x0s = np.concatenate([inp.test_patterns[:n], masked[:n], noisy[:n], rand.astype(masked.dtype)])
     groups = np.repeat(np.array(["test", "masked", "noisy", "random"]), n)
@@ -658,7 +647,7 @@ def _attractors(ctx: _Context) -> Results:
         progress=ctx.progress,
     )
     images = (
-        inp.pixels(report.states)
+        inp.embedding.decode_pixels(report.states)
         if report.n_attractors
         else np.zeros((0, *inp.embedding.image_shape), dtype=np.float32)
     )

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from spinsa.plotting import new_figure, save_figure
+from spinsa.tasks import mean_sem
 
 __all__ = [
     "FIGURES",
@@ -64,13 +65,9 @@ def _load(path, name: str):
 
 
 def _mean_sem(a: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error over ``axis`` (NaN entries left out)."""
-    a = np.asarray(a, dtype=np.float64)
-    n = np.sum(np.isfinite(a), axis=axis)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.nanmean(a, axis=axis) if a.size else np.full(n.shape, np.nan)
-        sem = np.nanstd(a, axis=axis, ddof=1) / np.sqrt(n) if a.size else mean
-    return mean, np.where(n > 1, sem, 0.0)
+    """Mean and standard error over ``axis`` (NaN left out; a band of 0 where undefined)."""
+    mean, sem, _ = mean_sem(a, axis)
+    return mean, np.nan_to_num(sem)
 
 
 def _band(ax, t, mean, sem, label, color, ls="-"):

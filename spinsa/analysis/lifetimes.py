@@ -31,6 +31,7 @@ import numpy as np
 
 from spinsa._checks import check_count, check_finite, check_real
 from spinsa.analysis._results import AnalysisResult
+from spinsa.tasks import mean_sem
 
 __all__ = [
     "LifetimeTable",
@@ -288,9 +289,8 @@ class LifetimeTable(AnalysisResult):
 
 
 def _mean_sem(a: np.ndarray) -> tuple[float, float]:
-    a = np.asarray(a, dtype=np.float64)
-    sem = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else np.nan
-    return float(a.mean()), float(sem)
+    mean, sem, _ = mean_sem(a)
+    return float(mean), float(sem)
 
 
 def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> LifetimeTable:

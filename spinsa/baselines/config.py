@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from spinsa._checks import check_choice, check_count, check_positive
+from spinsa.tasks import TASKS
 
 __all__ = [
     "BaselineConfig",
@@ -41,7 +42,6 @@ MODELS = ("recycled", "vit")
 VALUE_ACTIVATIONS = ("none", "gelu", "swiglu")
 SCHEDULES = ("cosine", "step", "constant")
 OUTPUTS = ("clip", "sigmoid")
-TASKS = ("masked", "denoise")
 
 # Fields that may change between a run and its resumption (they do not change the numbers).
 RESUME_NEUTRAL = ("device", "progress", "checkpoint_every")
@@ -222,11 +222,10 @@ class BaselineConfig:
 
     @property
     def n_masked(self) -> int:
-        """Patches masked per image in the masked task: floor(mask_fraction * N + 1/2).
+        """Patches masked per image in the masked task: :func:`spinsa.tasks.masked_count`."""
+        from spinsa.tasks import masked_count
 
-        The same count as :func:`spinsa.tasks.mask_tokens` (nearest integer, halves up).
-        """
-        return int(math.floor(self.mask_fraction * self.n_tokens + 0.5))
+        return masked_count(self.mask_fraction, self.n_tokens)
 
     # ----------------------------------------------------------------- presets
 

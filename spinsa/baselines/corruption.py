@@ -2,9 +2,10 @@
 
 They follow :mod:`spinsa.tasks` exactly, batch by batch, with torch generators:
 
-* masked prediction: k = floor(fraction · N + 1/2) patches of every image, a uniformly
-  random subset drawn independently per image, are set to zero pixels (the pixel-space
-  counterpart of :func:`spinsa.tasks.mask_tokens`, which zeroes the tokens' spins);
+* masked prediction: k = int(fraction · N) patches of every image
+  (:func:`spinsa.tasks.masked_count`), a uniformly random subset drawn independently per
+  image, are set to zero pixels (the pixel-space counterpart of
+  :func:`spinsa.tasks.mask_tokens`, which zeroes the tokens' spins);
 * denoising: y = x + sqrt(variance) z, rescaled per image to the clean image's mean and
   standard deviation, clipped to [0, 1] (:func:`spinsa.tasks.corrupt_gaussian`).
 

@@ -1,9 +1,10 @@
 """Evaluation of the baselines with the harness of the bare self-attention.
 
 The test images are corrupted by :mod:`spinsa.tasks` (numpy, seeded), exactly as for the
-spin dynamics: :func:`spinsa.tasks.mask_tokens` draws which patches are masked (those become
-zero pixels here, zero spins there) and :func:`spinsa.tasks.corrupt_gaussian` adds the noise;
-the same seed gives the same masks (for the same number of tokens) and the same noisy images.
+spin dynamics: :func:`spinsa.tasks.draw_masks` draws which patches are masked (those become
+zero pixels here, zero spins there) and :func:`spinsa.tasks.draw_noisy` adds the noise, each
+image from its own stream; the same seed and image numbers give the same masks (for the same
+number of tokens) and the same noisy images.
 The model's predictions after t = 1..T iterations go through
 :func:`spinsa.tasks.reconstruction_errors`, so that the error-vs-t curves of the recycled
 block, the ViT (constant in t) and the bare self-attention are computed by one function.
@@ -80,8 +81,9 @@ def corrupt_images(
     images,
     task: str,
     patch: int,
-    seed=0,
+    seed: int = 0,
     *,
+    index=None,
     mask_fraction: float = 0.3,
     noise_variance: float = 0.7,
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -94,8 +96,11 @@ def corrupt_images(
     task : {"masked", "denoise"}
     patch : int
         Patch side: the masked task zeroes whole patches.
-    seed : int, np.random.Generator or None
-        Source of the masks / noise (:func:`spinsa.tasks.as_generator`).
+    seed : int
+        Seed of the task streams (:func:`spinsa.tasks.task_inputs`).
+    index : array_like of int, shape (P,), optional
+        The images' numbers in their split (default 0..P-1): image k gets the noise it gets
+        in the bare self-attention's evaluation.
     mask_fraction, noise_variance : float
         0.3 and 0.7 in the paper.
 
@@ -107,7 +112,7 @@ def corrupt_images(
         True at masked pixels (None for denoising).
     """
     from spinsa.embedding import PatchEmbedding
-    from spinsa.tasks import as_generator, corrupt_gaussian, mask_tokens, pixel_mask
+    from spinsa.tasks import draw_masks, draw_noisy, pixel_mask
 
     check_choice(task, "task", TASKS)
     images = np.asarray(images)
@@ -115,13 +120,10 @@ def corrupt_images(
         raise ValueError(f"images must have shape (P, H, W), got {images.shape}")
     emb = PatchEmbedding(image_shape=images.shape[1:], patch=patch)
     images = check_images(images, emb.image_shape)
-    rng = as_generator(seed, "seed")
+    index = np.arange(images.shape[0]) if index is None else index
     if task == "denoise":
-        return corrupt_gaussian(images, noise_variance, rng).astype(np.float32), None
-    # mask_tokens draws the subsets from the token count only; zero "spins" of width 1 stand
-    # in for the tokens, so that a seed masks the same tokens as in the spin harness.
-    _, mask = mask_tokens(np.zeros((images.shape[0], emb.n_tokens, 1)), mask_fraction, rng)
-    pm = pixel_mask(mask, emb)
+        return draw_noisy(images, index, noise_variance, seed).astype(np.float32), None
+    pm = pixel_mask(draw_masks(index, emb.n_tokens, mask_fraction, seed), emb)
     return np.where(pm, np.float32(0), images), pm
 
 
@@ -176,8 +178,9 @@ def evaluate_baseline(
     images_test,
     task: str,
     T: int = 20,
-    seed=0,
+    seed: int = 0,
     *,
+    index=None,
     mask_fraction: float = 0.3,
     noise_variance: float = 0.7,
     include_input: bool = False,
@@ -198,8 +201,10 @@ def evaluate_baseline(
     task : {"masked", "denoise"}
     T : int
         Iterations (>= 1; 20 or more for the paper's plots).
-    seed : int, np.random.Generator or None
-        Seed of the masks / noise.
+    seed : int
+        Seed of the masks / noise (:func:`corrupt_images`).
+    index : array_like of int, shape (P,), optional
+        The test images' numbers in their split (default 0..P-1).
     mask_fraction, noise_variance : float
         Task parameters (0.3, 0.7).
     include_input : bool
@@ -228,6 +233,7 @@ def evaluate_baseline(
         task,
         model.patch,
         seed,
+        index=index,
         mask_fraction=mask_fraction,
         noise_variance=noise_variance,
     )
@@ -245,9 +251,7 @@ def evaluate_baseline(
         )
     )
     times = np.arange(0 if include_input else 1, T + 1)
-    return BaselineEvaluation(
-        task=task, times=times, errors=errors, seed=seed if isinstance(seed, int) else -1
-    )
+    return BaselineEvaluation(task=task, times=times, errors=errors, seed=int(seed))
 
 
 def load_baseline(

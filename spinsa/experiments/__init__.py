@@ -18,6 +18,7 @@
 Importing this package imports neither torch nor matplotlib.
 """
 
+from spinsa.damico import damico_run, damico_step, standardize_features
 from spinsa.experiments.config import (
     DataSection,
     DynamicsSection,
@@ -27,7 +28,6 @@ from spinsa.experiments.config import (
     ReproduceConfig,
     TasksSection,
 )
-from spinsa.experiments.damico import damico_run, damico_step, standardize_features
 from spinsa.experiments.pipeline import (
     TASKS,
     TaskEvaluation,

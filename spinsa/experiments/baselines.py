@@ -35,6 +35,7 @@ import numpy as np
 
 from spinsa._checks import check_count
 from spinsa.baselines.config import BaselineConfig
+from spinsa.tasks import TASKS
 
 __all__ = [
     "BASELINES_KIND",
@@ -49,7 +50,6 @@ __all__ = [
 BASELINES_NAME = "baselines.h5"
 BASELINES_KIND = "reproduce-baselines"
 BASELINE_MODELS = ("recycled", "vit")
-TASKS = ("masked", "denoise")
 PIXELS = ("all", "masked", "visible")
 ABOUT_TRAINING_RANGE = (2, 8)  # "lowest for t in about 3-7": the training range, +-1
 
@@ -157,13 +157,6 @@ class BaselinesSpec:
 
 
 # ---------------------------------------------------------------------------- the stage
-def _task_rng(base, task: str) -> np.random.Generator:
-    """The run's random stream of a task (the one the bare SA's inputs were drawn from)."""
-    from spinsa.experiments.pipeline import _TASK_STREAM
-
-    return np.random.default_rng([base.tasks.seed, _TASK_STREAM[task]])
-
-
 def _token_mask(pixel_mask: np.ndarray, patch: int) -> np.ndarray:
     from spinsa.analysis.patches import patch_pixels
 
@@ -175,14 +168,13 @@ def _best(mean: np.ndarray) -> int:
     return int(np.nanargmin(mean)) if np.isfinite(mean).any() else 0
 
 
-def _sa_patch_variances(exp, J: np.ndarray, test: np.ndarray, best_t: int, n: int):
+def _sa_patch_variances(exp, J: np.ndarray, images, best_t: int, n: int):
     """Masked-patch variances of a bare-SA model's predictions at ``best_t``."""
     from spinsa.analysis.patches import masked_patch_variances
     from spinsa.experiments import pipeline
 
     emb = exp.make_embedding()
-    x0, mask = pipeline._initial_state(exp, emb, test, "masked")
-    x0, mask = x0[:n], mask[:n]
+    x0, mask = exp.tasks.inputs("masked", emb, images.test[:n], images.test_index[:n])
     state = {"x": x0}
 
     def keep(t, x):
@@ -191,8 +183,7 @@ def _sa_patch_variances(exp, J: np.ndarray, test: np.ndarray, best_t: int, n: in
 
     if best_t > 0:
         pipeline.run_dynamics(exp, J, x0, mask, best_t, keep)
-    decoded = pipeline._display(emb, emb.decode(state["x"]))
-    return masked_patch_variances(decoded, mask, exp.embedding.patch)
+    return masked_patch_variances(emb.decode_pixels(state["x"]), mask, exp.embedding.patch)
 
 
 def run_baselines(
@@ -276,7 +267,7 @@ def run_baselines(
     for name, exp in config.experiments().items():
         s = read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]
         J = io.read_array(reproduce_h5, f"models/{name}/J")
-        variances[name] = _sa_patch_variances(exp, J, test, int(s["best_t"]), n_var)
+        variances[name] = _sa_patch_variances(exp, J, images, int(s["best_t"]), n_var)
         var_patch[name], var_t[name] = exp.embedding.patch, int(s["best_t"])
 
     for model, bc in spec.configs().items():
@@ -288,14 +279,15 @@ def run_baselines(
                 bc.replace(progress=progress), train, task, checkpoint=ckpt, resume=True
             )
             t1 = time.perf_counter()
+            streams = dict(seed=tasks_cfg.seed, index=images.test_index)
             ev = evaluate_baseline(
                 net,
                 test,
                 task,
                 T=spec.T,
-                seed=_task_rng(base, task),
                 mask_fraction=bc.mask_fraction,
                 noise_variance=bc.noise_variance,
+                **streams,
             )
             summ = ev.summary()
             mean = np.asarray(summ.mean.all, dtype=np.float64)
@@ -307,9 +299,9 @@ def run_baselines(
                     test,
                     task,
                     bc.patch,
-                    _task_rng(base, task),
                     mask_fraction=bc.mask_fraction,
                     noise_variance=bc.noise_variance,
+                    **streams,
                 )
                 pred = predict_trajectory(net, inputs[:n_var], best_t)[best_t - 1]
                 mask = _token_mask(pm[:n_var], bc.patch)

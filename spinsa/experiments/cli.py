@@ -187,6 +187,7 @@ def _cmd_evaluate(args) -> int:
 
     from spinsa.experiments.pipeline import TASKS, evaluate, load_images, read_run_config
     from spinsa.experiments.results import read_summaries
+    from spinsa.references import REFERENCES
 
     tasks = TASKS if args.task == "both" else (args.task,)
     if args.out is not None and len(tasks) > 1:
@@ -194,7 +195,7 @@ def _cmd_evaluate(args) -> int:
     config = read_run_config(args.run)
     if args.n_test is not None:
         config = config.with_overrides({"data.n_test": args.n_test})
-    images = load_images(config, train=False)
+    images = load_images(config)
     for task in tasks:
         t0 = time.perf_counter()
         path = evaluate(
@@ -214,6 +215,16 @@ def _cmd_evaluate(args) -> int:
             f"{s['error_t1']:.4f} at t = 1, best {s['best_error']:.4f} at t = {s['best_t']}, "
             f"{s['error_T']:.4f} at t = {s['T']}; late states vs the mean training image: "
             f"r = {s['corr_T']:.3f} ({time.perf_counter() - t0:.1f} s); wrote {path}"
+        )
+        best = s["best_reference"]
+        print(
+            f"  best reference: {REFERENCES[task][best]}, "
+            f"{s['references'][best]['error']:.4f}; the model "
+            + (
+                "beats it (more than 3 standard errors below)"
+                if s["transient_memory"]
+                else "does not beat it by more than 3 standard errors"
+            )
         )
     return 0
 
@@ -256,9 +267,12 @@ def add_reproduce_parser(sub) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument(
-        "--no-baselines",
-        action="store_true",
-        help="skip the backprop baselines (recycled block and ViT; they need torch)",
+        "--baselines",
+        choices=("quick", "paper", "none"),
+        help="the backprop baselines (recycled block and ViT; they need torch): 'quick', the "
+        "brief CPU recipe (1 epoch on 3,000 images; the default with --quick); 'paper', the "
+        "paper's recipe (100 epochs on every training image; the default otherwise, hours "
+        "per model and task on a CPU: the plan printed first says how long); 'none'",
     )
     p.set_defaults(func=_cmd_reproduce)
 
@@ -282,6 +296,6 @@ def _cmd_reproduce(args) -> int:
         overwrite=args.overwrite,
         config=args.config,
         progress=not args.no_progress,
-        baselines=not args.no_baselines,
+        baselines=True if args.baselines is None else args.baselines,
     )
     return 0

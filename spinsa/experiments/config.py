@@ -240,7 +240,8 @@ class TasksSection:
     clamp_visible : bool
         Keep the visible tokens fixed during the masked task's dynamics.
     seed : int
-        Seed of the masks and of the noise (each task draws from its own stream).
+        Seed of the masks and of the noise: test image k of the split is corrupted from
+        ``default_rng([seed, stream of the task, k])`` (:func:`spinsa.tasks.task_inputs`).
     n_examples : int
         Number of test images whose decoded states are kept for figures.
     example_times : tuple of int
@@ -271,6 +272,25 @@ class TasksSection:
             raise ValueError(f"tasks.example_times must be a list of integers, got {times!r}")
         times = tuple(check_count(t, "tasks.example_times[...]", 0) for t in times)
         object.__setattr__(self, "example_times", tuple(sorted(set(times))))
+
+    def inputs(self, task: str, embedding: PatchEmbedding, images, index):
+        """The corrupted inputs of ``task`` (:func:`spinsa.tasks.task_inputs` with this
+        section's seed, mask fraction and noise variance): ``(x0 (P, N, d), mask or None)``.
+
+        ``index`` holds the images' numbers in their split; an image gets the same
+        corruption in every evaluation, analysis and baseline of a run.
+        """
+        from spinsa.tasks import task_inputs
+
+        return task_inputs(
+            task,
+            images,
+            embedding,
+            index=index,
+            seed=self.seed,
+            mask_fraction=self.mask_fraction,
+            noise_variance=self.noise_variance,
+        )
 
 
 _SECTION_TYPES: dict[str, type] = {
@@ -585,7 +605,8 @@ class ReproduceConfig:
     def paper(cls, quick: bool = True) -> ReproduceConfig:
         """The paper's bare-self-attention experiment on MNIST (2x2 patches, d = 8,
         lambda_train = 5, lambda_eval = 1, 30 % masked tokens, noise variance 0.7, T = 100),
-        with the DESIGN dynamics and the published notebook's preset side by side.
+        with the DESIGN dynamics and the published notebook's preset side by side (the
+        latter with T = 101, as the notebook runs it).
 
         ``quick``: 10,000 training images (1,000 per class) and 1,000 test images;
         otherwise 50,000 (5,000 per class) and the 10,000 test images.
@@ -618,6 +639,8 @@ class ReproduceConfig:
                     ("fit.eval_every", 10),
                     ("fit.device", "auto"),
                     ("dynamics.preset", "damico2024"),
+                    # the notebook runs 101 steps and labels the state after step q + 1 "q"
+                    ("dynamics.steps", 101),
                 ),
             ),
         )

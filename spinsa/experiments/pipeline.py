@@ -21,6 +21,9 @@ Run file layout (one group per task under ``evaluation``)::
     /evaluation/<task>/errors/{all, masked, visible}   (T + 1, P) float32, per test image
     /evaluation/<task>/mean/{all, masked, visible}     (T + 1,) mean over images
     /evaluation/<task>/sem/{all, masked, visible}      (T + 1,) standard error of the mean
+    /evaluation/<task>/references/<name>/{all, masked, visible}   (P,) float32, the errors
+                                         of the simple predictors of spinsa.references on
+                                         the same inputs (attribute reference_params)
     /evaluation/<task>/mean_image_corr   (T + 1, P) correlation of each decoded state with
                                          the mean training image
     /evaluation/<task>/step_change       (T,) mean over images and tokens of |x_i(t) - x_i(t-1)|
@@ -28,11 +31,12 @@ Run file layout (one group per task under ``evaluation``)::
     /evaluation/<task>/final_coherence   (P,) correlation of each final image with that mean
     /evaluation/<task>/examples/{images (k, n, H, W), times (k,), index (n,), clean (n, H, W)}
 
-Errors are measured in the embedding's own pixel space: the decoded state against the clean
-image passed through the same encoding and decoding. For the paper's embedding that is the
-image itself; for the notebook's (``scale = "damico2024"``, pixels min(2p, 1)) it is the
-notebook's pixel values min(2p, 1), against twice the decoded value, so that both live in
-[0, 1].
+Errors are measured in the embedding's own pixel space
+(:meth:`spinsa.PatchEmbedding.pixel_space`): for the paper's embedding the image itself; for
+the notebook's (``scale = "damico2024"``) its pixel values min(2p, 1), against twice the
+decoded value, so that both live in [0, 1]. The task inputs come from
+:meth:`TasksSection.inputs`: test image k is corrupted the same way by every evaluation and
+analysis of a run.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from spinsa.experiments.config import ExperimentConfig
+from spinsa.tasks import TASKS
 
 __all__ = [
     "TASKS",
@@ -53,7 +58,6 @@ __all__ = [
     "Images",
     "TaskEvaluation",
     "load_images",
-    "reference_images",
     "fit_couplings",
     "evaluate_task",
     "train",
@@ -62,10 +66,9 @@ __all__ = [
     "read_run_config",
 ]
 
-TASKS = ("masked", "denoise")
 RUN_KIND = "experiment"
 EVALUATION_KIND = "evaluation"
-_TASK_STREAM = {"masked": 0, "denoise": 1}  # independent random streams per task
+N_TUNE = 1000  # corrupted training images on which the denoising references are tuned
 
 
 # ---------------------------------------------------------------------------- data
@@ -77,12 +80,16 @@ class Images:
     ----------
     train, test : ndarray, shape (P, H, W) and (Q, H, W), float32 in [0, 1]
     train_labels, test_labels : ndarray of int64
+    train_index, test_index : ndarray of int64, shapes (P,) and (Q,)
+        The images' numbers in their split (the keys of their task streams).
     """
 
     train: np.ndarray
     train_labels: np.ndarray
     test: np.ndarray
     test_labels: np.ndarray
+    train_index: np.ndarray
+    test_index: np.ndarray
 
 
 def load_images(
@@ -96,59 +103,33 @@ def load_images(
     from spinsa import datasets
 
     data = config.data
-    empty = np.zeros((0, *data.image_shape), dtype=np.float32), np.zeros(0, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    empty = np.zeros((0, *data.image_shape), dtype=np.float32), none, none
     tr, te = empty, empty
     if data.dataset == "synthetic":
+
+        def make(n, stream):
+            gen = np.random.default_rng([data.seed, stream])
+            imgs, labels = datasets.synthetic_digits(n, size=data.image_size, seed=gen)
+            return imgs, labels, np.arange(n, dtype=np.int64)
+
         if train:
-            n = data.n_train if data.n_train is not None else 10 * data.per_class
-            tr = datasets.synthetic_digits(
-                n, size=data.image_size, seed=np.random.default_rng([data.seed, 0])
-            )
+            tr = make(data.n_train if data.n_train is not None else 10 * data.per_class, 0)
         if test:
-            te = datasets.synthetic_digits(
-                data.n_test, size=data.image_size, seed=np.random.default_rng([data.seed, 1])
-            )
+            te = make(data.n_test, 1)
     else:
         load = datasets.load_mnist if data.dataset == "mnist" else datasets.load_fashion_mnist
+        opts = dict(seed=data.seed, fetch=fetch, return_index=True)
         if train:
-            tr = load(
-                "train", n=data.n_train, per_class=data.per_class, seed=data.seed, fetch=fetch
-            )
+            tr = load("train", n=data.n_train, per_class=data.per_class, **opts)
         if test:
-            te = load("test", n=data.n_test, seed=data.seed, fetch=fetch)
-    return Images(train=tr[0], train_labels=tr[1], test=te[0], test_labels=te[1])
+            te = load("test", n=data.n_test, **opts)
+    return Images(*tr[:2], *te[:2], train_index=tr[2], test_index=te[2])
 
 
-def _display(emb, decoded: np.ndarray) -> np.ndarray:
-    """Decoded pixels in the embedding's own pixel space ([0, 1] for both scales)."""
-    return decoded * decoded.dtype.type(2) if emb.scale == "damico2024" else decoded
-
-
-def reference_images(emb, images: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """The clean images as the embedding sees them: decode(encode(images)) in its pixel space.
-
-    Parameters
-    ----------
-    emb : PatchEmbedding
-    images : ndarray, shape (P, H, W)
-
-    Returns
-    -------
-    ndarray, shape (P, H, W), float32
-        The images themselves (to rounding) for ``scale="paper"``; min(2p, 1) for
-        ``scale="damico2024"``.
-    """
-    out = np.empty(images.shape, dtype=np.float32)
-    for s in range(0, images.shape[0], chunk):
-        out[s : s + chunk] = _display(emb, emb.decode(emb.encode(images[s : s + chunk])))
-    return out
-
-
-def _mean_image(emb, images: np.ndarray) -> np.ndarray:
-    total = np.zeros(images.shape[1:], dtype=np.float64)
-    for s in range(0, images.shape[0], 4096):
-        total += reference_images(emb, images[s : s + 4096]).sum(axis=0, dtype=np.float64)
-    return total / max(images.shape[0], 1)
+def mean_image(emb, images: np.ndarray) -> np.ndarray:
+    """The mean of ``images`` (P, H, W) in the embedding's pixel space, float64 (H, W)."""
+    return emb.pixel_space(images).mean(axis=0, dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------- fit
@@ -223,7 +204,10 @@ class TaskEvaluation:
     example_times : ndarray of int64, shape (k,)
     example_index : ndarray of int64, shape (n,)
     clean_examples : ndarray, shape (n, H, W)
-        The reference images of those test images.
+        Those test images in the embedding's pixel space.
+    references : dict
+        ``name -> spinsa.references.Reference``: the simple predictors' per-image errors on
+        the same inputs.
     wall_time : float
         Seconds spent.
     """
@@ -239,14 +223,15 @@ class TaskEvaluation:
     example_times: np.ndarray
     example_index: np.ndarray
     clean_examples: np.ndarray
+    references: dict[str, Any]
     wall_time: float = 0.0
 
     def arrays(self) -> dict[str, Any]:
         """The arrays in the layout of ``/evaluation/<task>``."""
-        from spinsa.tasks import summarize
+        from spinsa.tasks import mean_sem, summarize
 
         summary = summarize(self.errors)
-        corr_mean, corr_sem = _nan_mean_sem(self.mean_image_corr)
+        corr_mean, corr_sem, _ = mean_sem(self.mean_image_corr)
         fields = ("all", "masked", "visible")
         return {
             "times": self.times,
@@ -265,20 +250,15 @@ class TaskEvaluation:
                 "index": self.example_index,
                 "clean": self.clean_examples.astype(np.float32),
             },
+            "references": {
+                name: {k: getattr(ref.errors, k).astype(np.float32) for k in fields}
+                for name, ref in self.references.items()
+            },
         }
 
-
-def _nan_mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error over the last axis, NaN entries left out."""
-    ok = ~np.isnan(values)
-    n = ok.sum(axis=-1)
-    v = np.where(ok, values, 0.0).astype(np.float64)
-    mean = np.full(n.shape, np.nan)
-    np.divide(v.sum(axis=-1), n, out=mean, where=n > 0)
-    dev2 = np.where(ok, (values - mean[..., None]) ** 2, 0.0).sum(axis=-1)
-    sem = np.full(n.shape, np.nan)
-    np.divide(dev2, n * (n - 1.0), out=sem, where=n > 1)
-    return mean, np.sqrt(sem)
+    def reference_params(self) -> dict[str, dict]:
+        """``name -> {label, chosen parameters}`` of the references (an HDF5 attribute)."""
+        return {n: {"label": r.label, **r.params} for n, r in self.references.items()}
 
 
 def _correlation(images: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -293,15 +273,36 @@ def _correlation(images: np.ndarray, target: np.ndarray) -> np.ndarray:
     return out
 
 
-def _initial_state(config: ExperimentConfig, emb, images: np.ndarray, task: str):
-    """(x0, token mask or None) of the task for all test images (one random stream per task)."""
-    from spinsa.tasks import corrupt_gaussian, mask_tokens
+def references(
+    config: ExperimentConfig, images: Images, task: str, clean, inputs, train, pixel_mask=None
+):
+    """The simple predictors of :mod:`spinsa.references` on a task's test inputs.
 
-    rng = np.random.default_rng([config.tasks.seed, _TASK_STREAM[task]])
-    if task == "masked":
-        return mask_tokens(emb.encode(images), config.tasks.mask_fraction, rng)
-    noisy = corrupt_gaussian(images, config.tasks.noise_variance, rng)
-    return emb.encode(noisy), None
+    ``clean``, ``inputs`` (P, H, W) and ``train`` (M, H, W) are in the embedding's pixel
+    space: the clean test images, the decoded t = 0 states and the training images. The
+    denoising references are tuned on :data:`N_TUNE` corrupted training images (evenly spaced
+    through the training set, corrupted by the run's noise from their own streams).
+
+    Returns
+    -------
+    dict
+        ``name -> spinsa.references.Reference``.
+    """
+    from spinsa.references import task_references
+    from spinsa.tasks import draw_noisy
+
+    emb = config.make_embedding()
+    tune: dict[str, Any] = {}
+    if task == "denoise":
+        pick = np.unique(np.linspace(0, train.shape[0] - 1, N_TUNE).astype(np.int64))
+        noisy = draw_noisy(
+            images.train[pick],
+            images.train_index[pick],
+            config.tasks.noise_variance,
+            config.tasks.seed,
+        )
+        tune = dict(tune_clean=train[pick], tune_noisy=emb.pixel_space(noisy), tune_index=pick)
+    return task_references(task, clean, inputs, train, pixel_mask=pixel_mask, **tune)
 
 
 def _dynamics_seed(config: ExperimentConfig) -> int:
@@ -321,7 +322,7 @@ def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
     dyn = config.dynamics
     clamp = config.tasks.clamp_visible and mask is not None
     if dyn.preset == "damico2024":
-        from spinsa.experiments.damico import damico_run
+        from spinsa.damico import damico_run
 
         damico_run(x0, J, dyn.lam_eval, steps, mask, clamp_visible=clamp, callback=callback)
         return
@@ -354,8 +355,7 @@ def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
 def evaluate_task(
     config: ExperimentConfig,
     J: np.ndarray,
-    test_images: np.ndarray,
-    mean_train_image: np.ndarray,
+    images: Images,
     task: str,
     *,
     steps: int | None = None,
@@ -369,10 +369,9 @@ def evaluate_task(
     config : ExperimentConfig
     J : ndarray, shape (N, N, d, d)
         The couplings.
-    test_images : ndarray, shape (P, H, W)
-        Clean test images in [0, 1].
-    mean_train_image : ndarray, shape (H, W)
-        The mean training image in the embedding's pixel space (:func:`reference_images`).
+    images : Images
+        The run's images: the test images are corrupted and iterated; the training images
+        give the mean image and the references (:func:`references`).
     task : {"masked", "denoise"}
     steps : int, optional
         T (default ``config.dynamics.steps``).
@@ -393,16 +392,18 @@ def evaluate_task(
     chunk_size = check_count(chunk_size, "chunk_size", 1)
     t_start = time.perf_counter()
     emb = config.make_embedding()
-    images = np.asarray(test_images, dtype=np.float32)
-    if images.ndim != 3 or images.shape[1:] != emb.image_shape:
+    test = np.asarray(images.test, dtype=np.float32)
+    if test.ndim != 3 or test.shape[1:] != emb.image_shape:
         raise ValueError(
-            f"test_images must have shape (P, {emb.image_shape[0]}, {emb.image_shape[1]}), "
-            f"got {images.shape}"
+            f"test images must have shape (P, {emb.image_shape[0]}, {emb.image_shape[1]}), "
+            f"got {test.shape}"
         )
-    P = images.shape[0]
-    x0_all, mask_all = _initial_state(config, emb, images, task)
-    ref_all = reference_images(emb, images)
-    mean_img = np.asarray(mean_train_image, dtype=np.float64)
+    P = test.shape[0]
+    x0_all, mask_all = config.tasks.inputs(task, emb, test, images.test_index)
+    pmask_all = None if mask_all is None else pixel_mask(mask_all, emb)
+    clean_all = emb.pixel_space(test)
+    train_px = emb.pixel_space(images.train)
+    mean_img = train_px.mean(axis=0, dtype=np.float64)
 
     T1 = steps + 1
     errs = {k: np.full((T1, P), np.nan) for k in ("all", "masked", "visible")}
@@ -412,6 +413,7 @@ def evaluate_task(
     ex_times = np.array([t for t in config.tasks.example_times if t <= steps], dtype=np.int64)
     examples = np.zeros((ex_times.size, n_ex, *emb.image_shape), dtype=np.float32)
     finals = np.empty((P, *emb.image_shape), dtype=np.float32)
+    inputs = np.empty((P, *emb.image_shape), dtype=np.float32)
 
     bar = None
     if progress:
@@ -429,17 +431,19 @@ def evaluate_task(
         sl = slice(start, min(start + chunk_size, P))
         x0 = x0_all[sl]
         mask = None if mask_all is None else mask_all[sl]
-        ref = ref_all[sl]
-        pmask = None if mask is None else pixel_mask(mask, emb)
+        ref = clean_all[sl]
+        pmask = None if pmask_all is None else pmask_all[sl]
         prev = [x0]
 
         def record(t, x, sl=sl, ref=ref, pmask=pmask, prev=prev):
-            dec = _display(emb, emb.decode(x))
+            dec = emb.decode_pixels(x)
             e = reconstruction_errors(dec, ref, pmask)
             for k in errs:
                 errs[k][t, sl] = getattr(e, k)
             corr[t, sl] = _correlation(dec, mean_img)
-            if t > 0:
+            if t == 0:
+                inputs[sl] = dec
+            else:
                 diff = np.linalg.norm(x - prev[0], axis=2).mean(axis=1)
                 change[t - 1] += float(diff.sum()) / P
                 prev[0] = x
@@ -469,7 +473,8 @@ def evaluate_task(
         examples=examples,
         example_times=ex_times,
         example_index=np.arange(n_ex, dtype=np.int64),
-        clean_examples=ref_all[:n_ex],
+        clean_examples=clean_all[:n_ex],
+        references=references(config, images, task, clean_all, inputs, train_px, pmask_all),
         wall_time=time.perf_counter() - t_start,
     )
 
@@ -482,6 +487,7 @@ def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int)
         "steps": int(ev.times[-1]),
         "n_test": int(n_test),
         "dynamics": config.dynamics.preset,
+        "embedding_scale": config.embedding.scale,
         "lam_eval": config.dynamics.lam_eval,
         "wall_time": float(ev.wall_time),
     }
@@ -490,6 +496,7 @@ def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int)
         attrs["clamp_visible"] = config.tasks.clamp_visible
     else:
         attrs["noise_variance"] = config.tasks.noise_variance
+    attrs["reference_params"] = ev.reference_params()
     summary = summarize_arrays(ev.task, ev.arrays())
     attrs.update({f"summary.{k}": v for k, v in summary.items()})
     return attrs
@@ -550,7 +557,7 @@ def train(
     fit = fit_couplings(config, images.train, checkpoint=checkpoint, progress=progress)
     io.write_file(
         out_path,
-        _fit_arrays(fit, _mean_image(emb, images.train)),
+        _fit_arrays(fit, mean_image(emb, images.train)),
         {"name": config.name, **_fit_attrs(fit, images)},
         kind=RUN_KIND,
         config=config,
@@ -593,7 +600,7 @@ def evaluate(
     chunk_size, progress
         As in :func:`evaluate_task`.
     images : Images, optional
-        Already loaded test images.
+        Already loaded images (the training images give the mean image and the references).
 
     Returns
     -------
@@ -620,12 +627,9 @@ def evaluate(
     if out is not None and Path(out).exists() and not overwrite:
         raise FileExistsError(f"{out} already exists; pass overwrite=True to replace it")
     J = io.read_array(run_path, "J")
-    mean_image = io.read_array(run_path, "data/mean_train_image")
     if images is None:
-        images = load_images(config, train=False)
-    ev = evaluate_task(
-        config, J, images.test, mean_image, task, chunk_size=chunk_size, progress=progress
-    )
+        images = load_images(config)
+    ev = evaluate_task(config, J, images, task, chunk_size=chunk_size, progress=progress)
     attrs = _evaluation_attrs(config, ev, images.test.shape[0])
     if out is None:
         io.write_group(run_path, group, ev.arrays(), attrs, overwrite=overwrite)
@@ -695,13 +699,10 @@ def run_experiment(
     images = load_images(config)
     emb = config.make_embedding()
     fit = fit_couplings(config, images.train, checkpoint=checkpoint, progress=progress)
-    mean_image = _mean_image(emb, images.train)
-    arrays = _fit_arrays(fit, mean_image)
+    arrays = _fit_arrays(fit, mean_image(emb, images.train))
     group_attrs = {}
     for task in tasks:
-        ev = evaluate_task(
-            config, fit.J, images.test, mean_image, task, chunk_size=chunk_size, progress=progress
-        )
+        ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
         arrays[f"evaluation/{task}"] = ev.arrays()
         group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, images.test.shape[0])
     io.write_file(

@@ -26,6 +26,7 @@ __all__ = [
     "read_tree",
     "read_evaluation",
     "summarize_arrays",
+    "summarize_references",
     "read_summaries",
 ]
 
@@ -117,21 +118,55 @@ def _z(a: float, sa: float, b: float, sb: float) -> float:
     return (a - b) / den if den and np.isfinite(den) else math.nan
 
 
-def summarize_arrays(task: str, arrays: dict[str, Any]) -> dict[str, float | int]:
+SIGNIFICANT_Z = 3.0  # a difference counts when it exceeds 3 combined standard errors
+
+
+def summarize_references(arrays: dict[str, Any], best_error: float, best_sem: float) -> dict:
+    """The references of one task's arrays against the model's best error.
+
+    Returns
+    -------
+    dict
+        ``name -> {"error", "sem", "masked_error", "masked_sem", "z"}`` over all pixels
+        (masked pixels for ``masked_*``), with z = (reference - best) / combined standard
+        error: the model beats a reference when z > :data:`SIGNIFICANT_Z`.
+    """
+    from spinsa.tasks import mean_sem
+
+    out = {}
+    for name, errs in arrays.get("references", {}).items():
+        m, e, _ = mean_sem(errs["all"])
+        mm, me, _ = mean_sem(errs["masked"])
+        out[name] = {
+            "error": float(m),
+            "sem": float(e),
+            "masked_error": float(mm),
+            "masked_sem": float(me),
+            "z": _z(float(m), float(e), best_error, best_sem),
+        }
+    return out
+
+
+def summarize_arrays(task: str, arrays: dict[str, Any]) -> dict[str, Any]:
     """The numbers that decide fidelity, from one task's arrays.
 
     Errors are over all pixels unless named ``masked_*`` (masked pixels only). The best t
     is the first minimum of the mean error over t >= 1 for the masked task (the paper plots
     it from t = 1; the masked input at t = 0 is not a prediction) and over t >= 0 for
     denoising. ``rise_z`` is (error at T - best error) over their combined standard error;
-    ``gain_z`` is (error at t = 0 - best error) over theirs.
+    ``gain_z`` is (error at t = 0 - best error) over theirs. ``references`` compares the
+    best error with every simple predictor (:func:`summarize_references`); ``beats`` lists
+    those it is below by more than 3 combined standard errors, ``best_reference`` names the
+    one with the smallest error, and ``transient_memory`` is True when the model beats that
+    one too (the only claim of a transient memory the data can carry).
 
     Returns
     -------
     dict
         ``T, error_t0, sem_t0, error_t1, sem_t1, best_t, best_error, best_sem, error_T,
         sem_T, rise_z, gain_z, masked_error_t0, masked_error_best, masked_error_T,
-        corr_T, corr_T_sem, corr_t0, coherence_T, coherence_T_sem, step_change_T``.
+        corr_T, corr_T_sem, corr_t0, coherence_T, coherence_T_sem, step_change_T,
+        references, beats, best_reference, transient_memory``.
     """
     mean, sem = arrays["mean"]["all"], arrays["sem"]["all"]
     T = int(mean.shape[0] - 1)
@@ -167,6 +202,12 @@ def summarize_arrays(task: str, arrays: dict[str, Any]) -> dict[str, float | int
     }
     out["rise_z"] = _z(out["error_T"], out["sem_T"], out["best_error"], out["best_sem"])
     out["gain_z"] = _z(out["error_t0"], out["sem_t0"], out["best_error"], out["best_sem"])
+    refs = summarize_references(arrays, out["best_error"], out["best_sem"])
+    out["references"] = refs
+    out["beats"] = [n for n, r in refs.items() if r["z"] > SIGNIFICANT_Z]
+    best_ref = min(refs, key=lambda n: refs[n]["error"]) if refs else None
+    out["best_reference"] = best_ref
+    out["transient_memory"] = best_ref is not None and best_ref in out["beats"]
     return out
 
 

@@ -208,7 +208,9 @@ def fit_pseudolikelihood(
 
     L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J) at λ = ``lam``, with the closed-form gradient
     ∂L/∂J_ij = -(1/P) Σ_μ α_ij ξ_i ξ_jᵀ (no autograd), under a fixed global norm, fixed row
-    norms, or an L2 penalty (``constraint=``).
+    norms, or an L2 penalty (``constraint=``). With ``standardize=True`` the ξ are first
+    standardised over the tokens, and with ``score_clamp`` the scores are clamped before λ
+    (both part of the ``"damico2024"`` preset, as in the published notebook).
 
     Parameters
     ----------
@@ -265,6 +267,10 @@ def fit_pseudolikelihood(
 
         resolve_device(config.device)
     xi = check_patterns(xi, config.unit_spins, dtype=dtype)
+    if config.standardize:
+        from spinsa.damico import standardize_features
+
+        xi = standardize_features(xi)
     P, N, d = xi.shape
 
     if config.check_memory:

@@ -101,7 +101,7 @@ def _workers(config) -> int:
 def _fit_global(xi: np.ndarray, state, config, run) -> None:
     from spinsa.fit.objective import constrained_grad, frobenius, prepared_kernels
 
-    full_kernel, _ = prepared_kernels(xi)
+    full_kernel, _ = prepared_kernels(xi, config.score_clamp)
     P, N, d = xi.shape
     dtype = xi.dtype
     lam, l2 = config.lam, config.l2
@@ -220,7 +220,7 @@ def _solve_row(xi, state_J, i, c_i, config, maxiter, row_kernel):
 def _fit_rows(xi: np.ndarray, state, config, run) -> None:
     from spinsa.fit.objective import prepared_kernels
 
-    _, row_kernel = prepared_kernels(xi)
+    _, row_kernel = prepared_kernels(xi, config.score_clamp)
     P, N, d = xi.shape
     targets = np.asarray(state.targets, dtype=np.float64)
     if state.row_iters is None:

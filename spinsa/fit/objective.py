@@ -34,35 +34,34 @@ def _kernels():
     return objective
 
 
-def prepared_kernels(xi: np.ndarray):
-    """Objective callables bound to validated patterns, reusing their kernel layout.
+def _clamp(score_clamp) -> float:
+    """The kernels' clamp: ``inf`` for none; a positive finite number otherwise."""
+    return np.inf if score_clamp is None else check_positive(score_clamp, "score_clamp")
+
+
+def prepared_kernels(xi: np.ndarray, score_clamp: float | None = None):
+    """Objective callables bound to validated patterns, reusing their tiled layout.
 
     Returns ``(full, row)`` with ``full(J, lam, grad_out) -> L`` and
     ``row(J_row, lam, i, grad_row_out) -> L_i``; no validation (the fit validated once).
     """
     k = _kernels()
     P = xi.shape[0]
-    if hasattr(k, "to_tiles") and hasattr(k, "loss_and_grad_tiles"):
-        tiles = k.to_tiles(xi)
+    tiles = k.to_tiles(xi)
+    clamp = _clamp(score_clamp)
 
-        def full(J, lam, out):
-            return k.loss_and_grad_tiles(tiles, P, J, lam, out)
+    def full(J, lam, out):
+        return k.loss_and_grad_tiles(tiles, P, J, lam, out, clamp)
 
-        def row(J_row, lam, i, out):
-            return k.row_loss_and_grad(xi, J_row, lam, i, out, tiles=tiles)
+    def row(J_row, lam, i, out):
+        return k.row_loss_and_grad(xi, J_row, lam, i, out, tiles=tiles, clamp=clamp)
 
-        return full, row
-
-    def full_plain(J, lam, out):
-        return k.loss_and_grad(xi, J, lam, out)
-
-    def row_plain(J_row, lam, i, out):
-        return k.row_loss_and_grad(xi, J_row, lam, i, out)
-
-    return full_plain, row_plain
+    return full, row
 
 
-def pl_loss_and_grad(xi, J, lam: float) -> tuple[float, np.ndarray]:
+def pl_loss_and_grad(
+    xi, J, lam: float, score_clamp: float | None = None
+) -> tuple[float, np.ndarray]:
     """Pseudo-likelihood objective and its closed-form gradient.
 
     Parameters
@@ -73,6 +72,9 @@ def pl_loss_and_grad(xi, J, lam: float) -> tuple[float, np.ndarray]:
         Couplings; the diagonal blocks J_ii are ignored.
     lam : float
         Inverse temperature λ > 0 of the softmax.
+    score_clamp : float, optional
+        Scores are min(s_ij, score_clamp) before λ (the published notebook: 20); where the
+        clamp acts the pair gets no gradient.
 
     Returns
     -------
@@ -87,11 +89,13 @@ def pl_loss_and_grad(xi, J, lam: float) -> tuple[float, np.ndarray]:
         raise ValueError("xi is empty (0 patterns); the objective is an average over patterns")
     lam = check_positive(lam, "lam")
     grad = np.empty_like(J)
-    loss = _kernels().loss_and_grad(xi, J, lam, grad)
+    loss = _kernels().loss_and_grad(xi, J, lam, grad, _clamp(score_clamp))
     return float(loss), grad
 
 
-def pl_row_loss_and_grad(xi, J_row, lam: float, i: int) -> tuple[float, np.ndarray]:
+def pl_row_loss_and_grad(
+    xi, J_row, lam: float, i: int, score_clamp: float | None = None
+) -> tuple[float, np.ndarray]:
     """The objective of one site, L_i = (1/P) Σ_μ e_i(ξ^μ), and its gradient in row i of J.
 
     Parameters
@@ -102,6 +106,8 @@ def pl_row_loss_and_grad(xi, J_row, lam: float, i: int) -> tuple[float, np.ndarr
     lam : float
     i : int
         The site, 0 <= i < N.
+    score_clamp : float, optional
+        As in :func:`pl_loss_and_grad`.
 
     Returns
     -------
@@ -129,7 +135,7 @@ def pl_row_loss_and_grad(xi, J_row, lam: float, i: int) -> tuple[float, np.ndarr
         raise ValueError(f"i must be an integer site index in [0, {N}), got {i!r}")
     lam = check_positive(lam, "lam")
     grad = np.empty_like(J_row)
-    loss = _kernels().row_loss_and_grad(xi, J_row, lam, int(i), grad)
+    loss = _kernels().row_loss_and_grad(xi, J_row, lam, int(i), grad, clamp=_clamp(score_clamp))
     return float(loss), grad
 
 

@@ -99,27 +99,41 @@ def _diag_mask(torch, n_tokens: int, dev):
     return torch.eye(n_tokens, dtype=torch.bool, device=dev)
 
 
-def _chunk_closed_form(torch, x, J, lam: float, mask):
+def _softmax_weights(torch, s, lam: float, clamp, dim: int, exclude):
+    """(log-sum-exp of λ min(s, clamp), the gradient's weights α · [s <= clamp]).
+
+    ``s`` (scores) is overwritten; ``exclude`` applies the -inf of the diagonal in place.
+    """
+    free = None if clamp is None else s <= clamp  # where the clamp does not act
+    if clamp is not None:
+        s.clamp_(max=clamp)
+    s.mul_(lam)
+    exclude(s)
+    lse = torch.logsumexp(s, dim=dim)
+    alpha = torch.exp_(s.sub_(lse.unsqueeze(dim)))  # softmax over j != i, alpha_ii = 0
+    return lse, alpha if free is None else alpha.mul_(free)
+
+
+def _chunk_closed_form(torch, x, J, lam: float, mask, clamp=None):
     """Σ_p Σ_i e_i and Σ_p α_ij x_i x_j^T for one chunk. x (B, N, d), J (N, N, d, d).
 
     Returns (loss, G) with loss a float64 0-d tensor and G (N, N, d, d) in J's dtype
     (without the -1/P factor).
     """
     y = torch.einsum("ijab,pjb->pija", J, x)  # y[p, i, j] = J_ij x_j
-    s = torch.einsum("pia,pija->pij", x, y).mul_(lam)
-    s.masked_fill_(mask, float("-inf"))
-    lse = torch.logsumexp(s, dim=2)  # (B, N)
-    alpha = torch.exp_(s.sub_(lse[..., None]))  # softmax over j != i, alpha_ii = 0
+    s = torch.einsum("pia,pija->pij", x, y)
+    lse, alpha = _softmax_weights(torch, s, lam, clamp, 2, lambda t: t.masked_fill_(mask, -np.inf))
     ax = torch.mul(alpha[..., None], x[:, None, :, :], out=y)  # alpha_ij x_j, reusing y
     G = torch.einsum("pia,pijb->ijab", x, ax)
     loss = -lse.to(torch.float64).sum() / lam
     return loss, G
 
 
-def closed_form(torch, x, J, lam: float, chunk_size: int, mask=None):
+def closed_form(torch, x, J, lam: float, chunk_size: int, mask=None, clamp=None):
     """Full objective and gradient on tensors: (L as float64 0-d tensor, ∂L/∂J like J).
 
-    x (P, N, d) and J (N, N, d, d) on one device; sums over chunks accumulate in float64.
+    x (P, N, d) and J (N, N, d, d) on one device; sums over chunks accumulate in float64;
+    scores clamped at ``clamp`` before λ when it is given.
     """
     P, N, _ = x.shape
     if mask is None:
@@ -127,7 +141,7 @@ def closed_form(torch, x, J, lam: float, chunk_size: int, mask=None):
     loss = torch.zeros((), dtype=torch.float64, device=x.device)
     acc = None
     for start in range(0, P, chunk_size):
-        l_c, G_c = _chunk_closed_form(torch, x[start : start + chunk_size], J, lam, mask)
+        l_c, G_c = _chunk_closed_form(torch, x[start : start + chunk_size], J, lam, mask, clamp)
         loss += l_c
         G_c = G_c.to(torch.float64)
         acc = G_c if acc is None else acc.add_(G_c)
@@ -135,28 +149,28 @@ def closed_form(torch, x, J, lam: float, chunk_size: int, mask=None):
     return loss / P, grad
 
 
-def row_closed_form(torch, x, J_row, lam: float, i: int):
+def row_closed_form(torch, x, J_row, lam: float, i: int, clamp=None):
     """Objective of site i, (1/B) Σ_p e_i(x^p), and its gradient in row i. J_row (N, d, d)."""
     B = x.shape[0]
     xi_i = x[:, i]  # (B, d)
     y = torch.einsum("jab,pjb->pja", J_row, x)  # J_ij x_j, (B, N, d)
-    s = torch.einsum("pa,pja->pj", xi_i, y).mul_(lam)
-    s[:, i] = float("-inf")
-    lse = torch.logsumexp(s, dim=1)
-    alpha = torch.exp_(s.sub_(lse[:, None]))
+    s = torch.einsum("pa,pja->pj", xi_i, y)
+    lse, alpha = _softmax_weights(torch, s, lam, clamp, 1, lambda t: t[:, i].fill_(-np.inf))
     ax = torch.mul(alpha[..., None], x, out=y)
     G = torch.einsum("pa,pjb->jab", xi_i, ax).mul_(-1.0 / B)
     loss = -lse.to(torch.float64).sum() / (lam * B)
     return loss, G
 
 
-def forward_loss(torch, x, J, lam: float, mask=None):
+def forward_loss(torch, x, J, lam: float, mask=None, clamp=None):
     """Σ_p Σ_i e_i for x (B, N, d), differentiable (used by the autograd reference only)."""
     N = x.shape[1]
     if mask is None:
         mask = _diag_mask(torch, N, x.device)
-    s = torch.einsum("pia,ijab,pjb->pij", x, J, x) * lam
-    s = s.masked_fill(mask, float("-inf"))
+    s = torch.einsum("pia,ijab,pjb->pij", x, J, x)
+    if clamp is not None:
+        s = torch.clamp(s, max=clamp)
+    s = (s * lam).masked_fill(mask, float("-inf"))
     return -torch.logsumexp(s, dim=2).sum() / lam
 
 
@@ -178,7 +192,13 @@ def _as_tensors(xi, J, device):
     return torch.from_numpy(xi).to(dev), torch.from_numpy(J).to(dev), True
 
 
-def torch_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, device=None):
+def _check_clamp(score_clamp):
+    return None if score_clamp is None else check_positive(score_clamp, "score_clamp")
+
+
+def torch_loss_and_grad(
+    xi, J, lam: float, chunk_size: int | None = None, device=None, score_clamp=None
+):
     """Objective and closed-form gradient of DESIGN §4, computed in torch without autograd.
 
     Parameters
@@ -190,6 +210,8 @@ def torch_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, device
         Samples per chunk (default: :func:`auto_chunk_size`, a 256 MiB budget).
     device : {"cpu", "cuda", "auto"}, optional
         Default: the tensors' device, or the CPU for numpy input.
+    score_clamp : float, optional
+        Scores clamped at this value before λ (:func:`spinsa.pl_loss_and_grad`).
 
     Returns
     -------
@@ -199,24 +221,26 @@ def torch_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, device
     """
     torch = import_torch()
     lam = check_positive(lam, "lam")
+    clamp = _check_clamp(score_clamp)
     x, Jt, was_numpy = _as_tensors(xi, J, device)
     if x.shape[0] == 0:
         raise ValueError("xi is empty (0 patterns)")
     if chunk_size is None:
         chunk_size = auto_chunk_size(x.shape[1], x.shape[2], x.element_size())
     with torch.no_grad():
-        loss, grad = closed_form(torch, x, Jt, lam, int(chunk_size))
+        loss, grad = closed_form(torch, x, Jt, lam, int(chunk_size), clamp=clamp)
     return float(loss), (grad.cpu().numpy() if was_numpy else grad)
 
 
-def torch_row_loss_and_grad(xi, J_row, lam: float, i: int, device=None):
+def torch_row_loss_and_grad(xi, J_row, lam: float, i: int, device=None, score_clamp=None):
     """Objective of one site, (1/P) Σ_μ e_i(ξ^μ), and its gradient in row i, in torch.
 
     ``xi`` (P, N, d), ``J_row`` (N, d, d) = ``J[i]``; returns (loss, grad (N, d, d)) with
-    ``grad[i] = 0``, numpy in, numpy out.
+    ``grad[i] = 0``, numpy in, numpy out; ``score_clamp`` as in :func:`torch_loss_and_grad`.
     """
     torch = import_torch()
     lam = check_positive(lam, "lam")
+    clamp = _check_clamp(score_clamp)
     J_row = np.asarray(J_row)
     if J_row.ndim != 3 or J_row.shape[1] != J_row.shape[2]:
         raise ValueError(f"J_row must have shape (N, d, d), got {J_row.shape}")
@@ -227,11 +251,13 @@ def torch_row_loss_and_grad(xi, J_row, lam: float, i: int, device=None):
         raise ValueError(f"i must be a site index in [0, {N}), got {i!r}")
     Jr = torch.from_numpy(np.ascontiguousarray(J_row)).to(x.device, x.dtype)
     with torch.no_grad():
-        loss, grad = row_closed_form(torch, x, Jr, lam, int(i))
+        loss, grad = row_closed_form(torch, x, Jr, lam, int(i), clamp)
     return float(loss), grad.cpu().numpy()
 
 
-def autograd_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, device=None):
+def autograd_loss_and_grad(
+    xi, J, lam: float, chunk_size: int | None = None, device=None, score_clamp=None
+):
     """REFERENCE ONLY: the same objective differentiated by torch autograd.
 
     For tests and for the benchmark's autograd baseline; the fit never uses it. Same
@@ -239,6 +265,7 @@ def autograd_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, dev
     """
     torch = import_torch()
     lam = check_positive(lam, "lam")
+    clamp = _check_clamp(score_clamp)
     x, Jt, was_numpy = _as_tensors(xi, J, device)
     P, N = x.shape[0], x.shape[1]
     if P == 0:
@@ -250,7 +277,8 @@ def autograd_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, dev
     total = 0.0
     with torch.enable_grad():
         for start in range(0, P, int(chunk_size)):
-            loss = forward_loss(torch, x[start : start + int(chunk_size)], Jt, lam, mask) / P
+            chunk = x[start : start + int(chunk_size)]
+            loss = forward_loss(torch, chunk, Jt, lam, mask, clamp) / P
             loss.backward()
             total += float(loss.detach())
     grad = Jt.grad.detach()
@@ -315,7 +343,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
     B = min(config.batch_size, P)
     itemsize = xi.dtype.itemsize
     chunk = config.chunk_size or auto_chunk_size(N, d, itemsize)
-    lam = config.lam
+    lam, clamp = config.lam, config.score_clamp
     targets = state.targets
 
     with deterministic(dev), torch.no_grad():
@@ -330,7 +358,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
             row_target = torch.as_tensor(targets, dtype=J.dtype, device=dev)
 
         if dev.type == "cpu":  # the full-batch evaluation: the numba kernel is faster here
-            full_kernel, _ = prepared_kernels(xi)
+            full_kernel, _ = prepared_kernels(xi, config.score_clamp)
             G_host = np.empty(state.J.shape, dtype=xi.dtype)
 
         def evaluate():
@@ -339,7 +367,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
                 Jn = J.numpy()
                 loss, G = full_kernel(Jn, lam, G_host), G_host
             else:
-                loss, Gt = closed_form(torch, x_all, J, lam, chunk, mask)
+                loss, Gt = closed_form(torch, x_all, J, lam, chunk, mask, clamp)
                 Jn, G = J.cpu().numpy(), Gt.cpu().numpy()
             g = constrained_grad(Jn, G, config.constraint, config.l2)
             run.n_samples_seen += P
@@ -349,17 +377,20 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
             run.record_epoch(*evaluate())
 
         for epoch in range(state.epoch, config.epochs):
+            if config.lr_decay_every is not None:  # StepLR, from the epoch: resumes exactly
+                decay = config.lr_decay ** (epoch // config.lr_decay_every)
+                opt.param_groups[0]["lr"] = config.lr * decay
             perm = rng.permutation(P)
             for start in range(0, P, B):
                 idx = torch.from_numpy(perm[start : start + B]).to(dev)
                 xb = x_all.index_select(0, idx)
                 if config.site_sampling == "one":
                     i = int(rng.integers(N))
-                    loss, g_row = row_closed_form(torch, xb, J[i], lam, i)
+                    loss, g_row = row_closed_form(torch, xb, J[i], lam, i, clamp)
                     grad = torch.zeros_like(J)
                     grad[i] = g_row
                 else:
-                    loss, grad = closed_form(torch, xb, J, lam, chunk, mask)
+                    loss, grad = closed_form(torch, xb, J, lam, chunk, mask, clamp)
                 if config.constraint == "l2":
                     grad.add_(J, alpha=config.l2)
                 elif config.project_grad:

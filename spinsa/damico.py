@@ -12,13 +12,14 @@ separately:
 3. *Attention and field.* ``alpha_ij = softmax_{j != i}(lam s_ij)`` and
    ``h_i = sum_{j != i} alpha_ij J_ij xs_j``.
 4. *Residual update.* ``x_i <- x_i + h_i / 2`` (eq. 1 with gamma = 2, up to the scale).
-5. *Renormalisation.* Every token is divided by the image's mean token norm
-   ``(1/N) sum_k |x_k|``.
+5. *Renormalisation.* Every token is divided by the image's mean token norm plus 1e-9,
+   ``(1/N) sum_k |x_k| + 1e-9``.
 
 In the masked task the *first* step sees the mask: the statistics of step 1 are taken over
-the visible tokens only, the masked tokens are not standardised (they stay the zero spin, so
-their scores are 0 and they attend uniformly), and no token can attend to a masked one (its
-scores are -inf). From the second step on there is no mask.
+the visible tokens only, with the *biased* standard deviation (``ddof = 0``, as the
+notebook's masked branch computes it); the masked tokens are not standardised (they stay
+the zero spin, so their scores are 0 and they attend uniformly), and no token can attend to
+a masked one (its scores are -inf). From the second step on there is no mask.
 
 Choices where the notebook's description is ambiguous:
 
@@ -30,7 +31,8 @@ Choices where the notebook's description is ambiguous:
 * ``eps`` is added to the standard deviation, not to the variance.
 * "Masked tokens are left un-normalised" is read as: the standardisation of step 1 leaves
   them as they are (zero); the renormalisation of step 5 applies to every token.
-* An image whose tokens are all zero is left as it is by step 5 (no division by zero).
+* An image whose tokens are all zero stays zero (the 1e-9 of step 5 keeps the division
+  finite).
 
 Speed. Without a mask the step is the attention field of the standardised spins with
 clamped scores, ``h = spinsa.local_fields(xs, J, lam, score_clamp=20)``, which the package's
@@ -59,6 +61,7 @@ __all__ = [
 
 SCORE_CLAMP = 20.0  # scores are clamped at this value before the inverse temperature
 STD_EPS = 1e-9  # added to the standard deviation of the feature standardisation
+NORM_EPS = 1e-9  # added to the mean token norm of the renormalisation
 CHUNK_BYTES = 64 * 2**20  # working memory of one numpy chunk (the (chunk, N, N, d) array)
 
 
@@ -81,16 +84,18 @@ def standardize_features(x, mask=None, eps: float = STD_EPS) -> np.ndarray:
     x : array_like, shape (P, N, d)
         Spins.
     mask : array_like of bool, shape (P, N), optional
-        True at masked tokens: the mean and the (unbiased) standard deviation are taken over
-        the visible tokens only, and the masked tokens are returned unchanged.
+        True at masked tokens: the mean and the *biased* standard deviation (``ddof = 0``, as
+        in the notebook's masked branch) are taken over the visible tokens only, and the
+        masked tokens are returned unchanged.
     eps : float
         Added to the standard deviation.
 
     Returns
     -------
     ndarray, shape (P, N, d)
-        ``(x - mean) / (std + eps)`` per image and component; statistics with fewer than two
-        tokens use a standard deviation of 0.
+        ``(x - mean) / (std + eps)`` per image and component. Without a mask the standard
+        deviation is the unbiased one (0 for a single token); with a mask the biased one over
+        the visible tokens (the mean of an image without visible tokens is 0).
     """
     x = np.asarray(x)
     if x.ndim != 3:
@@ -109,7 +114,7 @@ def standardize_features(x, mask=None, eps: float = STD_EPS) -> np.ndarray:
         out=np.zeros((x.shape[0], 1, x.shape[2]), dtype=x.dtype),
     )
     dev2 = np.where(vis, (x - mu) ** 2, 0).sum(axis=1, keepdims=True)
-    var = np.divide(dev2, n - 1, where=n > 1, out=np.zeros_like(mu))
+    var = np.divide(dev2, n, where=n > 0, out=np.zeros_like(mu))
     xs = (x - mu) / (np.sqrt(var) + x.dtype.type(eps))
     return np.where(vis, xs, x)
 
@@ -194,11 +199,9 @@ class _Couplings:
 
 
 def _renormalize(x: np.ndarray) -> np.ndarray:
-    """Divide every token by the image's mean token norm (images of zero spins unchanged)."""
-    mean_norm = np.linalg.norm(x, axis=2).mean(axis=1)  # (P,)
-    scale = np.ones_like(mean_norm)
-    np.divide(1.0, mean_norm, out=scale, where=mean_norm > 0)
-    return x * scale[:, None, None]
+    """Divide every token by the image's mean token norm plus ``NORM_EPS``."""
+    mean_norm = np.linalg.norm(x, axis=2).mean(axis=1) + x.dtype.type(NORM_EPS)  # (P,)
+    return x / mean_norm[:, None, None]
 
 
 def _step(x, prep: _Couplings, lam, mask, clamp, eps, fast):
