@@ -120,7 +120,7 @@ def figure_errors(
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.experiments.results import model_names, read_evaluation
+    from spinsa.io.results import model_names, read_evaluation
     from spinsa.references import REFERENCES
 
     if pixels not in PIXELS:
@@ -210,7 +210,7 @@ def figure_notebook_view(
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.experiments.results import model_names, read_evaluation
+    from spinsa.io.results import model_names, read_evaluation
     from spinsa.references import REFERENCES
 
     name = model or model_names(path)[0]
@@ -249,7 +249,7 @@ def _draw_baselines(ax, path, task: str, pixels: str, k0: int) -> list[float]:
 
     Returns the best error of each baseline drawn.
     """
-    from spinsa.experiments.results import read_tree
+    from spinsa.io.results import read_tree
 
     colors = [f"C{i}" for i in range(10)]
     best = []
@@ -296,7 +296,7 @@ def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, floa
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.experiments.results import read_tree
+    from spinsa.io.results import read_tree
 
     try:
         arrays, attrs = read_tree(path, "patch_variances")
@@ -359,7 +359,7 @@ def figure_examples(
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.experiments.results import model_names, read_evaluation
+    from spinsa.io.results import model_names, read_evaluation
 
     name = model or model_names(path)[0]
     blocks = []

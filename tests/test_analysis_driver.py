@@ -215,7 +215,7 @@ def test_overlaps_equal_the_in_memory_analysis(run_file):
 def test_lifetimes_equal_the_in_memory_analysis(run_file):
     path, _ = run_file
     inputs = load_run_inputs(path, SMALL["n_test"])
-    T, seed = SMALL["steps"], SMALL["seed"]
+    T = SMALL["steps"]
     per = {"error": [], "overlap": []}
     for task in ("masked", "denoise"):
         x0, mask = inputs.starts(task)

@@ -9,6 +9,7 @@ import pytest
 import spinsa
 import spinsa.datasets
 from spinsa import io
+from spinsa.analysis.summary import summarize_arrays
 from spinsa.experiments import (
     ExperimentConfig,
     ReproduceConfig,
@@ -20,7 +21,6 @@ from spinsa.experiments import (
     train,
 )
 from spinsa.experiments.pipeline import read_run_config
-from spinsa.experiments.results import summarize_arrays
 from spinsa.fit import FitConfig
 from spinsa.tasks import pixel_mask, reconstruction_errors
 

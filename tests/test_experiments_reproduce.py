@@ -8,10 +8,10 @@ import pytest
 from tiny_configs import ONE_MODEL, PNG, SHARED
 
 from spinsa import io
+from spinsa.analysis.summary import read_summaries
 from spinsa.cli import main
 from spinsa.experiments import FinishedRunError, ReproduceConfig, model_names, pipeline, reproduce
 from spinsa.experiments.reproduce import assess_claims
-from spinsa.experiments.results import read_summaries
 
 TWO_MODELS = (
     SHARED

@@ -10,14 +10,15 @@
 
 * :mod:`~spinsa.experiments.config`: :class:`ExperimentConfig` (data, embedding, fit,
   dynamics, tasks) and :class:`ReproduceConfig` (shared sections + a list of models);
-* :mod:`~spinsa.experiments.damico`: the published notebook's dynamics, as a preset;
 * :mod:`~spinsa.experiments.pipeline`: :func:`train`, :func:`evaluate`, :func:`run_experiment`;
 * :mod:`~spinsa.experiments.reproduce`: :func:`reproduce`, resumable stage by stage;
-* :mod:`~spinsa.experiments.results`: reading results back and the numbers of a report.
+* reading results back: :mod:`spinsa.io.results`; the numbers of a report:
+  :mod:`spinsa.analysis.summary`; the notebook's dynamics: :mod:`spinsa.damico`.
 
 Importing this package imports neither torch nor matplotlib.
 """
 
+from spinsa.analysis.summary import read_summaries
 from spinsa.damico import damico_run, damico_step, standardize_features
 from spinsa.experiments.config import (
     DataSection,
@@ -38,7 +39,7 @@ from spinsa.experiments.pipeline import (
     train,
 )
 from spinsa.experiments.reproduce import FinishedRunError, reproduce
-from spinsa.experiments.results import model_names, read_evaluation, read_summaries
+from spinsa.io.results import model_names, read_evaluation
 
 __all__ = [
     "TASKS",

@@ -224,6 +224,7 @@ def run_baselines(
     """
     from spinsa import io
     from spinsa.analysis.patches import masked_patch_variances, patch_variance_histograms
+    from spinsa.analysis.summary import read_summaries
     from spinsa.baselines import (
         corrupt_images,
         count_parameters,
@@ -231,7 +232,6 @@ def run_baselines(
         predict_trajectory,
         train_baseline,
     )
-    from spinsa.experiments.results import read_summaries
 
     if not isinstance(spec, BaselinesSpec):
         raise ValueError(f"spec must be a BaselinesSpec, got {type(spec).__name__}")
@@ -476,7 +476,7 @@ def assess_baseline_claims(
 
 def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
     """``model -> task -> attrs`` (best_t, best_error, ...) of a ``baselines.h5``."""
-    from spinsa.experiments.results import read_tree
+    from spinsa.io.results import read_tree
 
     out: dict[str, dict[str, dict]] = {}
     for model in BASELINE_MODELS:
@@ -490,7 +490,8 @@ def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
 
 def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
     """The report's section on the baselines (markdown lines), from the two files only."""
-    from spinsa.experiments.results import model_names, read_summaries, read_tree
+    from spinsa.analysis.summary import read_summaries
+    from spinsa.io.results import model_names, read_tree
 
     bl = read_baseline_summaries(baselines_h5)
     sa = {m: read_summaries(reproduce_h5, m) for m in model_names(reproduce_h5)}

@@ -185,8 +185,8 @@ def add_evaluate_parser(sub) -> None:
 def _cmd_evaluate(args) -> int:
     import time
 
+    from spinsa.analysis.summary import read_summaries
     from spinsa.experiments.pipeline import TASKS, evaluate, load_images, read_run_config
-    from spinsa.experiments.results import read_summaries
     from spinsa.references import REFERENCES
 
     tasks = TASKS if args.task == "both" else (args.task,)

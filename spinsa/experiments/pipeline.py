@@ -480,7 +480,7 @@ def evaluate_task(
 
 
 def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int) -> dict:
-    from spinsa.experiments.results import summarize_arrays
+    from spinsa.analysis.summary import summarize_arrays
 
     attrs = {
         "task": ev.task,

@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from spinsa.analysis.summary import SIGNIFICANT_Z
 from spinsa.experiments.config import ExperimentConfig, ReproduceConfig
-from spinsa.experiments.results import SIGNIFICANT_Z
 from spinsa.tasks import TASKS
 
 __all__ = [
@@ -608,7 +608,7 @@ def _assemble(
 ) -> None:
     """Copy the fit, evaluation and notebook files of every model into one ``reproduce.h5``."""
     from spinsa import io
-    from spinsa.experiments.results import REPRODUCE_KIND, read_tree
+    from spinsa.io.results import REPRODUCE_KIND, read_tree
     from spinsa.io.schema import RESERVED_KEYS, RESERVED_PREFIXES
 
     def own(attrs: dict) -> dict:
@@ -999,7 +999,8 @@ def write_report(
     Path
     """
     from spinsa import io
-    from spinsa.experiments.results import model_names, read_summaries, read_tree
+    from spinsa.analysis.summary import read_summaries
+    from spinsa.io.results import model_names, read_tree
 
     h5_path, out_path = Path(h5_path), Path(out_path)
     info = io.read(h5_path)

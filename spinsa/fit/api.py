@@ -263,7 +263,7 @@ def fit_pseudolikelihood(
     config = _build_config(config, preset, options)
     dtype = config.np_dtype
     if config.backend == "torch":  # fail early, before any work: torch missing, CUDA absent
-        from spinsa.fit.torch_backend import resolve_device
+        from spinsa._torch import resolve_device
 
         resolve_device(config.device)
     xi = check_patterns(xi, config.unit_spins, dtype=dtype)

@@ -17,6 +17,7 @@ import contextlib
 import numpy as np
 
 from spinsa._checks import check_positive, check_spins_couplings
+from spinsa._torch import device_name, import_torch, resolve_device
 
 __all__ = [
     "torch_loss_and_grad",
@@ -28,48 +29,6 @@ __all__ = [
 
 CHUNK_BUDGET_BYTES = 256 * 2**20  # working memory of one chunk when chunk_size is None
 _INTERMEDIATES = 4  # (chunk, N, N, d)-sized buffers alive at once, counted generously
-
-
-def import_torch():
-    """``import torch``, or an ImportError that says how to install it."""
-    try:
-        import torch
-    except ImportError:
-        raise ImportError(
-            'the torch backend needs PyTorch, which is not installed: pip install "spinsa[torch]"'
-        ) from None
-    return torch
-
-
-def resolve_device(device: str = "auto"):
-    """A ``torch.device`` for ``"auto"`` (CUDA when available, else CPU), ``"cpu"`` or ``"cuda"``.
-
-    Raises ``ValueError`` when ``"cuda"`` is asked for and torch sees no CUDA device.
-    """
-    torch = import_torch()
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device == "cuda" or (isinstance(device, str) and device.startswith("cuda:")):
-        if not torch.cuda.is_available():
-            built = torch.version.cuda or "no CUDA (a CPU-only build)"
-            raise ValueError(
-                f"device={device!r} was requested but CUDA is not available (torch "
-                f"{torch.__version__}, built with {built}); use device='cpu' or 'auto', or "
-                "install the CUDA build of torch that matches your driver"
-            )
-        return torch.device(device)
-    raise ValueError(f"device must be one of 'auto', 'cpu', 'cuda'; got {device!r}")
-
-
-def device_name(dev) -> str:
-    """A readable description of a torch device."""
-    torch = import_torch()
-    if dev.type == "cuda":
-        index = dev.index if dev.index is not None else torch.cuda.current_device()
-        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
-    return f"cpu (torch, {torch.get_num_threads()} threads)"
 
 
 def auto_chunk_size(n_tokens: int, d: int, itemsize: int, budget: int = CHUNK_BUDGET_BYTES) -> int:

@@ -1,111 +1,38 @@
-"""Reading experiment results back from HDF5, and the numbers that summarise a task.
+"""The numbers that decide fidelity, from one task's stored arrays.
 
-Three kinds of file hold evaluations, with the same layout under a prefix:
-
-* a run file (``kind = "experiment"``, from :func:`spinsa.experiments.train` or
-  :func:`~spinsa.experiments.run_experiment`): ``evaluation/<task>/...`` at the root;
-* an evaluation file (``kind = "evaluation"``): the same;
-* a reproduce file (``kind = "reproduce"``): one group per model, ``models/<name>/...``.
-
-Figures (:mod:`spinsa.plotting`) and reports read through these functions; nothing here
-runs the dynamics again.
+:func:`summarize_arrays` turns an evaluation (:func:`spinsa.io.results.read_evaluation`) into
+the numbers a report states: the best t, errors at t = 0, 1 and T, how far the curve rises
+and falls in standard errors, and how the best error compares with every simple reference
+(:mod:`spinsa.references`).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from spinsa.io.results import read_evaluation
+
 __all__ = [
-    "REPRODUCE_KIND",
-    "model_names",
-    "model_prefix",
-    "read_tree",
-    "read_evaluation",
+    "SIGNIFICANT_Z",
+    "best_time",
     "summarize_arrays",
     "summarize_references",
     "read_summaries",
 ]
 
-REPRODUCE_KIND = "reproduce"
-_ERROR_FIELDS = ("all", "masked", "visible")
 
+def best_time(mean, first: int = 0) -> int:
+    """The t of the first minimum of an error curve over t >= ``first`` (``first`` when the
+    curve holds no finite value there).
 
-def model_names(path) -> list[str]:
-    """The models whose results a file holds (one for a run file), in file order."""
-    from spinsa import io
-
-    info = io.read(path)
-    if info.kind == REPRODUCE_KIND:
-        order = info.attrs.get("models")
-        present = sorted(
-            {g.split("/")[1] for g in info.groups if g.startswith("models/") and g.count("/") >= 1}
-        )
-        return [m for m in order if m in present] if isinstance(order, list) else present
-    return [str(info.attrs.get("name", info.config.get("name", "model")))]
-
-
-def model_prefix(path, model: str | None = None) -> str:
-    """The group prefix of ``model``'s results in ``path`` ('' for a run file)."""
-    from spinsa import io
-
-    info = io.read(path)
-    names = model_names(path)
-    if model is not None and model not in names:
-        raise ValueError(f"{path} holds no model {model!r}; it holds: {', '.join(names)}")
-    if info.kind == REPRODUCE_KIND:
-        return f"models/{model or names[0]}/"
-    return ""
-
-
-def read_tree(path, group: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """All datasets under ``group`` as a nested dict (subgroups become dicts), and its attrs."""
-    import h5py
-
-    from spinsa import io
-    from spinsa.io.schema import decode_attr
-
-    def load(g) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, obj in g.items():
-            if isinstance(obj, h5py.Group):
-                out[key] = load(obj)
-            elif h5py.check_string_dtype(obj.dtype) is not None:
-                out[key] = np.asarray(obj.asstr()[()], dtype=str)
-            else:
-                out[key] = obj[()]
-        return out
-
-    with io.open_file(path) as f:
-        if group not in f or not isinstance(f[group], h5py.Group):
-            raise KeyError(f"{path} has no group {group!r}")
-        return load(f[group]), {k: decode_attr(v) for k, v in f[group].attrs.items()}
-
-
-def read_evaluation(path, task: str, model: str | None = None):
-    """The arrays and attributes of one task's evaluation.
-
-    Returns
-    -------
-    arrays : dict
-        ``times``, ``errors/{all,masked,visible}``, ``mean/...``, ``sem/...``,
-        ``mean_image_corr``, ``step_change``, ``final_mean_image``, ``final_coherence``,
-        ``examples/{images,times,index,clean}`` (nested dicts).
-    attrs : dict
+    The masked task counts from t = 1 (``first=1``: its t = 0 is the masked input, not a
+    prediction, and the paper plots it from t = 1); denoising from t = 0.
     """
-    prefix = model_prefix(path, model)
-    group = f"{prefix}evaluation/{task}"
-    try:
-        return read_tree(path, group)
-    except KeyError:
-        raise KeyError(
-            f"{Path(path)} holds no evaluation of the {task!r} task"
-            f"{f' for model {model!r}' if model else ''} (no group {group!r}); run "
-            f"spinsa evaluate on it first"
-        ) from None
+    tail = np.asarray(mean, dtype=np.float64)[first:]
+    return first + int(np.nanargmin(tail)) if np.isfinite(tail).any() else first
 
 
 def _at(curve: np.ndarray, t: int) -> float:
@@ -170,8 +97,7 @@ def summarize_arrays(task: str, arrays: dict[str, Any]) -> dict[str, Any]:
     """
     mean, sem = arrays["mean"]["all"], arrays["sem"]["all"]
     T = int(mean.shape[0] - 1)
-    first = 1 if task == "masked" and T >= 1 else 0
-    best = first + int(np.nanargmin(mean[first:])) if np.isfinite(mean[first:]).any() else 0
+    best = best_time(mean, 1 if task == "masked" and T >= 1 else 0)
     m_masked = arrays["mean"]["masked"]
     corr, corr_sem = arrays["mean_image_corr_mean"], arrays["mean_image_corr_sem"]
     coh = np.asarray(arrays["final_coherence"], dtype=np.float64)

@@ -1,0 +1,60 @@
+"""Atomic file writes: the one way spinsa puts a finished file on disk.
+
+A file is written under a hidden temporary name next to its target
+(``.NAME.tmp-<pid>-<hex>``), flushed to disk, and renamed onto the target with ``os.replace``,
+atomic on POSIX file systems: a reader sees the previous file or the complete new one, never
+half a file. A Python exception removes the temporary file; a process killed outright leaves
+it behind, and :data:`TEMP_GLOB` finds such leftovers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["TEMP_GLOB", "atomic_path", "atomic_write_text"]
+
+#: Matches the temporary files of :func:`atomic_path` (for cleaning up after a kill).
+TEMP_GLOB = ".*.tmp-*"
+
+
+@contextlib.contextmanager
+def atomic_path(final, *, overwrite: bool = True) -> Iterator[Path]:
+    """A temporary path next to ``final``, moved onto it when the block ends without error.
+
+    The caller creates the file at the yielded path (so it gets the usual permissions).
+
+    Parameters
+    ----------
+    final : str or PathLike
+        The target; its directory must exist.
+    overwrite : bool
+        False: raise ``FileExistsError`` instead of replacing a file that exists when the
+        block ends (one that appeared while it was being written).
+
+    Yields
+    ------
+    Path
+    """
+    final = Path(final)
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:  # on disk before the rename makes it visible
+            os.fsync(fh.fileno())
+        if not overwrite and final.exists():
+            raise FileExistsError(f"{final} already exists; pass overwrite=True to replace it")
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; returns the path."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return path

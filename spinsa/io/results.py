@@ -1,0 +1,93 @@
+"""Reading experiment results back from HDF5.
+
+Three kinds of file hold evaluations, with the same layout under a prefix:
+
+* a run file (``kind = "experiment"``, from :func:`spinsa.experiments.train` or
+  :func:`~spinsa.experiments.run_experiment`): ``evaluation/<task>/...`` at the root;
+* an evaluation file (``kind = "evaluation"``): the same;
+* a reproduce file (``kind = "reproduce"``): one group per model, ``models/<name>/...``.
+
+Figures (:mod:`spinsa.plotting`), summaries (:mod:`spinsa.analysis.summary`) and reports
+read through these functions; nothing here runs the dynamics again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from spinsa.io.hdf5 import open_file, read
+from spinsa.io.schema import decode_attr
+
+__all__ = ["REPRODUCE_KIND", "model_names", "model_prefix", "read_tree", "read_evaluation"]
+
+REPRODUCE_KIND = "reproduce"
+
+
+def model_names(path) -> list[str]:
+    """The models whose results a file holds (one for a run file), in file order."""
+    info = read(path)
+    if info.kind == REPRODUCE_KIND:
+        order = info.attrs.get("models")
+        present = sorted(
+            {g.split("/")[1] for g in info.groups if g.startswith("models/") and g.count("/") >= 1}
+        )
+        return [m for m in order if m in present] if isinstance(order, list) else present
+    return [str(info.attrs.get("name", info.config.get("name", "model")))]
+
+
+def model_prefix(path, model: str | None = None) -> str:
+    """The group prefix of ``model``'s results in ``path`` ('' for a run file)."""
+    info = read(path)
+    names = model_names(path)
+    if model is not None and model not in names:
+        raise ValueError(f"{path} holds no model {model!r}; it holds: {', '.join(names)}")
+    if info.kind == REPRODUCE_KIND:
+        return f"models/{model or names[0]}/"
+    return ""
+
+
+def read_tree(path, group: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """All datasets under ``group`` as a nested dict (subgroups become dicts), and its attrs."""
+
+    def load(g) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, obj in g.items():
+            if isinstance(obj, h5py.Group):
+                out[key] = load(obj)
+            elif h5py.check_string_dtype(obj.dtype) is not None:
+                out[key] = np.asarray(obj.asstr()[()], dtype=str)
+            else:
+                out[key] = obj[()]
+        return out
+
+    with open_file(path) as f:
+        if group not in f or not isinstance(f[group], h5py.Group):
+            raise KeyError(f"{path} has no group {group!r}")
+        return load(f[group]), {k: decode_attr(v) for k, v in f[group].attrs.items()}
+
+
+def read_evaluation(path, task: str, model: str | None = None):
+    """The arrays and attributes of one task's evaluation.
+
+    Returns
+    -------
+    arrays : dict
+        ``times``, ``errors/{all,masked,visible}``, ``mean/...``, ``sem/...``,
+        ``mean_image_corr``, ``step_change``, ``final_mean_image``, ``final_coherence``,
+        ``examples/{images,times,index,clean}`` (nested dicts).
+    attrs : dict
+    """
+    prefix = model_prefix(path, model)
+    group = f"{prefix}evaluation/{task}"
+    try:
+        return read_tree(path, group)
+    except KeyError:
+        raise KeyError(
+            f"{Path(path)} holds no evaluation of the {task!r} task"
+            f"{f' for model {model!r}' if model else ''} (no group {group!r}); run "
+            f"spinsa evaluate on it first"
+        ) from None
