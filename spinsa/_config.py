@@ -120,7 +120,8 @@ def config_from_dict(cls, values: Mapping[str, Any], where: str | None = None):
 
     Missing keys take their defaults; an unknown key raises ``ValueError`` naming it and the
     known ones; lists become tuples where the field is a tuple; a value that already is the
-    field's dataclass is kept.
+    field's dataclass is kept. A nested dataclass with a ``from_dict`` classmethod of its own
+    builds itself (e.g. ``FitConfig``, whose ``preset`` key brings the preset's values).
     """
     where = where or f"the {cls.__name__}"
     names = [f.name for f in dataclasses.fields(cls) if f.init]
@@ -132,7 +133,8 @@ def config_from_dict(cls, values: Mapping[str, Any], where: str | None = None):
         if sub is not None and isinstance(value, Mapping):
             # "[data]" for a section of the top level, "[models.x]" further down
             inner = f"{where[:-1]}.{name}]" if where.startswith("[") else f"[{name}]"
-            value = config_from_dict(sub, value, inner)
+            own = getattr(sub, "from_dict", None)
+            value = own(value) if own is not None else config_from_dict(sub, value, inner)
         elif isinstance(value, list) and _is_tuple(hints[name]):
             value = tuple(value)
         kwargs[name] = value

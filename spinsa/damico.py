@@ -49,6 +49,7 @@ from collections.abc import Callable
 import numpy as np
 
 from spinsa._checks import check_count, check_positive, check_spins_couplings
+from spinsa._progress import progress as progress_bar
 
 __all__ = [
     "SCORE_CLAMP",
@@ -312,19 +313,12 @@ def damico_run(
         raise ValueError("clamp_visible=True needs the mask of the visible tokens")
     prep = _Couplings(J)
     x0c = x.copy()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=steps, desc="dynamics (damico2024)", unit="step")
-    for t in range(1, steps + 1):
-        x = _step(x, prep, lam, mask if t == 1 else None, clamp, eps, fast)
-        if clamp_visible:
-            x[~mask] = x0c[~mask]
-        if callback is not None:
-            callback(t, x)
-        if bar is not None:
+    with progress_bar(steps, "dynamics (damico2024)", "step", enabled=progress) as bar:
+        for t in range(1, steps + 1):
+            x = _step(x, prep, lam, mask if t == 1 else None, clamp, eps, fast)
+            if clamp_visible:
+                x[~mask] = x0c[~mask]
+            if callback is not None:
+                callback(t, x)
             bar.update()
-    if bar is not None:
-        bar.close()
     return x

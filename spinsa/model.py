@@ -28,6 +28,7 @@ from spinsa._checks import (
     check_real,
     check_spins_couplings,
 )
+from spinsa._progress import progress as progress_bar
 from spinsa.kernels import dynamics as _k
 
 NORMS = tuple(_k.NORM_CODES)
@@ -308,11 +309,7 @@ def run(
     def total_energy():
         return _k.energies_from_tiles(Et, P).sum(axis=1, dtype=np.float64)
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=steps, desc="dynamics", unit="step")
+    bar = progress_bar(steps, "dynamics", "step", enabled=progress)
     for t in range(1, steps + 1):
         if cfg.update == "sync":
             _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, True, new, Et, Jmax)  # E(x(t-1))
@@ -330,10 +327,8 @@ def run(
                 states.append(x)
             if callback is not None:
                 callback(t, x)
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
+        bar.update()
+    bar.close()
     _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jmax)  # E of the final state
     energies[steps] = total_energy()
     return Trajectory(

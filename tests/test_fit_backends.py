@@ -7,7 +7,7 @@ import pytest
 from reference import random_system
 
 import spinsa
-from spinsa.fit import FitResult, load_fit
+from spinsa.fit import FitConfig, FitResult, load_fit
 
 torch = pytest.importorskip("torch")
 
@@ -307,49 +307,38 @@ def test_bad_patterns_are_refused_by_the_fit(rng):
 
 
 # ----------------------------------------------------------------- command line
-def test_cli_fit_synthetic_and_resume(tmp_path, capsys):
+# `spinsa train --patterns FILE | --random-patterns P N D` fits given spins (the old `spinsa fit`)
+def test_cli_train_random_patterns_and_refusal(tmp_path, capsys):
     from spinsa.cli import main
 
     out = tmp_path / "fit.h5"
-    argv = [
-        "fit",
-        "--dataset",
-        "synthetic",
-        "--n-samples",
-        "12",
-        "--n-tokens",
-        "5",
-        "--dim",
-        "3",
-        "--backend",
-        "lbfgs",
-        "--max-iter",
-        "5",
-        "--no-progress",
-        "--out",
-        str(out),
-    ]
+    argv = ["train", "--random-patterns", "12", "5", "3", "--backend", "lbfgs",
+            "--max-iter", "5", "--no-progress", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     res = load_fit(out)
     assert res.J.shape == (5, 5, 3, 3) and res.config.max_iter == 5
+    from spinsa.datasets import random_patterns
+
+    direct = spinsa.fit_pseudolikelihood(random_patterns(12, 5, 3, seed=0), config=res.config)
+    np.testing.assert_array_equal(res.J, direct.J)  # the same patterns, the same fit
     assert not (tmp_path / "fit.h5.ckpt.h5").exists()
     assert "wrote" in capsys.readouterr().out
     assert main(argv) == 2  # the output exists
     assert "already exists" in capsys.readouterr().err
 
 
-def test_cli_fit_from_toml_and_npy(tmp_path, rng):
+def test_cli_train_from_toml_and_npy(tmp_path, rng):
     from spinsa import io
     from spinsa.cli import main
 
     xi = small(rng)
     np.save(tmp_path / "xi.npy", xi)
     (tmp_path / "fit.toml").write_text(
-        f'out = "{tmp_path / "fit.h5"}"\n'
-        f'[data]\npath = "{tmp_path / "xi.npy"}"\n'
         '[fit]\nbackend = "torch"\nepochs = 2\nbatch_size = 4\nlam = 3.0\n'
     )
-    assert main(["fit", str(tmp_path / "fit.toml"), "--lr", "0.01", "--no-progress"]) == 0
+    argv = ["train", str(tmp_path / "fit.toml"), "--patterns", str(tmp_path / "xi.npy"),
+            "--lr", "0.01", "--no-progress", "--out", str(tmp_path / "fit.h5")]  # fmt: skip
+    assert main(argv) == 0
     info = io.read(tmp_path / "fit.h5")
     assert info.kind == "fit"
     assert info.config["lam"] == 3.0 and info.config["lr"] == 0.01
@@ -358,17 +347,30 @@ def test_cli_fit_from_toml_and_npy(tmp_path, rng):
     assert info.attrs["data.path"].endswith("xi.npy")
 
 
-def test_cli_fit_bad_input(tmp_path, capsys):
+def test_cli_train_estimate_needs_no_data(tmp_path, capsys):
     from spinsa.cli import main
 
-    assert main(["fit", "--no-progress", "--out", str(tmp_path / "x.h5")]) == 2
-    assert "no training data" in capsys.readouterr().err
-    assert main(["fit", "--data", str(tmp_path / "missing.npy")]) == 2
+    # 10^8 patterns would need about a TiB: the estimate reads the sizes only
+    argv = ["train", "--random-patterns", "100000000", "196", "8", "--estimate",
+            "--out", str(tmp_path / "x.h5")]  # fmt: skip
+    assert main(argv) == 0
+    assert "TiB" in capsys.readouterr().out
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_cli_train_bad_input(tmp_path, capsys):
+    from spinsa.cli import main
+
+    assert main(["train", "--patterns", str(tmp_path / "missing.npy"), "-o", "x.h5"]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert main(["fit", "--dataset", "synthetic", "--n-samples", "4"]) == 2
-    assert "--n-tokens" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["fit", "--backend", "newton"])
+    np.savez(tmp_path / "two.npz", a=np.zeros((2, 3, 2)), b=np.zeros((2, 3, 2)))
+    assert main(["train", "--patterns", str(tmp_path / "two.npz"), "-o", "x.h5"]) == 2
+    assert "--key" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse: both sources at once
+        main(["train", "--patterns", "a.npy", "--random-patterns", "1", "2", "3", "-o", "x"])
+    assert main(["train", "--random-patterns", "4", "3", "2", "--backend", "newton",
+                 "-o", str(tmp_path / "x.h5")]) == 2  # fmt: skip
+    assert "backend" in capsys.readouterr().err
 
 
 def test_cli_rerun_after_a_kill_resumes(tmp_path, rng, capsys):
@@ -377,30 +379,17 @@ def test_cli_rerun_after_a_kill_resumes(tmp_path, rng, capsys):
     xi = small(rng)
     np.save(tmp_path / "xi.npy", xi)
     opts = dict(backend="torch", epochs=3, batch_size=4, lr=0.01)
-    full = spinsa.fit_pseudolikelihood(xi, **opts)
+    config = FitConfig(**opts)
+    full = spinsa.fit_pseudolikelihood(xi, config=config)
     out = tmp_path / "fit.h5"
     with pytest.raises(Killed):  # the same fit, killed in its third epoch
         spinsa.fit_pseudolikelihood(
-            xi, checkpoint=tmp_path / "fit.h5.ckpt.h5", callback=_killer(8), **opts
+            xi, config=config, checkpoint=tmp_path / "fit.h5.ckpt.h5", callback=_killer(8)
         )
-    argv = [
-        "fit",
-        "--data",
-        str(tmp_path / "xi.npy"),
-        "--backend",
-        "torch",
-        "--epochs",
-        "3",
-        "--batch-size",
-        "4",
-        "--lr",
-        "0.01",
-        "--no-progress",
-        "--out",
-        str(out),
-    ]
+    flags = "--backend torch --epochs 3 --batch-size 4 --lr 0.01 --no-progress".split()
+    argv = ["train", "--patterns", str(tmp_path / "xi.npy"), *flags, "--out", str(out)]
     assert main(argv) == 0
-    assert "resuming from" in capsys.readouterr().err
+    assert "resuming the fit from" in capsys.readouterr().out
     res = load_fit(out)
     assert res.resumed_from == 2
     np.testing.assert_allclose(res.J, full.J, rtol=0, atol=1e-6)

@@ -102,7 +102,7 @@ def test_file_without_evaluations_is_explained(tmp_path):
 
 def test_imports_stay_light():
     code = (
-        "import sys, spinsa, spinsa.experiments, spinsa.plotting, spinsa.experiments.cli; "
+        "import sys, spinsa, spinsa.experiments, spinsa.plotting, spinsa.cli; "
         "heavy = [m for m in ('matplotlib', 'torch') if m in sys.modules]; "
         "assert not heavy, heavy"
     )

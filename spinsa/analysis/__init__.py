@@ -27,7 +27,6 @@ from spinsa.analysis.attractors import (
     random_spins,
     step_sizes,
 )
-from spinsa.analysis.driver import analyze_run
 from spinsa.analysis.hebbian import (
     CouplingSpectrum,
     HebbianComparison,
@@ -99,7 +98,6 @@ __all__ = [
     "StrengthDistance",
     "TwoBodyFit",
     "TwoBodyVsHebbian",
-    "analyze_run",
     "cluster_states",
     "compare_with_hebbian",
     "coupling_cosine",

@@ -12,6 +12,7 @@
   dynamics, tasks) and :class:`ReproduceConfig` (shared sections + a list of models);
 * :mod:`~spinsa.experiments.pipeline`: :func:`train`, :func:`evaluate`, :func:`run_experiment`;
 * :mod:`~spinsa.experiments.reproduce`: :func:`reproduce`, resumable stage by stage;
+* :mod:`~spinsa.experiments.analyze`: :func:`analyze_run`, every analysis of a run file;
 * reading results back: :mod:`spinsa.io.results`; the numbers of a report:
   :mod:`spinsa.analysis.summary`; the notebook's dynamics: :mod:`spinsa.damico`.
 
@@ -20,6 +21,7 @@ Importing this package imports neither torch nor matplotlib.
 
 from spinsa.analysis.summary import read_summaries
 from spinsa.damico import damico_run, damico_step, standardize_features
+from spinsa.experiments.analyze import analyze_run
 from spinsa.experiments.config import (
     DataSection,
     DynamicsSection,
@@ -43,6 +45,7 @@ from spinsa.io.results import model_names, read_evaluation
 
 __all__ = [
     "TASKS",
+    "analyze_run",
     "DataSection",
     "DynamicsSection",
     "EmbeddingSection",

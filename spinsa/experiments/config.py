@@ -42,18 +42,16 @@ Unknown keys raise a ``ValueError`` that names the key and lists the known ones.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-from spinsa._checks import check_choice, check_count, check_positive, check_real
+from spinsa._checks import check_choice, check_count, check_real
+from spinsa._config import check_keys, config_from_dict, config_to_dict, flatten, read_toml
 from spinsa.embedding import SCALES, PatchEmbedding
 from spinsa.fit.config import FitConfig
-from spinsa.model import NORMS, UPDATES
+from spinsa.model import DynamicsConfig
 
 __all__ = [
     "DATASETS",
@@ -76,8 +74,8 @@ SECTIONS = ("data", "embedding", "fit", "dynamics", "tasks")
 MNIST_SIZE = 28
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+def _unknown_key(key: str, where: str, known) -> ValueError:
+    return ValueError(f"unknown key {key!r} in {where}; known keys: {', '.join(known)}")
 
 
 def _check_bool(value, name: str) -> bool:
@@ -218,13 +216,17 @@ class DynamicsSection:
 
     def __post_init__(self):
         check_choice(self.preset, "dynamics.preset", DYNAMICS_PRESETS)
-        object.__setattr__(self, "lam_eval", check_positive(self.lam_eval, "dynamics.lam_eval"))
-        object.__setattr__(self, "gamma", check_real(self.gamma, "dynamics.gamma"))
-        check_choice(self.norm, "dynamics.norm", NORMS)
-        check_choice(self.update, "dynamics.update", UPDATES)
         check_count(self.steps, "dynamics.steps", 0)
-        if self.seed is not None:
-            check_count(self.seed, "dynamics.seed", 0)
+        try:  # the model's own rules, one definition of them
+            run = self.model_config()
+        except ValueError as err:
+            raise ValueError(f"[dynamics]: {err} (lam is lam_eval here)") from None
+        object.__setattr__(self, "lam_eval", run.lam)
+        object.__setattr__(self, "gamma", run.gamma)
+
+    def model_config(self) -> DynamicsConfig:
+        """The :class:`spinsa.DynamicsConfig` of a run of the design dynamics (lam = lam_eval)."""
+        return DynamicsConfig(self.lam_eval, self.gamma, self.norm, self.update, self.seed)
 
 
 @dataclass(frozen=True)
@@ -293,83 +295,6 @@ class TasksSection:
         )
 
 
-_SECTION_TYPES: dict[str, type] = {
-    "data": DataSection,
-    "embedding": EmbeddingSection,
-    "fit": FitConfig,
-    "dynamics": DynamicsSection,
-    "tasks": TasksSection,
-}
-
-
-def _field_names(cls) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls) if f.init]
-
-
-def _unknown_key(key: str, where: str, known) -> ValueError:
-    return ValueError(f"unknown key {key!r} in {where}; known keys: {', '.join(known)}")
-
-
-def _check_keys(values: Mapping, known, where: str) -> None:
-    if not isinstance(values, Mapping):
-        raise ValueError(f"{where} must be a table of keys and values, got {values!r}")
-    for key in values:
-        if key not in known:
-            raise _unknown_key(key, where, known)
-
-
-def _build_fit(values: Mapping) -> FitConfig:
-    _check_keys(values, _field_names(FitConfig), "[fit]")
-    values = dict(values)
-    preset = values.pop("preset", None)
-    return FitConfig.from_preset(preset, **values)
-
-
-def _build_section(name: str, values) -> Any:
-    cls = _SECTION_TYPES[name]
-    if isinstance(values, cls):
-        return values
-    if name == "fit":
-        return _build_fit(values)
-    _check_keys(values, _field_names(cls), f"[{name}]")
-    values = dict(values)
-    if name == "tasks" and "example_times" in values:
-        values["example_times"] = tuple(values["example_times"])
-    return cls(**values)
-
-
-def read_toml(path_or_text: str | os.PathLike) -> dict:
-    """A TOML document from a file path or from TOML text.
-
-    A ``Path``, or a string that names an existing file or ends in ``.toml``, is read as a
-    file; any other string is parsed as TOML text.
-    """
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    text, where = None, "the config text"
-    if isinstance(path_or_text, os.PathLike) or (
-        isinstance(path_or_text, str)
-        and "\n" not in path_or_text
-        and (path_or_text.endswith(".toml") or Path(path_or_text).is_file())
-    ):
-        path = Path(path_or_text)
-        if not path.is_file():
-            raise FileNotFoundError(f"config file {path} does not exist")
-        text, where = path.read_text(encoding="utf-8"), str(path)
-    elif isinstance(path_or_text, str):
-        text = path_or_text
-    else:
-        raise ValueError(
-            f"expected a TOML file path or TOML text, got {type(path_or_text).__name__}"
-        )
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"{where} is not valid TOML: {err}") from None
-
-
 @dataclass(frozen=True)
 class ExperimentConfig:
     """One model, end to end: data, embedding, fit, dynamics, tasks.
@@ -407,8 +332,11 @@ class ExperimentConfig:
                 f"name must be a non-empty string of letters, digits, '-' and '_', "
                 f"got {self.name!r}"
             )
-        for section in SECTIONS:
-            object.__setattr__(self, section, _build_section(section, getattr(self, section)))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name != "name" and isinstance(value, Mapping):  # a section given as a table
+                cls = type(f.default_factory())
+                object.__setattr__(self, f.name, config_from_dict(cls, value, f"[{f.name}]"))
         self.make_embedding()  # validates patch tiling and d
 
     def make_embedding(self) -> PatchEmbedding:
@@ -421,28 +349,15 @@ class ExperimentConfig:
     # ------------------------------------------------------------------ dicts and TOML
     def to_dict(self) -> dict[str, Any]:
         """The config as nested plain dicts (``{"name": ..., "data": {...}, ...}``)."""
-        out: dict[str, Any] = {"name": self.name}
-        for section in SECTIONS:
-            values = dataclasses.asdict(getattr(self, section))
-            if section == "tasks":
-                values["example_times"] = list(values["example_times"])
-            out[section] = values
-        return out
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> ExperimentConfig:
         """The config from nested dicts (the inverse of :meth:`to_dict`; sections may be
         partial, missing keys take their defaults). The ``fit`` table is built with
-        :meth:`spinsa.fit.FitConfig.from_preset`, so ``preset = "damico2024"`` gives the
+        :meth:`spinsa.fit.FitConfig.from_dict`, so ``preset = "damico2024"`` gives the
         published recipe with the table's other keys overriding it."""
-        _check_keys(values, ("name", *SECTIONS), "the experiment config")
-        kwargs: dict[str, Any] = {}
-        if "name" in values:
-            kwargs["name"] = values["name"]
-        for section in SECTIONS:
-            if section in values:
-                kwargs[section] = _build_section(section, values[section])
-        return cls(**kwargs)
+        return config_from_dict(cls, values, "the experiment config")
 
     @classmethod
     def from_toml(cls, path_or_text: str | os.PathLike) -> ExperimentConfig:
@@ -470,7 +385,7 @@ class ExperimentConfig:
                 raise _unknown_key(
                     key, "the overrides", ["name"] + [f"{s}.<key>" for s in SECTIONS]
                 )
-            known = _field_names(_SECTION_TYPES[section])
+            known = [f.name for f in dataclasses.fields(type(getattr(self, section)))]
             if name not in known:
                 raise _unknown_key(name, f"[{section}] (override {key!r})", known)
             nested[section][name] = value
@@ -482,17 +397,6 @@ class ExperimentConfig:
             ):
                 nested["data"][b] = None  # the two ways of sizing the training set exclude
         return ExperimentConfig.from_dict(nested)
-
-
-def _flatten(values: Mapping, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
 
 
 @dataclass(frozen=True)
@@ -581,18 +485,18 @@ class ReproduceConfig:
     def from_dict(cls, values: Mapping[str, Any]) -> ReproduceConfig:
         """The inverse of :meth:`to_dict`; also accepts the TOML layout (model tables with
         sub-tables instead of an ``overrides`` table)."""
-        _check_keys(values, (*SECTIONS, "models"), "the reproduce config")
+        check_keys(values, (*SECTIONS, "models"), "the reproduce config")
         base = ExperimentConfig.from_dict({k: v for k, v in values.items() if k != "models"})
         models_in = values.get("models", {})
         if not isinstance(models_in, Mapping):
             raise ValueError("models must be a table of [models.<name>] tables")
         models = []
         for name, table in models_in.items():
-            _check_keys(table, ("kind", "overrides", *SECTIONS), f"[models.{name}]")
+            check_keys(table, ("kind", "overrides", *SECTIONS), f"[models.{name}]")
             table = dict(table)
             kind = table.pop("kind", "attention")
-            overrides = _flatten(table.pop("overrides", {}))
-            overrides.update(_flatten(table))
+            overrides = flatten(table.pop("overrides", {}))
+            overrides.update(flatten(table))
             models.append(ModelSpec(name=name, kind=kind, overrides=tuple(overrides.items())))
         return cls(base=base, models=tuple(models))
 

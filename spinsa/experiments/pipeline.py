@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from spinsa._progress import progress as progress_bar
 from spinsa.experiments.config import ExperimentConfig
 from spinsa.tasks import TASKS
 
@@ -415,17 +416,9 @@ def evaluate_task(
     finals = np.empty((P, *emb.image_shape), dtype=np.float32)
     inputs = np.empty((P, *emb.image_shape), dtype=np.float32)
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=P * steps,
-            desc=f"{config.name}: {task}",
-            unit="img-step",
-            unit_scale=True,
-            dynamic_ncols=True,
-        )
+    bar = progress_bar(
+        P * steps, f"{config.name}: {task}", "img-step", enabled=progress, unit_scale=True
+    )
 
     for start in range(0, P, chunk_size):
         sl = slice(start, min(start + chunk_size, P))
@@ -453,13 +446,12 @@ def evaluate_task(
                 examples[where[0], lo:hi] = dec[: hi - lo]
             if t == steps:
                 finals[sl] = dec
-            if bar is not None and t > 0:
+            if t > 0:
                 bar.update(dec.shape[0])
 
         record(0, x0)
         run_dynamics(config, J, x0, mask, steps, record)
-    if bar is not None:
-        bar.close()
+    bar.close()
 
     final_mean = finals.mean(axis=0, dtype=np.float64)
     return TaskEvaluation(

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from spinsa._files import atomic_write_text
 from spinsa.analysis.summary import SIGNIFICANT_Z
 from spinsa.experiments.config import ExperimentConfig, ReproduceConfig
 from spinsa.tasks import TASKS
@@ -147,16 +147,6 @@ class _Stage:
                 "start afresh, or choose another output directory"
             )
         return True
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _is_finished(out_dir: Path) -> bool:
@@ -521,7 +511,8 @@ def reproduce(
 
     # ---- the plan, then the stages
     estimates = estimate_seconds(cfg, bl_spec, cuda=_cuda_available() if bl_spec else False)
-    _say_plan(say, stages, estimates, out_dir, len(experiments), quick and config is None, bl_spec)
+    size = "configured" if config is not None else ("quick" if quick else "paper-size")
+    _say_plan(say, stages, estimates, out_dir, len(experiments), size, bl_spec)
     ran: set[str] = set()
     t_all = time.perf_counter()
     for i, stage in enumerate(stages, 1):
@@ -558,11 +549,11 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _say_plan(say, stages, estimates, out_dir, n_models, quick, bl_spec) -> None:
+def _say_plan(say, stages, estimates, out_dir, n_models, size, bl_spec) -> None:
     """The stages to run and their estimated times, before any of them starts."""
     say(
-        f"spinsa reproduce: {n_models} model(s), {'quick' if quick else 'configured'} run in "
-        f"{out_dir}; estimated times (from a 2-core machine):"
+        f"spinsa reproduce: {n_models} model(s), {size} run in {out_dir}; estimated times "
+        "(from a 2-core machine):"
     )
     todo = 0.0
     for stage in stages:
@@ -1173,5 +1164,5 @@ def write_report(
             "fits and evaluations report their own compute time)",
         ]
     lines.append("")
-    _atomic_text(out_path, "\n".join(lines))
+    atomic_write_text(out_path, "\n".join(lines))
     return out_path

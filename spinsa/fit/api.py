@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from spinsa._checks import check_couplings
+from spinsa._progress import progress as progress_bar
 from spinsa.fit.checkpoint import FitState, data_fingerprint, load_checkpoint, save_checkpoint
 from spinsa.fit.config import FitConfig, FitResult
 from spinsa.fit.objective import check_patterns, frobenius, row_norms
@@ -76,17 +77,13 @@ class _Run:
         self._t0 = time.perf_counter()
         self._wall0 = state.wall_time
         self._seen0 = state.n_samples_seen
-        self.bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(
-                total=total_steps,
-                initial=min(state.step, total_steps),
-                unit="step",
-                desc=f"fit ({config.backend})",
-                dynamic_ncols=True,
-            )
+        self.bar = progress_bar(
+            total_steps,
+            f"fit ({config.backend})",
+            "step",
+            enabled=progress,
+            initial=min(state.step, total_steps),
+        )
 
     @property
     def device(self) -> str:
@@ -113,12 +110,11 @@ class _Run:
         s.step_loss.append(loss)
         s.step_grad_norm.append(grad_norm)
         s.step_norm.append(norm)
-        if self.bar is not None:
-            rate = (s.n_samples_seen - self._seen0) / max(self._elapsed(), 1e-9)
-            self.bar.set_postfix(
-                loss=f"{loss:.5g}", grad=f"{grad_norm:.3g}", samples_s=f"{rate:.3g}", refresh=False
-            )
-            self.bar.update(1)
+        rate = (s.n_samples_seen - self._seen0) / max(self._elapsed(), 1e-9)
+        self.bar.set_postfix(
+            loss=f"{loss:.5g}", grad=f"{grad_norm:.3g}", samples_s=f"{rate:.3g}", refresh=False
+        )
+        self.bar.update(1)
         if self.callback is not None:
             self.callback(s.step, get_J())
 
@@ -135,8 +131,7 @@ class _Run:
         self.state.wall_time = self._wall0 + self._elapsed()
         if self.checkpoint is not None:
             save_checkpoint(self.checkpoint, self.state, self.config, self.fingerprint)
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
 
 def _build_config(config, preset, options) -> FitConfig:
@@ -325,8 +320,7 @@ def fit_pseudolikelihood(
         try:
             BACKENDS[config.backend](xi, state, config, run)
         finally:
-            if run.bar is not None:
-                run.bar.close()
+            run.bar.close()
         run.close()
 
     return FitResult(

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from spinsa._checks import check_choice
+from spinsa._config import check_keys
 
 BACKENDS = ("torch", "lbfgs")
 CONSTRAINTS = ("global", "row", "l2")
@@ -284,6 +286,14 @@ class FitConfig:
     def to_dict(self) -> dict[str, Any]:
         """The config as a plain dict (``dataclasses.asdict``)."""
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> FitConfig:
+        """The inverse of :meth:`to_dict`; a ``preset`` key brings the preset's values, which
+        the other keys override (a ``[fit]`` table of a TOML config)."""
+        check_keys(values, [f.name for f in dataclasses.fields(cls)], "[fit]")
+        values = dict(values)
+        return cls.from_preset(values.pop("preset", None), **values)
 
     @property
     def np_dtype(self) -> np.dtype:

@@ -7,7 +7,7 @@ the images the config names (MNIST, Fashion-MNIST or synthetic digits, through
 the analyses of :mod:`spinsa.analysis` with the config's dynamics, and writes each result
 under ``/analysis/<name>/...`` of the same file::
 
-    from spinsa.analysis import analyze_run
+    from spinsa.experiments import analyze_run
     analyze_run("run.h5")                          # every analysis, default sizes
     analyze_run("run.h5", only=["hebbian"], n_test=1000, steps=100, overwrite=True)
 
@@ -81,8 +81,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from spinsa import io
 from spinsa._checks import check_count, check_positive, check_real
+from spinsa._progress import progress as progress_bar
 from spinsa.analysis._results import AnalysisResult
+from spinsa.experiments.config import ExperimentConfig
+from spinsa.experiments.pipeline import RUN_KIND, load_images, mean_image, run_dynamics
 from spinsa.tasks import TASKS
 
 __all__ = [
@@ -364,10 +368,6 @@ class RunInputs:
 
 
 def _read_run(path: Path):
-    from spinsa import io
-    from spinsa.experiments.config import ExperimentConfig
-    from spinsa.experiments.pipeline import RUN_KIND
-
     info = io.read(path)  # refuses foreign and broken files with a SpinsaFileError
     if info.kind != RUN_KIND:
         hint = (
@@ -399,9 +399,6 @@ def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
     -------
     RunInputs
     """
-    from spinsa import io
-    from spinsa.experiments.pipeline import load_images, mean_image
-
     path = Path(path)
     n_test = check_count(n_test, "n_test", 1)
     info, config = _read_run(path)
@@ -461,27 +458,16 @@ class _Context:
             self._hebbian = matched_hebbian(self.inputs.patterns, self.inputs.J, "global")
         return self._hebbian
 
-    # -- dynamics with a progress bar
+    # -- dynamics with a (transient) progress bar
     def run(self, J, x0, mask, steps, record, desc: str) -> None:
-        bar = None
-        if self.progress:
-            from tqdm.auto import tqdm
+        with progress_bar(steps, desc, "step", enabled=self.progress, leave=False) as bar:
 
-            bar = tqdm(total=steps, desc=desc, unit="step", leave=False, dynamic_ncols=True)
-
-        def callback(t, x):
-            record(t, x)
-            if bar is not None:
+            def callback(t, x):
+                record(t, x)
                 bar.update()
 
-        from spinsa.experiments.pipeline import run_dynamics
-
-        record(0, np.asarray(x0))
-        try:
+            record(0, np.asarray(x0))
             run_dynamics(self.inputs.config, J, x0, mask, steps, callback)
-        finally:
-            if bar is not None:
-                bar.close()
 
     def task_pass(self, which: str, task: str) -> _TaskPass:
         """Corrupted test images of ``task`` iterated with the ``which`` couplings (cached)."""
@@ -778,7 +764,6 @@ def _select(only: str | Iterable[str] | None) -> list[str]:
 
 
 def _write(path: Path, name: str, results: Results, attrs: Mapping[str, Any]) -> None:
-    from spinsa import io
     from spinsa.analysis.store import save_analysis
 
     io.write_group(path, f"{ROOT}/{name}", {}, dict(attrs), overwrite=True)
@@ -812,7 +797,7 @@ def analyze_run(
     steps : int
         Steps T of the trajectories.
     seed : int
-        Seed of the corruptions and random starts.
+        Seed of the training and random starts (the corruptions are the run's own).
     overwrite : bool
         Replace analyses the file already holds (default: refuse before computing anything).
     progress : bool
@@ -842,16 +827,10 @@ def analyze_run(
             "(spinsa analyze --overwrite) to replace them"
         )
     ctx = _Context(load_run_inputs(path, cfg.n_test), cfg, progress)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(names), desc="spinsa analyze", unit="analysis", dynamic_ncols=True)
     written: list[str] = []
-    try:
+    with progress_bar(len(names), "spinsa analyze", "analysis", enabled=progress) as bar:
         for name in names:
-            if bar is not None:
-                bar.set_postfix_str(name)
+            bar.set_postfix_str(name)
             t0 = time.perf_counter()
             results = ANALYSES[name].run(ctx)
             attrs = {
@@ -862,9 +841,5 @@ def analyze_run(
             }
             _write(path, name, results, attrs)
             written += [f"{name}/{sub}" for sub in results]
-            if bar is not None:
-                bar.update()
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update()
     return written

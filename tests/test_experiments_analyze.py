@@ -10,7 +10,6 @@ import pytest
 import spinsa
 from spinsa import io
 from spinsa.analysis import (
-    analyze_run,
     coupling_spectrum,
     error_lifetimes,
     find_attractors,
@@ -27,16 +26,16 @@ from spinsa.analysis import (
     target_overlaps,
     trajectory_overlaps,
 )
-from spinsa.analysis.driver import (
+from spinsa.analysis.hebbian import compare_with_hebbian
+from spinsa.experiments import ExperimentConfig, analyze_run
+from spinsa.experiments.analyze import (
     ANALYSES,
     AnalysisSettings,
     load_run_inputs,
     strength_maps,
 )
-from spinsa.analysis.figures import plot_run
-from spinsa.analysis.hebbian import compare_with_hebbian
-from spinsa.experiments import ExperimentConfig
 from spinsa.experiments.pipeline import evaluate, load_images, train
+from spinsa.plotting import plot_run
 from spinsa.tasks import pixel_mask, reconstruction_errors, summarize, task_inputs
 
 SMALL = dict(n_test=12, steps=8, seed=3, attractor_steps=12, n_attractor_starts=4)

@@ -1,10 +1,10 @@
 """Figures of the analyses of a run file: they read ``/analysis/*`` and never recompute.
 
-One function per analysis of :func:`spinsa.analysis.analyze_run`, each returning a
+One function per analysis of :func:`spinsa.experiments.analyze_run`, each returning a
 matplotlib ``Figure`` drawn on the Agg canvas (no pyplot, no display needed), and
 :func:`plot_run`, which saves every figure a file has data for::
 
-    from spinsa.analysis.figures import figure_overlaps, plot_run
+    from spinsa.plotting import figure_overlaps, plot_run
     fig = figure_overlaps("run.h5")
     paths = plot_run("run.h5", "figures/")        # overlaps.png, lifetimes.png, ...
 
@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from spinsa.plotting import new_figure, save_figure
+from spinsa._progress import progress as progress_bar
+from spinsa.plotting._base import new_figure, save_figure
+from spinsa.plotting.experiments import figure_errors, figure_examples
 from spinsa.tasks import mean_sem
 
 __all__ = [
@@ -524,20 +526,6 @@ def figure_patches(path, *, figsize=(6.5, 4.2)):
 # --------------------------------------------------------------------------- all of them
 
 
-def _evaluation_figures() -> dict[str, Callable]:
-    """Figures of ``/evaluation/*`` from :mod:`spinsa.plotting`, those that exist."""
-    try:
-        from spinsa import plotting
-    except ImportError:  # pragma: no cover - the module ships with spinsa
-        return {}
-    out = {}
-    for name, attr in (("errors", "figure_errors"), ("examples", "figure_examples")):
-        fn = getattr(plotting, attr, None)
-        if callable(fn):
-            out[name] = fn
-    return out
-
-
 #: Figure name -> (function, the analysis it reads).
 FIGURES: dict[str, tuple[Callable, str]] = {
     "overlaps": (figure_overlaps, "overlaps"),
@@ -588,7 +576,7 @@ def plot_run(
     out = Path(out_dir) if out_dir is not None else path.with_name(f"{path.stem}-figures")
     jobs: list[tuple[str, Callable]] = []
     if any(g.startswith("evaluation/") or "/evaluation/" in g for g in info.groups):
-        jobs += list(_evaluation_figures().items())
+        jobs += [("errors", figure_errors), ("examples", figure_examples)]
     for name, (fn, group) in FIGURES.items():
         if f"analysis/{group}" in info.groups:
             jobs.append((name, fn))
@@ -598,21 +586,10 @@ def plot_run(
             f"or `spinsa analyze {path}` first"
         )
     out.mkdir(parents=True, exist_ok=True)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(jobs), desc="spinsa plot", unit="figure", dynamic_ncols=True)
     written = []
-    try:
+    with progress_bar(len(jobs), "spinsa plot", "figure", enabled=progress) as bar:
         for name, fn in jobs:
-            if bar is not None:
-                bar.set_postfix_str(name)
-            fig = fn(path)
-            written.append(save_figure(fig, out / f"{name}.{fmt}", dpi=dpi))
-            if bar is not None:
-                bar.update()
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.set_postfix_str(name)
+            written.append(save_figure(fn(path), out / f"{name}.{fmt}", dpi=dpi))
+            bar.update()
     return written

@@ -1,4 +1,4 @@
-"""Figures from HDF5 files: they read the files written by the experiments, never recompute.
+"""Figures of evaluations: they read the files written by the experiments, never recompute.
 
 ::
 
@@ -16,37 +16,21 @@ change an interactive session's backend).
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
+
+from spinsa.plotting._base import new_figure
 
 __all__ = [
     "figure_errors",
     "figure_examples",
     "figure_notebook_view",
     "figure_patch_variances",
-    "save_figure",
 ]
 
 TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
 PIXELS = ("all", "masked", "visible")
-
-
-def new_figure(figsize):
-    """A matplotlib Figure attached to an Agg canvas (no pyplot: its global state is left alone)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:  # pragma: no cover - matplotlib is a core dependency
-        raise ImportError(
-            'figures need matplotlib, which is not installed: pip install "matplotlib>=3.7"'
-        ) from None
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _task_title(task: str, attrs: dict) -> str:
@@ -401,22 +385,3 @@ def figure_examples(
             row += 1
     fig.suptitle(f"{name}: decoded states", fontsize=10)
     return fig
-
-
-def save_figure(fig, path, *, dpi: int = 150) -> Path:
-    """Save a figure atomically (temporary file, then rename); the format follows the suffix.
-
-    Returns
-    -------
-    Path
-    """
-    path = Path(path)
-    suffix = path.suffix.lstrip(".") or "png"
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    try:
-        fig.savefig(tmp, dpi=dpi, format=suffix)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path

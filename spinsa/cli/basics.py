@@ -1,24 +1,14 @@
-"""The ``spinsa`` command line.
-
-Each subcommand is a pair of functions: ``_add_<name>(subparsers)`` declares its arguments
-(with a help text, so that ``spinsa <name> --help`` explains it) and the handler it sets with
-``set_defaults(func=...)`` does the work, importing what it needs lazily so that
-``spinsa --help`` stays fast. Errors a user can fix (bad input, missing files) are printed as
-one line and exit with status 2; anything else is a bug and keeps its traceback.
-"""
+"""``spinsa info``, ``spinsa demo``, ``spinsa bench`` and ``spinsa data``."""
 
 from __future__ import annotations
 
-import argparse
-import sys
+from spinsa.cli._common import UsageError, add_progress_flag
 
-
-class UsageError(Exception):
-    """A problem with the user's input: printed without a traceback."""
+__all__ = ["add_info", "add_demo", "add_bench", "add_data"]
 
 
 # --------------------------------------------------------------------------- info
-def _add_info(sub) -> None:
+def add_info(sub) -> None:
     p = sub.add_parser(
         "info",
         help="versions, threads and devices",
@@ -64,7 +54,7 @@ def _cmd_info(args) -> int:
 
 
 # --------------------------------------------------------------------------- data
-def _add_data(sub) -> None:
+def add_data(sub) -> None:
     p = sub.add_parser(
         "data",
         help="fetch and verify the data sets",
@@ -90,7 +80,7 @@ def _add_data(sub) -> None:
     f.add_argument(
         "--force", action="store_true", help="convert again even if cached (--from always does)"
     )
-    f.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flag(f)
     f.set_defaults(func=_cmd_data_fetch)
     v = actions.add_parser(
         "verify",
@@ -144,15 +134,8 @@ def _cmd_data_verify(args) -> int:
     return status
 
 
-# --------------------------------------------------------------------------- fit
-def _add_fit(sub) -> None:
-    from spinsa.fit.cli import add_parser
-
-    add_parser(sub)
-
-
 # --------------------------------------------------------------------------- demo
-def _add_demo(sub) -> None:
+def add_demo(sub) -> None:
     p = sub.add_parser(
         "demo",
         help="a Hebbian network retrieving a stored pattern",
@@ -210,7 +193,7 @@ def _cmd_demo(args) -> int:
 
 
 # --------------------------------------------------------------------------- bench
-def _add_bench(sub) -> None:
+def add_bench(sub) -> None:
     from spinsa import bench
 
     p = sub.add_parser(
@@ -222,199 +205,3 @@ def _add_bench(sub) -> None:
     )
     bench.add_arguments(p)
     p.set_defaults(func=bench.run_benchmarks)
-
-
-# --------------------------------------------------------------------------- scan
-def _add_scan(sub) -> None:
-    from spinsa.scan.cli import add_parser
-
-    add_parser(sub)
-
-
-# --------------------------------------------------------------------------- train
-def _add_train(sub) -> None:
-    from spinsa.experiments.cli import add_train_parser
-
-    add_train_parser(sub)
-
-
-# --------------------------------------------------------------------------- evaluate
-def _add_evaluate(sub) -> None:
-    from spinsa.experiments.cli import add_evaluate_parser
-
-    add_evaluate_parser(sub)
-
-
-# --------------------------------------------------------------------------- reproduce
-def _add_reproduce(sub) -> None:
-    from spinsa.experiments.cli import add_reproduce_parser
-
-    add_reproduce_parser(sub)
-
-
-# --------------------------------------------------------------------------- analyze
-def _add_analyze(sub) -> None:
-    from spinsa.analysis.driver import ANALYSES, AnalysisSettings
-
-    d = AnalysisSettings()
-    listing = "; ".join(f"{name}: {a.help}" for name, a in ANALYSES.items())
-    p = sub.add_parser(
-        "analyze",
-        help="run the analyses of a run file and store them in it (/analysis/<name>)",
-        description="Rebuild the data of a run file (written by `spinsa train`) from its "
-        "config, run the analyses with its couplings and dynamics, and write each result "
-        "under /analysis/<name> of the same file, with its parameters as attributes. "
-        f"The analyses: {listing}. Plot them with `spinsa plot`.",
-    )
-    p.add_argument("run", help="run file (.h5) from spinsa train")
-    p.add_argument(
-        "--only",
-        nargs="+",
-        metavar="NAME",
-        help=f"run only these analyses (of: {', '.join(ANALYSES)})",
-    )
-    p.add_argument(
-        "--n-test",
-        type=int,
-        default=d.n_test,
-        help=f"test images started from (default {d.n_test})",
-    )
-    p.add_argument(
-        "--steps",
-        type=int,
-        default=d.steps,
-        help=f"steps T of the trajectories (default {d.steps})",
-    )
-    p.add_argument(
-        "--attractor-steps",
-        type=int,
-        default=d.attractor_steps,
-        help=f"steps of the attractor search (default {d.attractor_steps})",
-    )
-    p.add_argument(
-        "--attractor-starts",
-        type=int,
-        default=d.n_attractor_starts,
-        help="starts per group (test, masked, noisy, random) of the attractor "
-        f"search (default {d.n_attractor_starts})",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=d.seed,
-        help=f"seed of the corruptions and random starts (default {d.seed})",
-    )
-    p.add_argument(
-        "--overwrite", action="store_true", help="replace analyses the file already holds"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=_cmd_analyze)
-
-
-def _cmd_analyze(args) -> int:
-    import time
-
-    from spinsa.analysis.driver import analyze_run
-
-    t0 = time.perf_counter()
-    names = analyze_run(
-        args.run,
-        args.only,
-        n_test=args.n_test,
-        steps=args.steps,
-        seed=args.seed,
-        overwrite=args.overwrite,
-        progress=not args.no_progress,
-        attractor_steps=args.attractor_steps,
-        n_attractor_starts=args.attractor_starts,
-    )
-    groups = sorted({n.split("/")[0] for n in names})
-    print(
-        f"spinsa analyze: wrote {len(names)} results ({', '.join(groups)}) under /analysis "
-        f"of {args.run} in {time.perf_counter() - t0:.1f} s"
-    )
-    return 0
-
-
-# --------------------------------------------------------------------------- plot
-def _add_plot(sub) -> None:
-    p = sub.add_parser(
-        "plot",
-        help="draw the figures of a run file (evaluations and analyses)",
-        description="Draw every figure a run file has data for: the error curves and "
-        "example images of its evaluations (spinsa evaluate) and one figure per analysis "
-        "(spinsa analyze). Figures read the file only; nothing is recomputed.",
-    )
-    p.add_argument("run", help="run file (.h5)")
-    p.add_argument(
-        "-o", "--out", help="directory of the figures (default: <run>-figures next to the file)"
-    )
-    p.add_argument("--format", default="png", help="png (default), pdf or svg")
-    p.add_argument("--dpi", type=int, default=150, help="resolution (default 150)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_plot)
-
-
-def _cmd_plot(args) -> int:
-    from spinsa.analysis.figures import plot_run
-
-    paths = plot_run(
-        args.run, args.out, fmt=args.format, dpi=args.dpi, progress=not args.no_progress
-    )
-    print(
-        f"spinsa plot: {len(paths)} figures in {paths[0].parent}: "
-        + ", ".join(p.name for p in paths)
-    )
-    return 0
-
-
-# ----------------------------------------------------------------------- registry
-# Subcommands, in the order `spinsa --help` lists them.
-_SUBCOMMANDS = [
-    _add_info,
-    _add_demo,
-    _add_bench,
-    _add_data,
-    _add_fit,
-    _add_train,
-    _add_evaluate,
-    _add_reproduce,
-    _add_analyze,
-    _add_plot,
-    _add_scan,
-]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="spinsa",
-        description="Self-attention as an attractor network: vector-spin dynamics, "
-        "pseudo-likelihood training without backpropagation, and its analysis.",
-    )
-    from spinsa import __version__
-
-    parser.add_argument("--version", action="version", version=f"spinsa {__version__}")
-    sub = parser.add_subparsers(title="subcommands", metavar="COMMAND")
-    for add in _SUBCOMMANDS:
-        add(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "func"):
-        parser.print_help()
-        return 0
-    try:
-        return int(args.func(args) or 0)
-    except (UsageError, ValueError, FileNotFoundError, FileExistsError) as exc:
-        print(f"spinsa {sys.argv[1] if len(sys.argv) > 1 else ''}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; finished work is kept and a re-run resumes from it", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,517 @@
+"""``spinsa train``, ``evaluate``, ``reproduce``, ``analyze`` and ``plot``.
+
+::
+
+    spinsa train analysis/configs/experiment.toml --out run.h5
+    spinsa train --dataset mnist --per-class 1000 --lam 5 --out run.h5 --set fit.max_iter=40
+    spinsa train --patterns xi.npy --backend lbfgs --set fit.constraint=row --out fit.h5
+    spinsa train --random-patterns 200 16 6 --estimate --out fit.h5
+    spinsa evaluate run.h5 --task masked --steps 100
+    spinsa reproduce --quick --out runs/reproduce-quick
+    spinsa analyze run.h5 && spinsa plot run.h5
+
+The handlers import the pipeline lazily, so that ``spinsa --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from spinsa.cli._common import UsageError, add_progress_flag, parse_set
+
+__all__ = ["add_train", "add_evaluate", "add_reproduce", "add_analyze", "add_plot"]
+
+PATTERN_KEYS = ("xi", "patterns", "x")  # array names tried in a patterns file, in order
+
+# ---------------------------------------------------------------------------- train
+_TRAIN_FLAGS = [
+    # flag, dotted key, type, help
+    ("--name", "name", str, "label of the model"),
+    ("--dataset", "data.dataset", str, "mnist, fashion-mnist or synthetic"),
+    ("--n-train", "data.n_train", int, "a random subset of this many training images"),
+    ("--per-class", "data.per_class", int, "this many training images per class"),
+    ("--n-test", "data.n_test", int, "test images used by a later evaluate (default 1000)"),
+    ("--data-seed", "data.seed", int, "seed of the subsets (and of random patterns)"),
+    ("--patch", "embedding.patch", int, "patch side (default 2)"),
+    ("--dim", "embedding.d", int, "spin dimension d (default 2 * patch**2)"),
+    ("--lam", "fit.lam", float, "lambda_train (default 5)"),
+    ("--backend", "fit.backend", str, "lbfgs or torch (default lbfgs)"),
+    ("--epochs", "fit.epochs", int, "epochs of the torch backend"),
+    ("--batch-size", "fit.batch_size", int, "minibatch size of the torch backend"),
+    ("--lr", "fit.lr", float, "learning rate of the torch backend"),
+    ("--max-iter", "fit.max_iter", int, "iterations of the lbfgs backend"),
+    ("--fit-seed", "fit.seed", int, "seed of the initial couplings"),
+    ("--lam-eval", "dynamics.lam_eval", float, "lambda_eval of a later evaluate (default 1)"),
+]
+
+
+def add_train(sub) -> None:
+    """Declare ``spinsa train``."""
+    p = sub.add_parser(
+        "train",
+        help="fit the couplings by pseudo-likelihood (an experiment's images, or patterns)",
+        description="Fit the couplings J by pseudo-likelihood (closed-form gradient, no "
+        "backpropagation). By default the patterns are an experiment's training images, from "
+        "CONFIG (TOML with [data], [embedding], [fit], [dynamics], [tasks]; see "
+        "analysis/configs/) and/or flags, flags winning; the result is a run file (J, the "
+        "fit history, the mean training image and the whole config) for `spinsa evaluate`. "
+        "With --patterns FILE or --random-patterns P N D the patterns are given spins "
+        "instead and only the [fit] section applies; the result is a fit file (J and the "
+        "history). --set KEY=VALUE changes any key by its dotted name. An interrupted fit "
+        "resumes from its checkpoint (OUT.ckpt.h5) when run again.",
+    )
+    p.add_argument("config", nargs="?", type=Path, help="experiment config (TOML)")
+    p.add_argument("-o", "--out", type=Path, required=True, help="file to write (.h5)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing file")
+    p.add_argument(
+        "--preset",
+        choices=("damico2024",),
+        help="the published notebook's recipe throughout: its embedding scale, fit preset "
+        "and dynamics",
+    )
+    for flag, key, kind, text in _TRAIN_FLAGS:
+        p.add_argument(
+            flag,
+            dest=key.replace(".", "__"),
+            type=kind,
+            metavar=kind.__name__.upper(),
+            help=f"{text} [{key}]",
+        )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="any config key by dotted name, e.g. --set fit.constraint=row (repeatable)",
+    )
+    given = p.add_mutually_exclusive_group()
+    given.add_argument(
+        "--patterns", type=Path, help="fit these spins (P, N, d): a .npy, .npz or .h5 file"
+    )
+    given.add_argument(
+        "--random-patterns",
+        type=int,
+        nargs=3,
+        metavar=("P", "N", "D"),
+        help="fit P random unit spin patterns of N tokens in d dimensions (seed: --data-seed)",
+    )
+    p.add_argument(
+        "--key",
+        help=f"array of a --patterns file (default: {'/'.join(PATTERN_KEYS)} or the only one)",
+    )
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the fit's memory estimate (from the sizes alone) and exit",
+    )
+    p.add_argument("--no-checkpoint", action="store_true", help="do not checkpoint the fit")
+    add_progress_flag(p)
+    p.set_defaults(func=_cmd_train)
+
+
+def _train_config(args):
+    from spinsa.experiments.config import ExperimentConfig
+
+    config = ExperimentConfig.from_toml(args.config) if args.config else ExperimentConfig()
+    overrides = {}
+    if args.preset == "damico2024":
+        overrides.update(
+            {
+                "fit.preset": "damico2024",
+                "embedding.scale": "damico2024",
+                "dynamics.preset": "damico2024",
+            }
+        )
+    for _flag, key, _kind, _text in _TRAIN_FLAGS:
+        value = getattr(args, key.replace(".", "__"))
+        if value is not None:
+            overrides[key] = value
+    overrides.update(parse_set(args.set))
+    return config.with_overrides(overrides) if overrides else config
+
+
+def _pattern_source(path: Path, key: str | None):
+    """``(shape, load)`` of the patterns array of a .npy, .npz or HDF5 file (shape first:
+    an estimate needs no data)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"patterns file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        shape = np.load(path, mmap_mode="r").shape
+        return shape, lambda: np.load(path, allow_pickle=False)
+    if suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:
+            name = _pick(list(z.files), key, path)
+            array = np.asarray(z[name])
+        return array.shape, lambda: array
+    if suffix in (".h5", ".hdf5"):
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            names: list[str] = []
+            f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+            name = _pick(names, key, path)
+            shape = f[name].shape
+
+        def load():
+            with h5py.File(path, "r") as f:
+                return np.asarray(f[name][()])
+
+        return shape, load
+    raise UsageError(f"patterns file {path}: unknown format {suffix!r}; use .npy, .npz or .h5")
+
+
+def _pick(names: list[str], key: str | None, path: Path) -> str:
+    if key is not None:
+        if key not in names:
+            raise UsageError(f"{path} has no array {key!r}; its arrays: {names}")
+        return key
+    for k in PATTERN_KEYS:
+        if k in names:
+            return k
+    if len(names) == 1:
+        return names[0]
+    raise UsageError(f"{path} holds several arrays {names}; say which with --key")
+
+
+def _cmd_train(args) -> int:
+    import time
+
+    from spinsa.fit.memory import estimate_memory
+
+    config = _train_config(args)
+    out = args.out
+    if out.exists() and not args.overwrite and not args.estimate:
+        raise FileExistsError(f"{out} already exists; pass --overwrite to replace it")
+    if args.patterns is not None:
+        shape, load = _pattern_source(args.patterns, args.key)
+        source = {"data.path": str(args.patterns.resolve()), "data.key": args.key}
+    elif args.random_patterns is not None:
+        from spinsa.datasets import random_patterns
+
+        shape = tuple(args.random_patterns)
+        seed = config.data.seed
+        source = {"data.random_patterns": list(shape), "data.seed": seed}
+
+        def load():
+            return random_patterns(*shape, seed=seed)
+    else:
+        emb = config.make_embedding()
+        shape = (config.data.n_train_images or 60_000, emb.n_tokens, emb.d)
+        source = None
+    if len(shape) != 3:
+        raise UsageError(f"the patterns must have shape (P, N, d), got {shape}")
+    if args.estimate:
+        print(
+            f"spinsa train: P = {shape[0]}, N = {shape[1]}, d = {shape[2]}, backend "
+            f"{config.fit.backend}: {estimate_memory(*shape, config=config.fit)}"
+        )
+        return 0
+    checkpoint = None if args.no_checkpoint else out.with_name(out.name + ".ckpt.h5")
+    if checkpoint is not None and checkpoint.exists():
+        print(f"spinsa train: resuming the fit from {checkpoint}")
+    t0 = time.perf_counter()
+    progress = not args.no_progress
+    if source is None:  # an experiment: its training images
+        from spinsa import io
+        from spinsa.experiments.pipeline import train
+
+        train(config, out, overwrite=args.overwrite, checkpoint=checkpoint, progress=progress)
+        a = io.read(out).attrs
+        loss, first, steps, what = (
+            a["fit_loss"],
+            a["fit_initial_loss"],
+            a["fit_n_steps"],
+            (f"{a['n_train']} images"),
+        )
+    else:
+        from spinsa.fit import fit_pseudolikelihood, save_fit
+
+        xi = load()
+        result = fit_pseudolikelihood(
+            xi, config=config.fit, checkpoint=checkpoint, progress=progress
+        )
+        sizes = dict(zip(("n_samples", "n_tokens", "d"), map(int, xi.shape), strict=True))
+        save_fit(out, result, overwrite=args.overwrite, attrs={**source, **sizes})
+        if checkpoint is not None:
+            checkpoint.unlink(missing_ok=True)
+        loss, first, steps = result.loss, result.epoch_loss[0], result.n_steps
+        what = f"{xi.shape[0]} patterns"
+    print(
+        f"spinsa train: {config.name}: L = {loss:.6g} (from {first:.6g}), {steps} steps on "
+        f"{what}, {time.perf_counter() - t0:.1f} s; wrote {out}"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------- evaluate
+def add_evaluate(sub) -> None:
+    """Declare ``spinsa evaluate``."""
+    p = sub.add_parser(
+        "evaluate",
+        help="run the dynamics of a run file on a task and store the errors at every t",
+        description="Run the dynamics of a run file (written by `spinsa train`) on the "
+        "masked-prediction or denoising task over the test set; store the per-image "
+        "mean squared error over all, masked and visible pixels at every t = 0..T, their "
+        "means and standard errors, example images and the correlation of the states with "
+        "the mean training image in the group /evaluation/<task> of the run file (or in "
+        "--out).",
+    )
+    p.add_argument("run", type=Path, help="run file (.h5) from spinsa train")
+    p.add_argument(
+        "--task",
+        choices=("masked", "denoise", "both"),
+        required=True,
+        help="which task ('both' runs the two)",
+    )
+    p.add_argument("--steps", type=int, help="T (default: the config's dynamics.steps)")
+    p.add_argument("--n-test", type=int, help="test images (default: the config's data.n_test)")
+    p.add_argument("--out", type=Path, help="write the evaluation to this file instead")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing evaluation of the task"
+    )
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        default=1000,
+        help="images iterated at once (memory only; default 1000)",
+    )
+    add_progress_flag(p)
+    p.set_defaults(func=_cmd_evaluate)
+
+
+def _cmd_evaluate(args) -> int:
+    import time
+
+    from spinsa.analysis.summary import read_summaries
+    from spinsa.experiments.pipeline import TASKS, evaluate, load_images, read_run_config
+    from spinsa.references import REFERENCES
+
+    tasks = TASKS if args.task == "both" else (args.task,)
+    if args.out is not None and len(tasks) > 1:
+        raise ValueError("--out holds one task's evaluation; give --task masked or denoise")
+    config = read_run_config(args.run)
+    if args.n_test is not None:
+        config = config.with_overrides({"data.n_test": args.n_test})
+    images = load_images(config)
+    for task in tasks:
+        t0 = time.perf_counter()
+        path = evaluate(
+            args.run,
+            task,
+            args.steps,
+            n_test=args.n_test,
+            out=args.out,
+            overwrite=args.overwrite,
+            chunk_size=args.chunk_size,
+            progress=not args.no_progress,
+            images=images,
+        )
+        s = read_summaries(path, tasks=(task,))[task]
+        print(
+            f"spinsa evaluate: {task}: error {s['error_t0']:.4f} at t = 0, "
+            f"{s['error_t1']:.4f} at t = 1, best {s['best_error']:.4f} at t = {s['best_t']}, "
+            f"{s['error_T']:.4f} at t = {s['T']}; late states vs the mean training image: "
+            f"r = {s['corr_T']:.3f} ({time.perf_counter() - t0:.1f} s); wrote {path}"
+        )
+        best = s["best_reference"]
+        print(
+            f"  best reference: {REFERENCES[task][best]}, "
+            f"{s['references'][best]['error']:.4f}; the model "
+            + (
+                "beats it (more than 3 standard errors below)"
+                if s["transient_memory"]
+                else "does not beat it by more than 3 standard errors"
+            )
+        )
+    return 0
+
+
+# ---------------------------------------------------------------------------- reproduce
+def add_reproduce(sub) -> None:
+    """Declare ``spinsa reproduce``."""
+    p = sub.add_parser(
+        "reproduce",
+        help="the paper's bare-self-attention experiment end to end (Fig. 1 and a report)",
+        description="Fit bare self-attention on MNIST (2x2 patches, d = 8, lambda_train = 5) "
+        "with the DESIGN dynamics and with the published notebook's preset, evaluate masked "
+        "prediction (30% of tokens) and denoising (noise variance 0.7) over t = 0..100 "
+        "(lambda_eval = 1) on the test set, and write reproduce.h5, the figures and "
+        "report.md. --quick: 10,000 training and 1,000 test images (minutes); otherwise "
+        "50,000 and 10,000. MNIST is fetched into the cache on first use. Each stage is "
+        "written as it finishes; run the same command again after an interruption and it "
+        "resumes from the finished stages.",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="the quick configuration (10,000 / 1,000 images)"
+    )
+    p.add_argument(
+        "-o",
+        "--out",
+        type=Path,
+        help="output directory (default runs/reproduce-quick or runs/reproduce-full)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in a directory that holds a finished run (or another "
+        "configuration's partial run): its stage files are deleted",
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="a reproduce config (TOML: shared sections and [models.<name>] "
+        "tables; see analysis/configs/reproduce_quick.toml) instead of the paper's",
+    )
+    add_progress_flag(p)
+    p.add_argument(
+        "--baselines",
+        choices=("quick", "paper", "none"),
+        help="the backprop baselines (recycled block and ViT; they need torch): 'quick', the "
+        "brief CPU recipe (1 epoch on 3,000 images; the default with --quick); 'paper', the "
+        "paper's recipe (100 epochs on every training image; the default otherwise, hours "
+        "per model and task on a CPU: the plan printed first says how long); 'none'",
+    )
+    p.set_defaults(func=_cmd_reproduce)
+
+
+def _cmd_reproduce(args) -> int:
+    from spinsa.experiments.reproduce import reproduce
+
+    if args.config is not None and args.quick:
+        raise ValueError("give --quick or --config, not both (the config sets the sizes)")
+    out = args.out
+    if out is None:
+        name = (
+            args.config.stem
+            if args.config
+            else ("reproduce-quick" if args.quick else "reproduce-full")
+        )
+        out = Path("runs") / name
+    reproduce(
+        out,
+        quick=args.quick,
+        overwrite=args.overwrite,
+        config=args.config,
+        progress=not args.no_progress,
+        baselines=True if args.baselines is None else args.baselines,
+    )
+    return 0
+
+
+# --------------------------------------------------------------------------- analyze
+def add_analyze(sub) -> None:
+    from spinsa.experiments.analyze import ANALYSES, AnalysisSettings
+
+    d = AnalysisSettings()
+    listing = "; ".join(f"{name}: {a.help}" for name, a in ANALYSES.items())
+    p = sub.add_parser(
+        "analyze",
+        help="run the analyses of a run file and store them in it (/analysis/<name>)",
+        description="Rebuild the data of a run file (written by `spinsa train`) from its "
+        "config, run the analyses with its couplings and dynamics, and write each result "
+        "under /analysis/<name> of the same file, with its parameters as attributes. "
+        f"The analyses: {listing}. Plot them with `spinsa plot`.",
+    )
+    p.add_argument("run", help="run file (.h5) from spinsa train")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        help=f"run only these analyses (of: {', '.join(ANALYSES)})",
+    )
+    p.add_argument(
+        "--n-test",
+        type=int,
+        default=d.n_test,
+        help=f"test images started from (default {d.n_test})",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=d.steps,
+        help=f"steps T of the trajectories (default {d.steps})",
+    )
+    p.add_argument(
+        "--attractor-steps",
+        type=int,
+        default=d.attractor_steps,
+        help=f"steps of the attractor search (default {d.attractor_steps})",
+    )
+    p.add_argument(
+        "--attractor-starts",
+        type=int,
+        default=d.n_attractor_starts,
+        help="starts per group (test, masked, noisy, random) of the attractor "
+        f"search (default {d.n_attractor_starts})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        help=f"seed of the corruptions and random starts (default {d.seed})",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace analyses the file already holds"
+    )
+    add_progress_flag(p)
+    p.set_defaults(func=_cmd_analyze)
+
+
+def _cmd_analyze(args) -> int:
+    import time
+
+    from spinsa.experiments.analyze import analyze_run
+
+    t0 = time.perf_counter()
+    names = analyze_run(
+        args.run,
+        args.only,
+        n_test=args.n_test,
+        steps=args.steps,
+        seed=args.seed,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+        attractor_steps=args.attractor_steps,
+        n_attractor_starts=args.attractor_starts,
+    )
+    groups = sorted({n.split("/")[0] for n in names})
+    print(
+        f"spinsa analyze: wrote {len(names)} results ({', '.join(groups)}) under /analysis "
+        f"of {args.run} in {time.perf_counter() - t0:.1f} s"
+    )
+    return 0
+
+
+# --------------------------------------------------------------------------- plot
+def add_plot(sub) -> None:
+    p = sub.add_parser(
+        "plot",
+        help="draw the figures of a run file (evaluations and analyses)",
+        description="Draw every figure a run file has data for: the error curves and "
+        "example images of its evaluations (spinsa evaluate) and one figure per analysis "
+        "(spinsa analyze). Figures read the file only; nothing is recomputed.",
+    )
+    p.add_argument("run", help="run file (.h5)")
+    p.add_argument(
+        "-o", "--out", help="directory of the figures (default: <run>-figures next to the file)"
+    )
+    p.add_argument("--format", default="png", help="png (default), pdf or svg")
+    p.add_argument("--dpi", type=int, default=150, help="resolution (default 150)")
+    add_progress_flag(p)
+    p.set_defaults(func=_cmd_plot)
+
+
+def _cmd_plot(args) -> int:
+    from spinsa.plotting import plot_run
+
+    paths = plot_run(
+        args.run, args.out, fmt=args.format, dpi=args.dpi, progress=not args.no_progress
+    )
+    print(
+        f"spinsa plot: {len(paths)} figures in {paths[0].parent}: "
+        + ", ".join(p.name for p in paths)
+    )
+    return 0
