@@ -1,7 +1,10 @@
 """``reproduce`` and the ``train`` / ``evaluate`` / ``reproduce`` commands, on a tiny
 synthetic configuration (seconds): outputs, refusal of a finished run, resume after a kill."""
 
-import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -300,10 +303,46 @@ def _write(path, text):
     return path
 
 
-def test_stage_outputs_are_atomic(finished):
-    out, _ = finished
-    assert not [p for p in os.listdir(out) if ".tmp-" in p]
-    np.testing.assert_array_equal(
-        io.read_array(out / "reproduce.h5", "models/design/J"),
-        io.read_array(out / "fit-design.h5", "J"),
-    )
+def _kill_when(proc, ready, timeout=120.0):
+    """SIGKILL ``proc`` as soon as ``ready()`` is true (True if it was still running then)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ready():
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.002)
+    proc.kill()
+    proc.wait()
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["mid-write", "between stages"])
+def test_kill_9_then_rerun_gives_the_uninterrupted_result(tmp_path, moment):
+    """A reproduce run killed with SIGKILL (inside an atomic write, or right after a stage)
+    and started again ends with the numbers of a run that was never interrupted."""
+    config = tmp_path / "c.toml"
+    config.write_text(ONE_MODEL)
+    reference = tmp_path / "reference"
+    reproduce(reference, config=ReproduceConfig.from_toml(ONE_MODEL), progress=False, log=None,
+              baselines=False)  # fmt: skip
+    out = tmp_path / "killed"
+    argv = ["reproduce", "--config", str(config), "--out", str(out), "--baselines", "none",
+            "--no-progress"]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "spinsa.cli", *argv],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    if moment == "mid-write":  # a temporary file exists: a stage file is being written
+        killed = _kill_when(proc, lambda: any(out.glob(".eval-*.tmp-*")))
+    else:
+        killed = _kill_when(proc, lambda: (out / "fit-design.h5").exists())
+    assert killed, "the run finished before it could be killed"
+    assert not (out / "report.md").exists()
+    assert main(argv) == 0  # the same command again resumes and finishes
+    assert not list(out.glob(".*.tmp-*"))  # the killed writer's leftovers are cleaned up
+    for name in ("models/design/J", "models/design/evaluation/masked/errors/all",
+                 "models/design/evaluation/denoise/errors/all"):  # fmt: skip
+        np.testing.assert_array_equal(
+            io.read_array(out / "reproduce.h5", name),
+            io.read_array(reference / "reproduce.h5", name),
+        )

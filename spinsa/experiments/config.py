@@ -190,7 +190,7 @@ class DynamicsSection:
     preset : {"design", "damico2024"}
         ``"design"``: eq. 1 of DESIGN §1, x_i <- Norm(h_i + gamma x_i) (:func:`spinsa.run`).
         ``"damico2024"``: the published notebook's dynamics
-        (:mod:`spinsa.experiments.damico`); ``gamma``, ``norm`` and ``update`` do not apply.
+        (:mod:`spinsa.damico`); ``gamma``, ``norm`` and ``update`` do not apply.
     lam_eval : float
         Inverse temperature of the dynamics (1 in the paper).
     gamma : float

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from spinsa._files import atomic_write_text
+from spinsa._files import TEMP_GLOB, atomic_write_text
 from spinsa.analysis.summary import SIGNIFICANT_Z
 from spinsa.experiments.config import ExperimentConfig, ReproduceConfig
 from spinsa.tasks import TASKS
@@ -163,7 +163,7 @@ def _is_finished(out_dir: Path) -> bool:
 
 def _stage_files(out_dir: Path) -> list[Path]:
     patterns = ["data.h5", "fit-*.h5", "eval-*.h5", "notebook-*.h5", H5_NAME, "fig1_*.png"]
-    patterns += [REPORT_NAME, ".*.tmp-*", "baselines.h5", "baseline-*.pt", "fig2_*.png"]
+    patterns += [REPORT_NAME, "baselines.h5", "baseline-*.pt", "fig2_*.png"]
     found: list[Path] = []
     for pattern in patterns:
         found.extend(p for p in out_dir.glob(pattern) if p.is_file())
@@ -335,6 +335,8 @@ def reproduce(
     if overwrite:
         for path in _stage_files(out_dir):
             path.unlink()
+    for path in out_dir.glob(TEMP_GLOB):  # left by a writer killed outright (one run a dir)
+        path.unlink(missing_ok=True)
 
     images_cache: dict[Any, pipeline.Images] = {}
 

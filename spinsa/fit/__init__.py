@@ -12,8 +12,7 @@ Importing this package imports neither torch nor scipy.optimize.
 """
 
 from spinsa.fit.api import BACKENDS, fit_pseudolikelihood, initial_couplings
-from spinsa.fit.checkpoint import load_fit, save_fit
-from spinsa.fit.config import PRESETS, FitConfig, FitResult
+from spinsa.fit.config import PRESETS, FitConfig
 from spinsa.fit.memory import (
     InsufficientMemoryError,
     MemoryEstimate,
@@ -21,6 +20,7 @@ from spinsa.fit.memory import (
     estimate_memory,
 )
 from spinsa.fit.objective import check_patterns, pl_loss_and_grad, pl_row_loss_and_grad
+from spinsa.fit.result import FitResult, load_fit, save_fit
 
 __all__ = [
     "BACKENDS",

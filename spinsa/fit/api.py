@@ -19,8 +19,9 @@ import numpy as np
 from spinsa._checks import check_couplings
 from spinsa._progress import progress as progress_bar
 from spinsa.fit.checkpoint import FitState, data_fingerprint, load_checkpoint, save_checkpoint
-from spinsa.fit.config import FitConfig, FitResult
+from spinsa.fit.config import FitConfig
 from spinsa.fit.objective import check_patterns, frobenius, row_norms
+from spinsa.fit.result import FitResult
 
 __all__ = ["fit_pseudolikelihood", "initial_couplings", "BACKENDS"]
 

@@ -1,4 +1,4 @@
-"""Checkpoints of a running fit, and the HDF5 file of a finished one.
+"""Checkpoints of a running fit (the file of a finished one: :mod:`spinsa.fit.result`).
 
 A checkpoint is a spinsa HDF5 file (``kind="fit-checkpoint"``, written atomically through
 :mod:`spinsa.io`) with everything needed to continue the fit exactly where it stopped:
@@ -19,19 +19,18 @@ interrupted, and checkpoints between segments, so a resumed fit retraces the uni
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FitState", "save_checkpoint", "load_checkpoint", "save_fit", "load_fit"]
+from spinsa import io
+
+__all__ = ["FitState", "save_checkpoint", "load_checkpoint"]
 
 CHECKPOINT_KIND = "fit-checkpoint"
-FIT_KIND = "fit"
 # options that do not change the result: a checkpoint made with other values still resumes
 RESUME_FREE = ("check_memory", "workers", "checkpoint_every")
 
@@ -81,8 +80,6 @@ def _comparable(config_dict: dict) -> dict:
 
 def save_checkpoint(path, state: FitState, config, fingerprint: str) -> None:
     """Write ``state`` atomically to ``path`` (replacing the previous checkpoint)."""
-    from spinsa import io
-
     arrays: dict[str, Any] = {
         "state": {"couplings": state.J, "targets": np.asarray(state.targets, np.float64)},
         "history": {
@@ -125,8 +122,6 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
     Raises ``ValueError`` naming the differing options (or the data) when the checkpoint was
     written by another fit.
     """
-    from spinsa import io
-
     info = io.read(path)
     if info.kind != CHECKPOINT_KIND:
         raise ValueError(f"{path} is a spinsa file of kind {info.kind!r}, not a fit checkpoint")
@@ -174,62 +169,4 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
         row_loss=lb.get("row_loss"),
         row_gnorm2=lb.get("row_gnorm2"),
         row_success=lb.get("row_success"),
-    )
-
-
-def save_fit(path, result, overwrite: bool = False, attrs: dict | None = None) -> Path:
-    """Write a :class:`~spinsa.fit.FitResult` as a ``kind="fit"`` spinsa file.
-
-    Layout: ``J`` (N, N, d, d) float32; ``history/step_loss``, ``history/step_grad_norm``,
-    ``history/step_norm`` (n_steps,) and ``history/epoch_loss``, ``history/epoch_grad_norm``
-    (n_epochs + 1,); the FitConfig as the file's config; ``loss``, ``wall_time``, ``device``,
-    ``converged``, ``message``, ``resumed_from``, ``n_samples_seen`` as root attributes, plus
-    ``attrs`` (e.g. where the data came from).
-    """
-    from spinsa import io
-
-    root = {
-        "loss": result.loss,
-        "wall_time": float(result.wall_time),
-        "device": result.device,
-        "converged": result.converged,
-        "message": result.message,
-        "resumed_from": int(result.resumed_from),
-        "n_samples_seen": int(result.n_samples_seen),
-        **(attrs or {}),
-    }
-    arrays = {"J": result.J, "history": result.history()}
-    return io.write_file(
-        path,
-        arrays,
-        root,
-        kind=FIT_KIND,
-        config=result.config,
-        seeds={"fit": result.config.seed},
-        overwrite=overwrite,
-    )
-
-
-def load_fit(path):
-    """The :class:`~spinsa.fit.FitResult` stored by :func:`save_fit` (J comes back float32)."""
-    from spinsa import io
-    from spinsa.fit.config import FitConfig, FitResult
-
-    info = io.read(path)
-    if info.kind != FIT_KIND:
-        raise ValueError(f"{path} is a spinsa file of kind {info.kind!r}, not a fit")
-    known = {f.name for f in dataclasses.fields(FitConfig)}
-    config = FitConfig(**{k: v for k, v in info.config.items() if k in known})
-    hist, _ = io.read_group(path, "history")
-    a = info.attrs
-    return FitResult(
-        J=info.array("J"),
-        config=config,
-        wall_time=float(a["wall_time"]),
-        device=a["device"],
-        converged=a.get("converged"),
-        message=a.get("message", ""),
-        resumed_from=int(a.get("resumed_from", 0)),
-        n_samples_seen=int(a.get("n_samples_seen", 0)),
-        **hist,
     )

@@ -1,8 +1,8 @@
-"""Configuration and result of a pseudo-likelihood fit, and the table of presets.
+"""Configuration of a pseudo-likelihood fit, and the table of presets.
 
 :class:`FitConfig` holds every option of :func:`spinsa.fit_pseudolikelihood` (the options of
 both backends live in one flat, frozen, validated dataclass so that the whole recipe can be
-stored as HDF5 attributes); :class:`FitResult` holds the couplings and the history.
+stored as HDF5 attributes).
 """
 
 from __future__ import annotations
@@ -298,110 +298,3 @@ class FitConfig:
     @property
     def np_dtype(self) -> np.dtype:
         return np.dtype(self.dtype)
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """Couplings and history of a pseudo-likelihood fit.
-
-    Attributes
-    ----------
-    J : ndarray, shape (N, N, d, d)
-        Fitted couplings, zero diagonal blocks, in the fit's dtype.
-    config : FitConfig
-        The full recipe.
-    step_loss : ndarray, shape (n_steps,)
-        Objective after every optimiser step: the minibatch's loss (torch; with
-        ``site_sampling="one"`` the loss of the drawn site only) or the full-batch L(J) at
-        every L-BFGS iteration. The L2 penalty is not included.
-    step_grad_norm : ndarray, shape (n_steps,)
-        Frobenius norm of the gradient the optimiser saw at that step: the minibatch gradient
-        before clipping, penalty included (torch); the full gradient projected on the
-        constraint's tangent space (L-BFGS).
-    step_norm : ndarray, shape (n_steps,)
-        |J| (Frobenius) after every step.
-    epoch_loss : ndarray, shape (n_epochs + 1,)
-        Full-batch L(J) at ``lam``, without penalty, at the start (index 0) and after every
-        epoch (torch) or L-BFGS segment.
-    epoch_grad_norm : ndarray, shape (n_epochs + 1,)
-        Norm of the full-batch gradient of the objective, projected on the tangent space of
-        the constraint (penalty included for ``"l2"``): it goes to zero at a constrained
-        optimum.
-    wall_time : float
-        Seconds spent fitting, summed over interrupted and resumed runs.
-    device : str
-        Where the arithmetic ran ("cpu", "cuda:0 (NVIDIA H100 ...)").
-    converged : bool or None
-        L-BFGS: every segment or row stopped on a tolerance. Torch: None (fixed epochs).
-    message : str
-        How the fit ended.
-    resumed_from : int
-        Epoch (torch) or segment (L-BFGS) a checkpoint was resumed from; 0 for a fresh fit.
-    n_samples_seen : int
-        Patterns processed, counted in evaluations of the full objective (a one-site or
-        one-row evaluation counts 1/N of a pattern), for throughput figures.
-    """
-
-    J: np.ndarray
-    config: FitConfig
-    step_loss: np.ndarray
-    step_grad_norm: np.ndarray
-    step_norm: np.ndarray
-    epoch_loss: np.ndarray
-    epoch_grad_norm: np.ndarray
-    wall_time: float
-    device: str
-    converged: bool | None = None
-    message: str = ""
-    resumed_from: int = 0
-    n_samples_seen: int = 0
-
-    def __post_init__(self):
-        J = np.asarray(self.J)
-        if J.ndim != 4 or J.shape[0] != J.shape[1] or J.shape[2] != J.shape[3]:
-            raise ValueError(f"J must have shape (N, N, d, d), got {J.shape}")
-        for name in ("step_loss", "step_grad_norm", "step_norm"):
-            a = np.asarray(getattr(self, name), dtype=np.float64)
-            if a.ndim != 1:
-                raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
-            object.__setattr__(self, name, a)
-        for name in ("epoch_loss", "epoch_grad_norm"):
-            a = np.asarray(getattr(self, name), dtype=np.float64)
-            if a.ndim != 1 or a.size < 1:
-                raise ValueError(f"{name} must be one-dimensional and non-empty")
-            object.__setattr__(self, name, a)
-        if not (len(self.step_loss) == len(self.step_grad_norm) == len(self.step_norm)):
-            raise ValueError("step_loss, step_grad_norm and step_norm must have the same length")
-        if len(self.epoch_loss) != len(self.epoch_grad_norm):
-            raise ValueError("epoch_loss and epoch_grad_norm must have the same length")
-        if not isinstance(self.config, FitConfig):
-            raise ValueError(f"config must be a FitConfig, got {type(self.config).__name__}")
-
-    @property
-    def loss(self) -> float:
-        """Final full-batch objective L(J) (``epoch_loss[-1]``)."""
-        return float(self.epoch_loss[-1])
-
-    @property
-    def n_steps(self) -> int:
-        return int(self.step_loss.size)
-
-    @property
-    def n_epochs(self) -> int:
-        return int(self.epoch_loss.size - 1)
-
-    def history(self) -> dict[str, np.ndarray]:
-        """The history arrays by name (for writing to HDF5)."""
-        return {
-            "step_loss": self.step_loss,
-            "step_grad_norm": self.step_grad_norm,
-            "step_norm": self.step_norm,
-            "epoch_loss": self.epoch_loss,
-            "epoch_grad_norm": self.epoch_grad_norm,
-        }
-
-    def save(self, path, overwrite: bool = False) -> None:
-        """Write J, the history and the config to an HDF5 file (see :func:`spinsa.fit.save_fit`)."""
-        from spinsa.fit.checkpoint import save_fit
-
-        save_fit(path, self, overwrite=overwrite)

@@ -1,0 +1,174 @@
+"""The result of a pseudo-likelihood fit, and its file (``kind = "fit"``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from spinsa import io
+from spinsa.fit.config import FitConfig
+
+__all__ = ["FIT_KIND", "FitResult", "save_fit", "load_fit"]
+
+FIT_KIND = "fit"
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Couplings and history of a pseudo-likelihood fit.
+
+    Attributes
+    ----------
+    J : ndarray, shape (N, N, d, d)
+        Fitted couplings, zero diagonal blocks, in the fit's dtype.
+    config : FitConfig
+        The full recipe.
+    step_loss : ndarray, shape (n_steps,)
+        Objective after every optimiser step: the minibatch's loss (torch; with
+        ``site_sampling="one"`` the loss of the drawn site only) or the full-batch L(J) at
+        every L-BFGS iteration. The L2 penalty is not included.
+    step_grad_norm : ndarray, shape (n_steps,)
+        Frobenius norm of the gradient the optimiser saw at that step: the minibatch gradient
+        before clipping, penalty included (torch); the full gradient projected on the
+        constraint's tangent space (L-BFGS).
+    step_norm : ndarray, shape (n_steps,)
+        |J| (Frobenius) after every step.
+    epoch_loss : ndarray, shape (n_epochs + 1,)
+        Full-batch L(J) at ``lam``, without penalty, at the start (index 0) and after every
+        epoch (torch) or L-BFGS segment.
+    epoch_grad_norm : ndarray, shape (n_epochs + 1,)
+        Norm of the full-batch gradient of the objective, projected on the tangent space of
+        the constraint (penalty included for ``"l2"``): it goes to zero at a constrained
+        optimum.
+    wall_time : float
+        Seconds spent fitting, summed over interrupted and resumed runs.
+    device : str
+        Where the arithmetic ran ("cpu", "cuda:0 (NVIDIA H100 ...)").
+    converged : bool or None
+        L-BFGS: every segment or row stopped on a tolerance. Torch: None (fixed epochs).
+    message : str
+        How the fit ended.
+    resumed_from : int
+        Epoch (torch) or segment (L-BFGS) a checkpoint was resumed from; 0 for a fresh fit.
+    n_samples_seen : int
+        Patterns processed, counted in evaluations of the full objective (a one-site or
+        one-row evaluation counts 1/N of a pattern), for throughput figures.
+    """
+
+    J: np.ndarray
+    config: FitConfig
+    step_loss: np.ndarray
+    step_grad_norm: np.ndarray
+    step_norm: np.ndarray
+    epoch_loss: np.ndarray
+    epoch_grad_norm: np.ndarray
+    wall_time: float
+    device: str
+    converged: bool | None = None
+    message: str = ""
+    resumed_from: int = 0
+    n_samples_seen: int = 0
+
+    def __post_init__(self):
+        J = np.asarray(self.J)
+        if J.ndim != 4 or J.shape[0] != J.shape[1] or J.shape[2] != J.shape[3]:
+            raise ValueError(f"J must have shape (N, N, d, d), got {J.shape}")
+        for name in ("step_loss", "step_grad_norm", "step_norm"):
+            a = np.asarray(getattr(self, name), dtype=np.float64)
+            if a.ndim != 1:
+                raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
+            object.__setattr__(self, name, a)
+        for name in ("epoch_loss", "epoch_grad_norm"):
+            a = np.asarray(getattr(self, name), dtype=np.float64)
+            if a.ndim != 1 or a.size < 1:
+                raise ValueError(f"{name} must be one-dimensional and non-empty")
+            object.__setattr__(self, name, a)
+        if not (len(self.step_loss) == len(self.step_grad_norm) == len(self.step_norm)):
+            raise ValueError("step_loss, step_grad_norm and step_norm must have the same length")
+        if len(self.epoch_loss) != len(self.epoch_grad_norm):
+            raise ValueError("epoch_loss and epoch_grad_norm must have the same length")
+        if not isinstance(self.config, FitConfig):
+            raise ValueError(f"config must be a FitConfig, got {type(self.config).__name__}")
+
+    @property
+    def loss(self) -> float:
+        """Final full-batch objective L(J) (``epoch_loss[-1]``)."""
+        return float(self.epoch_loss[-1])
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.step_loss.size)
+
+    @property
+    def n_epochs(self) -> int:
+        return int(self.epoch_loss.size - 1)
+
+    def history(self) -> dict[str, np.ndarray]:
+        """The history arrays by name (for writing to HDF5)."""
+        return {
+            "step_loss": self.step_loss,
+            "step_grad_norm": self.step_grad_norm,
+            "step_norm": self.step_norm,
+            "epoch_loss": self.epoch_loss,
+            "epoch_grad_norm": self.epoch_grad_norm,
+        }
+
+    def save(self, path, overwrite: bool = False) -> None:
+        """Write J, the history and the config to an HDF5 file (see :func:`save_fit`)."""
+        save_fit(path, self, overwrite=overwrite)
+
+
+def save_fit(path, result, overwrite: bool = False, attrs: dict | None = None) -> Path:
+    """Write a :class:`~spinsa.fit.FitResult` as a ``kind="fit"`` spinsa file.
+
+    Layout: ``J`` (N, N, d, d) float32; ``history/step_loss``, ``history/step_grad_norm``,
+    ``history/step_norm`` (n_steps,) and ``history/epoch_loss``, ``history/epoch_grad_norm``
+    (n_epochs + 1,); the FitConfig as the file's config; ``loss``, ``wall_time``, ``device``,
+    ``converged``, ``message``, ``resumed_from``, ``n_samples_seen`` as root attributes, plus
+    ``attrs`` (e.g. where the data came from).
+    """
+    root = {
+        "loss": result.loss,
+        "wall_time": float(result.wall_time),
+        "device": result.device,
+        "converged": result.converged,
+        "message": result.message,
+        "resumed_from": int(result.resumed_from),
+        "n_samples_seen": int(result.n_samples_seen),
+        **(attrs or {}),
+    }
+    arrays = {"J": result.J, "history": result.history()}
+    return io.write_file(
+        path,
+        arrays,
+        root,
+        kind=FIT_KIND,
+        config=result.config,
+        seeds={"fit": result.config.seed},
+        overwrite=overwrite,
+    )
+
+
+def load_fit(path):
+    """The :class:`~spinsa.fit.FitResult` stored by :func:`save_fit` (J comes back float32)."""
+    info = io.read(path)
+    if info.kind != FIT_KIND:
+        raise ValueError(f"{path} is a spinsa file of kind {info.kind!r}, not a fit")
+    known = {f.name for f in dataclasses.fields(FitConfig)}
+    config = FitConfig(**{k: v for k, v in info.config.items() if k in known})
+    hist, _ = io.read_group(path, "history")
+    a = info.attrs
+    return FitResult(
+        J=info.array("J"),
+        config=config,
+        wall_time=float(a["wall_time"]),
+        device=a["device"],
+        converged=a.get("converged"),
+        message=a.get("message", ""),
+        resumed_from=int(a.get("resumed_from", 0)),
+        n_samples_seen=int(a.get("n_samples_seen", 0)),
+        **hist,
+    )
