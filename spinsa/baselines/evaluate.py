@@ -13,15 +13,25 @@ block, the ViT (constant in t) and the bare self-attention are computed by one f
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from spinsa._checks import check_choice, check_count
-from spinsa.baselines._torch import require_torch, resolve_device
-from spinsa.baselines.config import TASKS, BaselineConfig
-from spinsa.baselines.corruption import check_images
+from spinsa._torch import import_torch, resolve_device
+from spinsa.baselines.config import TASKS, BaselineConfig, check_images
+from spinsa.embedding import PatchEmbedding
+from spinsa.tasks import (
+    ErrorSummary,
+    ReconstructionErrors,
+    draw_masks,
+    draw_noisy,
+    pixel_mask,
+    reconstruction_errors,
+    summarize,
+)
 
 __all__ = [
     "BaselineEvaluation",
@@ -52,12 +62,10 @@ class BaselineEvaluation:
 
     task: str
     times: np.ndarray
-    errors: Any
+    errors: ReconstructionErrors
     seed: int
 
     def __post_init__(self) -> None:
-        from spinsa.tasks import ReconstructionErrors
-
         check_choice(self.task, "task", TASKS)
         times = np.array(self.times, dtype=np.int64).reshape(-1)
         times.setflags(write=False)
@@ -70,10 +78,8 @@ class BaselineEvaluation:
                 f"got {self.errors.all.shape}"
             )
 
-    def summary(self) -> Any:
+    def summary(self) -> ErrorSummary:
         """Means over images and standard errors at every t (:func:`spinsa.tasks.summarize`)."""
-        from spinsa.tasks import summarize
-
         return summarize(self.errors)
 
 
@@ -99,8 +105,8 @@ def corrupt_images(
     seed : int
         Seed of the task streams (:func:`spinsa.tasks.task_inputs`).
     index : array_like of int, shape (P,), optional
-        The images' numbers in their split (default 0..P-1): image k gets the noise it gets
-        in the bare self-attention's evaluation.
+        The images' numbers in their split (default 0..P-1): image k gets the mask or noise
+        it gets in the bare self-attention's evaluation.
     mask_fraction, noise_variance : float
         0.3 and 0.7 in the paper.
 
@@ -111,24 +117,41 @@ def corrupt_images(
     pixel_mask : ndarray, shape (P, H, W), bool, or None
         True at masked pixels (None for denoising).
     """
-    from spinsa.embedding import PatchEmbedding
-    from spinsa.tasks import draw_masks, draw_noisy, pixel_mask
-
     check_choice(task, "task", TASKS)
     images = np.asarray(images)
     if images.ndim != 3:
         raise ValueError(f"images must have shape (P, H, W), got {images.shape}")
-    emb = PatchEmbedding(image_shape=images.shape[1:], patch=patch)
-    images = check_images(images, emb.image_shape)
+    grid = PatchEmbedding(image_shape=images.shape[1:], patch=patch)
+    images = check_images(images, grid.image_shape)
     index = np.arange(images.shape[0]) if index is None else index
     if task == "denoise":
         return draw_noisy(images, index, noise_variance, seed).astype(np.float32), None
-    pm = pixel_mask(draw_masks(index, emb.n_tokens, mask_fraction, seed), emb)
+    pm = pixel_mask(draw_masks(index, grid.n_tokens, mask_fraction, seed), grid)
     return np.where(pm, np.float32(0), images), pm
 
 
-def _model_device(model: Any) -> Any:
-    return next(model.parameters()).device
+def _check_run(model: Any, n_steps: int, name: str, batch_size: int) -> tuple[Any, int, int]:
+    from spinsa.baselines.models import check_model
+
+    n_steps, batch_size = check_count(n_steps, name, 1), check_count(batch_size, "batch_size", 1)
+    return check_model(model), n_steps, batch_size
+
+
+def _batches(model: Any, inputs: np.ndarray, n_steps: int, batch_size: int) -> Iterator:
+    """(slice, predictions of shape (T, B, H, W)) batch by batch, in eval mode, no gradients."""
+    torch = import_torch()
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, inputs.shape[0], batch_size):
+            sl = slice(start, start + batch_size)
+            with torch.inference_mode():
+                x = torch.from_numpy(inputs[sl]).to(device)
+                pred = model.trajectory(x, n_steps).cpu().numpy()
+            yield sl, pred
+    finally:
+        model.train(was_training)
 
 
 def predict_trajectory(model: Any, inputs, n_steps: int, *, batch_size: int = 512) -> np.ndarray:
@@ -151,25 +174,11 @@ def predict_trajectory(model: Any, inputs, n_steps: int, *, batch_size: int = 51
         ``out[t - 1]`` = prediction after t iterations, clipped to [0, 1]; the same for every
         t for the ViT.
     """
-    torch = require_torch()
-    from spinsa.baselines.models import PatchModel
-
-    if not isinstance(model, PatchModel):
-        raise ValueError(f"model must be a RecycledBlock or a ViT, got {type(model).__name__}")
-    n_steps = check_count(n_steps, "n_steps", 1)
-    batch_size = check_count(batch_size, "batch_size", 1)
+    model, n_steps, batch_size = _check_run(model, n_steps, "n_steps", batch_size)
     inputs = check_images(inputs, model.image_shape, "inputs")
-    device = _model_device(model)
     out = np.empty((n_steps, *inputs.shape), dtype=np.float32)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in range(0, inputs.shape[0], batch_size):
-                x = torch.from_numpy(inputs[start : start + batch_size]).to(device)
-                out[:, start : start + batch_size] = model.trajectory(x, n_steps).cpu().numpy()
-    finally:
-        model.train(was_training)
+    for sl, pred in _batches(model, inputs, n_steps, batch_size):
+        out[:, sl] = pred
     return out
 
 
@@ -219,39 +228,25 @@ def evaluate_baseline(
         ``errors`` fields of shape (T, P) (T + 1 with ``include_input``); ``summary()`` gives
         means and standard errors over images.
     """
-    from spinsa.baselines.models import PatchModel
-    from spinsa.tasks import ReconstructionErrors, reconstruction_errors
-
-    if not isinstance(model, PatchModel):
-        raise ValueError(f"model must be a RecycledBlock or a ViT, got {type(model).__name__}")
+    model, T, batch_size = _check_run(model, T, "T", batch_size)
     check_choice(task, "task", TASKS)
-    T = check_count(T, "T", 1)
-    batch_size = check_count(batch_size, "batch_size", 1)
     images = check_images(images_test, model.image_shape, "images_test")
     inputs, pm = corrupt_images(
-        images,
-        task,
-        model.patch,
-        seed,
-        index=index,
-        mask_fraction=mask_fraction,
+        images, task, model.patch, seed, index=index, mask_fraction=mask_fraction,
         noise_variance=noise_variance,
-    )
-    parts = []
-    for start in range(0, images.shape[0], batch_size):
-        sl = slice(start, start + batch_size)
-        decoded = predict_trajectory(model, inputs[sl], T, batch_size=batch_size)
-        if include_input:
-            decoded = np.concatenate([inputs[None, sl], decoded])
-        parts.append(reconstruction_errors(decoded, images[sl], None if pm is None else pm[sl]))
-    errors = ReconstructionErrors(
-        *(
-            np.concatenate([getattr(p, k) for p in parts], axis=1)
-            for k in ("all", "masked", "visible")
+    )  # fmt: skip
+    parts = [
+        reconstruction_errors(
+            np.concatenate([inputs[None, sl], pred]) if include_input else pred,
+            images[sl],
+            None if pm is None else pm[sl],
         )
-    )
+        for sl, pred in _batches(model, inputs, T, batch_size)
+    ]
+    fields = ("all", "masked", "visible")
+    errors = [np.concatenate([getattr(p, k) for p in parts], axis=1) for k in fields]
     times = np.arange(0 if include_input else 1, T + 1)
-    return BaselineEvaluation(task=task, times=times, errors=errors, seed=int(seed))
+    return BaselineEvaluation(task, times, ReconstructionErrors(*errors), int(seed))
 
 
 def load_baseline(
@@ -274,7 +269,7 @@ def load_baseline(
     history : TrainHistory
     """
     from spinsa.baselines.models import build_model
-    from spinsa.baselines.train import _history_from_lists, load_checkpoint
+    from spinsa.baselines.train import TrainHistory, _history_lists, load_checkpoint
 
     dev = resolve_device(device)
     ckpt = load_checkpoint(path, map_location=dev)
@@ -282,7 +277,4 @@ def load_baseline(
     model = build_model(config).to(dev)
     model.load_state_dict(ckpt["model"])
     model.eval()
-    history = _history_from_lists(
-        ckpt["task"], {k: v.cpu().tolist() for k, v in ckpt["history"].items()}
-    )
-    return model, config, ckpt["task"], history
+    return model, config, ckpt["task"], TrainHistory(ckpt["task"], **_history_lists(ckpt))

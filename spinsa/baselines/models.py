@@ -40,10 +40,11 @@ from typing import Any
 import numpy as np
 
 from spinsa._checks import check_choice, check_count, check_positive
-from spinsa.baselines._torch import require_torch
+from spinsa._torch import import_torch
 from spinsa.baselines.config import OUTPUTS, VALUE_ACTIVATIONS, BaselineConfig
+from spinsa.embedding import PatchEmbedding
 
-torch = require_torch()
+torch = import_torch()
 nn = torch.nn
 F = torch.nn.functional
 
@@ -55,6 +56,7 @@ __all__ = [
     "SelfAttention",
     "ViT",
     "build_model",
+    "check_model",
     "count_parameters",
     "mlp_hidden_width",
     "patchify",
@@ -84,12 +86,8 @@ def sinusoidal_positions(n_tokens: int, width: int) -> Any:
     """
     n_tokens = check_count(n_tokens, "n_tokens", 1)
     width = check_count(width, "width", 1)
-    k = np.arange(n_tokens, dtype=np.float64)[:, None]
-    m = np.arange((width + 1) // 2, dtype=np.float64)[None, :]
-    angle = k / 10000.0 ** (2 * m / width)
-    e = np.empty((n_tokens, 2 * angle.shape[1]))
-    e[:, 0::2] = np.sin(angle)
-    e[:, 1::2] = np.cos(angle)
+    angle = np.arange(n_tokens)[:, None] / 10000.0 ** (2 * np.arange((width + 1) // 2) / width)
+    e = np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(n_tokens, -1)  # sin, cos, ...
     return torch.from_numpy(e[:, :width].astype(np.float32))
 
 
@@ -252,7 +250,7 @@ class Block(nn.Module):
 
 
 class PatchModel(nn.Module):
-    """Shared input and output of the baselines: F_in, positional encoding, F_out.
+    """What both baselines share: F_in, the positional encoding, F_out and the block options.
 
     Parameters
     ----------
@@ -260,42 +258,53 @@ class PatchModel(nn.Module):
         (H, W).
     patch : int
         Patch side; divides H and W.
-    width : int
-        D.
+    width, heads, mlp_ratio, value_activation, parallel
+        The options of every :class:`Block` of the model.
     output : {"clip", "sigmoid"}
-        Head nonlinearity: none during training and a clip to [0, 1] in :meth:`predict`, or
-        a sigmoid.
+        Head nonlinearity: none during training and a clip to [0, 1] in
+        :meth:`predict_from_state`, or a sigmoid.
     """
 
     def __init__(
-        self, image_shape: tuple[int, int], patch: int, width: int, output: str = "clip"
+        self,
+        image_shape: tuple[int, int] = (28, 28),
+        patch: int = 4,
+        width: int = 128,
+        heads: int = 4,
+        mlp_ratio: float = 4.0,
+        value_activation: str = "none",
+        parallel: bool = False,
+        output: str = "clip",
     ) -> None:
         super().__init__()
-        H, W = (check_count(n, "image_shape", 1) for n in image_shape)
-        patch = check_count(patch, "patch", 1)
-        if H % patch or W % patch:
-            raise ValueError(f"patch = {patch} must divide the image shape {(H, W)}")
+        grid = PatchEmbedding(image_shape=image_shape, patch=patch)  # checks the tiling
+        width = check_count(width, "width", 1)
         check_choice(output, "output", OUTPUTS)
-        self.image_shape, self.patch, self.width, self.output = (H, W), patch, width, output
-        self.n_tokens = (H // patch) * (W // patch)
-        a = patch * patch
-        self.f_in = nn.Linear(a, width)
-        self.f_out = nn.Linear(width, a)
+        self.image_shape, self.patch, self.width, self.output = (
+            grid.image_shape,
+            patch,
+            width,
+            output,
+        )
+        self.n_tokens = grid.n_tokens
+        self.block_options = dict(
+            width=width,
+            heads=heads,
+            mlp_ratio=mlp_ratio,
+            value_activation=value_activation,
+            parallel=parallel,
+        )
+        self.f_in = nn.Linear(grid.a, width)
+        self.f_out = nn.Linear(width, grid.a)
         self.register_buffer(
             "positions", sinusoidal_positions(self.n_tokens, width), persistent=False
         )
 
-    def _check_images(self, images: Any) -> Any:
-        if images.ndim != 3 or tuple(images.shape[1:]) != self.image_shape:
-            raise ValueError(
-                f"images must have shape (B, {self.image_shape[0]}, {self.image_shape[1]}), "
-                f"got {tuple(images.shape)}"
-            )
-        return images
-
     def encode(self, images: Any) -> Any:
         """z(0) = F_in p + e: (B, H, W) -> (B, N, D)."""
-        self._check_images(images)
+        if images.ndim != 3 or tuple(images.shape[1:]) != self.image_shape:
+            H, W = self.image_shape
+            raise ValueError(f"images must have shape (B, {H}, {W}), got {tuple(images.shape)}")
         return self.f_in(patchify(images, self.patch)) + self.positions
 
     def decode(self, z: Any) -> Any:
@@ -307,48 +316,34 @@ class PatchModel(nn.Module):
         """Decoded image in [0, 1]: :meth:`decode` clipped. (B, N, D) -> (B, H, W)."""
         return self.decode(z).clamp(0.0, 1.0)
 
+    def forward(self, images: Any, n_iter: int = 1) -> Any:
+        """Training output (not clipped) after ``n_iter`` iterations of the recycled block, or
+        the ViT's blocks (which ignore ``n_iter``): (B, H, W) -> (B, H, W)."""
+        return self.decode(self.iterate(self.encode(images), n_iter))
+
 
 class RecycledBlock(PatchModel):
     """One pre-LN block iterated: the backprop analogue of the self-attention dynamics.
 
     z(0) = F_in p + e,  z(t) = B(z(t-1)),  image(t) = F_out(z(t) - e).
 
-    Parameters
-    ----------
-    image_shape, patch, width, output
-        See :class:`PatchModel`.
-    heads, mlp_ratio, value_activation, parallel
-        See :class:`Block`.
+    Takes the parameters of :class:`PatchModel`.
     """
 
-    def __init__(
-        self,
-        image_shape: tuple[int, int] = (28, 28),
-        patch: int = 4,
-        width: int = 128,
-        heads: int = 4,
-        mlp_ratio: float = 4.0,
-        value_activation: str = "none",
-        parallel: bool = False,
-        output: str = "clip",
-    ) -> None:
-        super().__init__(image_shape, patch, width, output)
-        self.block = Block(width, heads, mlp_ratio, value_activation, parallel)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.block = Block(**self.block_options)
 
-    def forward(self, images: Any, n_iter: int = 1) -> Any:
-        """Training output after ``n_iter`` iterations: (B, H, W) -> (B, H, W) (not clipped)."""
-        n_iter = check_count(n_iter, "n_iter", 0)
-        z = self.encode(images)
-        for _ in range(n_iter):
+    def iterate(self, z: Any, n_iter: int) -> Any:
+        """B applied ``n_iter`` >= 0 times: (B, N, D) -> (B, N, D)."""
+        for _ in range(check_count(n_iter, "n_iter", 0)):
             z = self.block(z)
-        return self.decode(z)
+        return z
 
     def trajectory(self, images: Any, n_steps: int) -> Any:
         """Predictions in [0, 1] after t = 1, ..., T iterations: (B, H, W) -> (T, B, H, W)."""
-        n_steps = check_count(n_steps, "n_steps", 1)
-        z = self.encode(images)
-        out = []
-        for _ in range(n_steps):
+        z, out = self.encode(images), []
+        for _ in range(check_count(n_steps, "n_steps", 1)):
             z = self.block(z)
             out.append(self.predict_from_state(z))
         return torch.stack(out)
@@ -357,52 +352,35 @@ class RecycledBlock(PatchModel):
 class ViT(PatchModel):
     """``n_blocks`` distinct pre-LN blocks applied once (no recycling).
 
-    Parameters
-    ----------
-    image_shape, patch, width, output
-        See :class:`PatchModel`.
-    heads, mlp_ratio, value_activation, parallel
-        See :class:`Block`.
-    n_blocks : int
-        Depth (5 in the paper's comparison).
+    Takes the parameters of :class:`PatchModel`, and ``n_blocks`` (keyword, 5 in the paper's
+    comparison) for the depth.
     """
 
-    def __init__(
-        self,
-        image_shape: tuple[int, int] = (28, 28),
-        patch: int = 4,
-        width: int = 128,
-        heads: int = 4,
-        mlp_ratio: float = 4.0,
-        value_activation: str = "none",
-        parallel: bool = False,
-        output: str = "clip",
-        n_blocks: int = 5,
-    ) -> None:
-        super().__init__(image_shape, patch, width, output)
+    def __init__(self, *args: Any, n_blocks: int = 5, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         n_blocks = check_count(n_blocks, "n_blocks", 1)
-        self.blocks = nn.ModuleList(
-            Block(width, heads, mlp_ratio, value_activation, parallel) for _ in range(n_blocks)
-        )
+        self.blocks = nn.ModuleList(Block(**self.block_options) for _ in range(n_blocks))
 
-    def forward(self, images: Any, n_iter: int | None = None) -> Any:
-        """Training output: (B, H, W) -> (B, H, W) (``n_iter`` is ignored)."""
-        z = self.encode(images)
+    def iterate(self, z: Any, n_iter: int | None = None) -> Any:
+        """Every block once (``n_iter`` is ignored): (B, N, D) -> (B, N, D)."""
         for block in self.blocks:
             z = block(z)
-        return self.decode(z)
+        return z
 
     def trajectory(self, images: Any, n_steps: int) -> Any:
         """The same prediction in [0, 1] repeated for t = 1..T: (B, H, W) -> (T, B, H, W)."""
-        n_steps = check_count(n_steps, "n_steps", 1)
-        z = self.encode(images)
-        for block in self.blocks:
-            z = block(z)
-        y = self.predict_from_state(z)
-        return y.unsqueeze(0).expand(n_steps, *y.shape)
+        y = self.predict_from_state(self.iterate(self.encode(images)))
+        return y.unsqueeze(0).expand(check_count(n_steps, "n_steps", 1), *y.shape)
 
 
 # --------------------------------------------------------------------------- factory
+
+
+def check_model(model: Any) -> PatchModel:
+    """``model`` if it is a RecycledBlock or a ViT, else a ValueError."""
+    if not isinstance(model, PatchModel):
+        raise ValueError(f"model must be a RecycledBlock or a ViT, got {type(model).__name__}")
+    return model
 
 
 def build_model(config: BaselineConfig) -> RecycledBlock | ViT:
@@ -416,20 +394,12 @@ def build_model(config: BaselineConfig) -> RecycledBlock | ViT:
     """
     if not isinstance(config, BaselineConfig):
         raise ValueError(f"config must be a BaselineConfig, got {type(config).__name__}")
-    kwargs = dict(
-        image_shape=config.image_shape,
-        patch=config.patch,
-        width=config.width,
-        heads=config.heads,
-        mlp_ratio=config.mlp_ratio,
-        value_activation=config.value_activation,
-        parallel=config.parallel,
-        output=config.output,
-    )
+    names = ("image_shape", "patch", "width", "heads", "mlp_ratio", "value_activation")
+    kwargs = {name: getattr(config, name) for name in (*names, "parallel", "output")}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         if config.model == "vit":
-            return ViT(n_blocks=config.n_blocks, **kwargs)
+            return ViT(**kwargs, n_blocks=config.n_blocks)
         return RecycledBlock(**kwargs)
 
 
@@ -442,13 +412,11 @@ def count_parameters(model: Any) -> dict[str, int]:
         ``{"f_in": ..., "f_out": ..., "blocks": ..., "total": ...}`` (the positional encoding is
         fixed and not counted).
     """
-    if not isinstance(model, PatchModel):
-        raise ValueError(f"model must be a RecycledBlock or a ViT, got {type(model).__name__}")
+    check_model(model)
 
     def n(module: Any) -> int:
         return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
     blocks = model.block if isinstance(model, RecycledBlock) else model.blocks
-    counts = {"f_in": n(model.f_in), "f_out": n(model.f_out), "blocks": n(blocks)}
-    counts["total"] = n(model)
-    return counts
+    parts = {"f_in": model.f_in, "f_out": model.f_out, "blocks": blocks, "total": model}
+    return {name: n(part) for name, part in parts.items()}
