@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from spinsa.baselines.config import BaselineConfig
+from spinsa.baselines.config import BaselineConfig as BaselineConfig
 
 _MODULES = {
     "models": ("Block", "RecycledBlock", "ViT", "build_model", "count_parameters"),
@@ -39,22 +39,7 @@ _MODULES = {
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ = [
-    "BaselineConfig",
-    "BaselineEvaluation",
-    "Block",
-    "RecycledBlock",
-    "TrainHistory",
-    "ViT",
-    "build_model",
-    "corrupt_images",
-    "count_parameters",
-    "evaluate_baseline",
-    "load_baseline",
-    "load_checkpoint",
-    "predict_trajectory",
-    "train_baseline",
-]
+__all__ = ["BaselineConfig", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

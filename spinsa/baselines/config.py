@@ -10,12 +10,8 @@ Example TOML (every key optional; a ``[baseline]`` table or top-level keys)::
     [baseline]
     model = "recycled"        # or "vit"
     patch = 4                 # 4x4 patches: N = 49 tokens on 28x28 images
-    width = 128
-    heads = 4
-    value_activation = "none" # "gelu" or "swiglu" (MABViT)
-    parallel = false
+    value_activation = "gelu" # "none" or "swiglu" (MABViT)
     epochs = 20
-    schedule = "cosine"       # "step" or "constant"
 """
 
 from __future__ import annotations
@@ -82,8 +78,7 @@ class BaselineConfig:
     heads : int
         Attention heads; each has D / heads dimensions.
     mlp_ratio : float
-        Hidden width of the MLP is ``round(mlp_ratio * width)`` (reduced for SwiGLU values,
-        see :class:`spinsa.baselines.models.Block`).
+        Hidden width of the MLP over D (less with SwiGLU values: ``models.mlp_hidden_width``).
     value_activation : {"none", "gelu", "swiglu"}
         MABViT value activation applied to the attention values before the softmax average.
     parallel : bool
@@ -107,15 +102,12 @@ class BaselineConfig:
         AdamW's decoupled weight decay (applied to matrices only; biases, LayerNorm
         parameters are not decayed).
     schedule : {"cosine", "step", "constant"}
-        Learning-rate schedule per optimiser step, after a linear warm-up of
-        ``warmup_epochs``: cosine decay to 0 at the last step, or multiplication by
-        ``step_gamma`` every ``step_epochs`` epochs, or constant.
+        Learning rate per optimiser step after a linear warm-up of ``warmup_epochs``: cosine
+        decay to 0 at the last step, × ``step_gamma`` every ``step_epochs`` epochs, or constant.
     warmup_epochs : float
         Length of the linear warm-up, in epochs (0 for none).
-    step_epochs : int
-        Period of the step schedule, in epochs.
-    step_gamma : float
-        Factor of the step schedule.
+    step_epochs, step_gamma : int, float
+        Period (in epochs) and factor of the step schedule.
     grad_clip : float
         Maximum global gradient norm; 0 disables clipping.
     mask_fraction : float
@@ -169,7 +161,8 @@ class BaselineConfig:
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         grid = PatchEmbedding(image_shape=self.image_shape, patch=self.patch)  # checks both
         if grid.n_tokens < 2:
-            raise ValueError(f"patch = {grid.patch} leaves fewer than 2 tokens in the image")
+            H, W = grid.image_shape
+            raise ValueError(f"patch = {grid.patch} leaves fewer than 2 tokens in a {H}x{W} image")
         values = {"image_shape": grid.image_shape, "patch": grid.patch}
         values |= {name: check_count(getattr(self, name), name, m) for name, m in _COUNTS.items()}
         values |= {name: check_positive(getattr(self, name), name) for name in _POSITIVE}
@@ -184,9 +177,7 @@ class BaselineConfig:
         if not values["mask_fraction"] < 1:
             raise ValueError(f"mask_fraction must be in (0, 1), got {self.mask_fraction!r}")
         if not isinstance(self.device, str) or not self.device:
-            raise ValueError(
-                f"device must be a string such as 'auto' or 'cuda', got {self.device!r}"
-            )
+            raise ValueError(f"device must be a name such as 'auto' or 'cuda', got {self.device!r}")
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -219,11 +210,9 @@ class BaselineConfig:
         return config_to_dict(self)
 
     @classmethod
-    def from_dict(
-        cls, values: dict[str, Any], where: str = "the baseline config"
-    ) -> BaselineConfig:
+    def from_dict(cls, values: dict[str, Any]) -> BaselineConfig:
         """Build from a mapping; an unknown key raises a ValueError that lists the known ones."""
-        return config_from_dict(cls, values, where)
+        return config_from_dict(cls, values, "the baseline config")
 
     @classmethod
     def from_toml(cls, source: str | os.PathLike) -> BaselineConfig:
@@ -236,7 +225,7 @@ class BaselineConfig:
         if "baseline" not in data:
             return cls.from_dict(data)
         check_keys(data, ["baseline"], "a TOML config with a [baseline] table")
-        return cls.from_dict(data["baseline"], "[baseline]")
+        return config_from_dict(cls, data["baseline"], "[baseline]")
 
     def to_toml(self) -> str:
         """The config as TOML text under a ``[baseline]`` table (read back by from_toml)."""

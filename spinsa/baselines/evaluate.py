@@ -1,19 +1,14 @@
 """Evaluation of the baselines with the harness of the bare self-attention.
 
-The test images are corrupted by :mod:`spinsa.tasks` (numpy, seeded), exactly as for the
-spin dynamics: :func:`spinsa.tasks.draw_masks` draws which patches are masked (those become
-zero pixels here, zero spins there) and :func:`spinsa.tasks.draw_noisy` adds the noise, each
-image from its own stream; the same seed and image numbers give the same masks (for the same
-number of tokens) and the same noisy images.
-The model's predictions after t = 1..T iterations go through
-:func:`spinsa.tasks.reconstruction_errors`, so that the error-vs-t curves of the recycled
-block, the ViT (constant in t) and the bare self-attention are computed by one function.
+The test images are corrupted by :mod:`spinsa.tasks`, each image from its own seeded stream,
+exactly as for the spin dynamics (masked patches become zero pixels here, zero spins there),
+and :func:`spinsa.tasks.reconstruction_errors` turns the predictions after t = 1..T iterations
+into the same error-vs-t curves as for the bare self-attention.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,13 +65,9 @@ class BaselineEvaluation:
         times = np.array(self.times, dtype=np.int64).reshape(-1)
         times.setflags(write=False)
         object.__setattr__(self, "times", times)
-        if not isinstance(self.errors, ReconstructionErrors):
-            raise ValueError("errors must be a spinsa.tasks.ReconstructionErrors")
-        if self.errors.all.ndim != 2 or self.errors.all.shape[0] != len(times):
-            raise ValueError(
-                f"errors must have shape (T, P) with T = len(times) = {len(times)}, "
-                f"got {self.errors.all.shape}"
-            )
+        errors = self.errors
+        if not isinstance(errors, ReconstructionErrors) or errors.all.shape[:-1] != times.shape:
+            raise ValueError(f"errors must be ReconstructionErrors of shape (T = {len(times)}, P)")
 
     def summary(self) -> ErrorSummary:
         """Means over images and standard errors at every t (:func:`spinsa.tasks.summarize`)."""
@@ -130,30 +121,6 @@ def corrupt_images(
     return np.where(pm, np.float32(0), images), pm
 
 
-def _check_run(model: Any, n_steps: int, name: str, batch_size: int) -> tuple[Any, int, int]:
-    from spinsa.baselines.models import check_model
-
-    n_steps, batch_size = check_count(n_steps, name, 1), check_count(batch_size, "batch_size", 1)
-    return check_model(model), n_steps, batch_size
-
-
-def _batches(model: Any, inputs: np.ndarray, n_steps: int, batch_size: int) -> Iterator:
-    """(slice, predictions of shape (T, B, H, W)) batch by batch, in eval mode, no gradients."""
-    torch = import_torch()
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        for start in range(0, inputs.shape[0], batch_size):
-            sl = slice(start, start + batch_size)
-            with torch.inference_mode():
-                x = torch.from_numpy(inputs[sl]).to(device)
-                pred = model.trajectory(x, n_steps).cpu().numpy()
-            yield sl, pred
-    finally:
-        model.train(was_training)
-
-
 def predict_trajectory(model: Any, inputs, n_steps: int, *, batch_size: int = 512) -> np.ndarray:
     """Predicted images after t = 1..T iterations of a baseline.
 
@@ -174,11 +141,22 @@ def predict_trajectory(model: Any, inputs, n_steps: int, *, batch_size: int = 51
         ``out[t - 1]`` = prediction after t iterations, clipped to [0, 1]; the same for every
         t for the ViT.
     """
-    model, n_steps, batch_size = _check_run(model, n_steps, "n_steps", batch_size)
+    from spinsa.baselines.models import check_model
+
+    torch = import_torch()
+    model, n_steps = check_model(model), check_count(n_steps, "n_steps", 1)
+    batch_size = check_count(batch_size, "batch_size", 1)
     inputs = check_images(inputs, model.image_shape, "inputs")
     out = np.empty((n_steps, *inputs.shape), dtype=np.float32)
-    for sl, pred in _batches(model, inputs, n_steps, batch_size):
-        out[:, sl] = pred
+    device, was_training = next(model.parameters()).device, model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, inputs.shape[0], batch_size):
+                x = torch.from_numpy(inputs[start : start + batch_size]).to(device)
+                out[:, start : start + batch_size] = model.trajectory(x, n_steps).cpu().numpy()
+    finally:
+        model.train(was_training)
     return out
 
 
@@ -228,21 +206,27 @@ def evaluate_baseline(
         ``errors`` fields of shape (T, P) (T + 1 with ``include_input``); ``summary()`` gives
         means and standard errors over images.
     """
-    model, T, batch_size = _check_run(model, T, "T", batch_size)
-    check_choice(task, "task", TASKS)
+    from spinsa.baselines.models import check_model
+
+    model, T = check_model(model), check_count(T, "T", 1)
+    batch_size = check_count(batch_size, "batch_size", 1)
     images = check_images(images_test, model.image_shape, "images_test")
     inputs, pm = corrupt_images(
-        images, task, model.patch, seed, index=index, mask_fraction=mask_fraction,
+        images,
+        task,
+        model.patch,
+        seed,
+        index=index,
+        mask_fraction=mask_fraction,
         noise_variance=noise_variance,
-    )  # fmt: skip
-    parts = [
-        reconstruction_errors(
-            np.concatenate([inputs[None, sl], pred]) if include_input else pred,
-            images[sl],
-            None if pm is None else pm[sl],
-        )
-        for sl, pred in _batches(model, inputs, T, batch_size)
-    ]
+    )
+    parts = []
+    for start in range(0, images.shape[0], batch_size):
+        sl = slice(start, start + batch_size)
+        decoded = predict_trajectory(model, inputs[sl], T, batch_size=batch_size)
+        if include_input:
+            decoded = np.concatenate([inputs[None, sl], decoded])
+        parts.append(reconstruction_errors(decoded, images[sl], None if pm is None else pm[sl]))
     fields = ("all", "masked", "visible")
     errors = [np.concatenate([getattr(p, k) for p in parts], axis=1) for k in fields]
     times = np.arange(0 if include_input else 1, T + 1)
@@ -269,7 +253,7 @@ def load_baseline(
     history : TrainHistory
     """
     from spinsa.baselines.models import build_model
-    from spinsa.baselines.train import TrainHistory, _history_lists, load_checkpoint
+    from spinsa.baselines.train import TrainHistory, load_checkpoint
 
     dev = resolve_device(device)
     ckpt = load_checkpoint(path, map_location=dev)
@@ -277,4 +261,5 @@ def load_baseline(
     model = build_model(config).to(dev)
     model.load_state_dict(ckpt["model"])
     model.eval()
-    return model, config, ckpt["task"], TrainHistory(ckpt["task"], **_history_lists(ckpt))
+    history = TrainHistory(ckpt["task"], **{k: v.tolist() for k, v in ckpt["history"].items()})
+    return model, config, ckpt["task"], history

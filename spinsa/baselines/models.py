@@ -18,23 +18,18 @@ patches are masked.
 * :class:`ViT`: ``n_blocks`` distinct blocks applied once; its prediction does not depend on
   t (a horizontal line in the error-vs-t plot).
 
-The block (:class:`Block`), pre-LN, with multi-head self-attention SA computed by
-``torch.nn.functional.scaled_dot_product_attention``:
-
-    serial (default):  u = x + SA(LN1(x)),        x' = u + MLP(LN2(u))
-    parallel=True:     h = LN(x),                 x' = x + SA(h) + MLP(h)
-
-MLP(h) = W2 GELU(W1 h + b1) + b2. The MABViT value activations act on the values before the
-attention average: ``"none"`` v = W_v h + b_v, ``"gelu"`` v = GELU(W_v h + b_v), ``"swiglu"``
-v = (W_a h + b_a) * SiLU(W_g h + b_g) (the value projection is twice as wide, and the MLP's
-hidden width is reduced by round((D² + D) / (2D + 1)) ≈ D/2 so that the block keeps its
-number of parameters up to a few).
+The block (:class:`Block`) is pre-LN, serial or parallel (MABViT/PaLM), with multi-head
+self-attention by ``torch.nn.functional.scaled_dot_product_attention`` and an optional MABViT
+activation of the values (:class:`SelfAttention`): ``"none"`` v = W_v h + b_v, ``"gelu"``
+v = GELU(W_v h + b_v), ``"swiglu"`` v = (W_a h + b_a) * SiLU(W_g h + b_g), whose doubled
+value projection is paid for by a narrower MLP (:func:`mlp_hidden_width`).
 
 This module imports torch at import time; ``import spinsa.baselines`` does not import it.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -50,7 +45,6 @@ F = torch.nn.functional
 
 __all__ = [
     "Block",
-    "MLP",
     "PatchModel",
     "RecycledBlock",
     "SelfAttention",
@@ -75,10 +69,8 @@ def sinusoidal_positions(n_tokens: int, width: int) -> Any:
 
     Parameters
     ----------
-    n_tokens : int
-        N.
-    width : int
-        D (odd D drops the last cosine).
+    n_tokens, width : int
+        N and D (odd D drops the last cosine).
 
     Returns
     -------
@@ -106,17 +98,14 @@ def patchify(images: Any, patch: int) -> Any:
         ``out[b, k, r * patch + c]`` = pixel (r, c) of patch k (row-major over the grid).
     """
     B, H, W = images.shape
-    gh, gw = H // patch, W // patch
-    t = images.reshape(B, gh, patch, gw, patch).permute(0, 1, 3, 2, 4)
-    return t.reshape(B, gh * gw, patch * patch)
+    t = images.reshape(B, H // patch, patch, W // patch, patch).permute(0, 1, 3, 2, 4)
+    return t.reshape(B, -1, patch * patch)
 
 
 def unpatchify(tokens: Any, image_shape: tuple[int, int], patch: int) -> Any:
     """The inverse of :func:`patchify`: (B, N, patch²) -> (B, H, W)."""
-    B = tokens.shape[0]
-    H, W = image_shape
-    gh, gw = H // patch, W // patch
-    t = tokens.reshape(B, gh, gw, patch, patch).permute(0, 1, 3, 2, 4)
+    (H, W), B = image_shape, tokens.shape[0]
+    t = tokens.reshape(B, H // patch, W // patch, patch, patch).permute(0, 1, 3, 2, 4)
     return t.reshape(B, H, W)
 
 
@@ -129,14 +118,13 @@ def mlp_hidden_width(width: int, mlp_ratio: float, value_activation: str = "none
     """
     width = check_count(width, "width", 1)
     mlp_ratio = check_positive(mlp_ratio, "mlp_ratio")
-    check_choice(value_activation, "value_activation", VALUE_ACTIVATIONS)
-    hidden = int(round(mlp_ratio * width))
-    if value_activation == "swiglu":
-        hidden -= int(round((width * width + width) / (2 * width + 1)))
+    swiglu = check_choice(value_activation, "value_activation", VALUE_ACTIVATIONS) == "swiglu"
+    paid_by_mlp = round((width * width + width) / (2 * width + 1)) if swiglu else 0
+    hidden = round(mlp_ratio * width) - paid_by_mlp
     if hidden < 1:
         raise ValueError(
             f"mlp_ratio = {mlp_ratio} leaves no hidden unit in the MLP of width {width}"
-            + (" with SwiGLU values" if value_activation == "swiglu" else "")
+            + (" with SwiGLU values" if swiglu else "")
         )
     return hidden
 
@@ -152,22 +140,21 @@ class SelfAttention(nn.Module):
 
     Parameters
     ----------
-    width : int
-        D.
-    heads : int
-        Number of heads (divides D).
+    width, heads : int
+        D and the number of heads, which divides D.
     value_activation : {"none", "gelu", "swiglu"}
         ``"swiglu"`` makes the value part of W_qkv 2D wide: v = a * SiLU(g), (a, g) = split(v).
     """
 
     def __init__(self, width: int, heads: int, value_activation: str = "none") -> None:
         super().__init__()
-        width = check_count(width, "width", 1)
-        heads = check_count(heads, "heads", 1)
+        width, heads = check_count(width, "width", 1), check_count(heads, "heads", 1)
         if width % heads:
             raise ValueError(f"width = {width} must be a multiple of heads = {heads}")
-        check_choice(value_activation, "value_activation", VALUE_ACTIVATIONS)
-        self.width, self.heads, self.value_activation = width, heads, value_activation
+        self.heads = heads
+        self.value_activation = check_choice(
+            value_activation, "value_activation", VALUE_ACTIVATIONS
+        )
         self.value_width = 2 * width if value_activation == "swiglu" else width
         self.qkv = nn.Linear(width, 2 * width + self.value_width)
         self.proj = nn.Linear(width, width)
@@ -185,23 +172,9 @@ class SelfAttention(nn.Module):
         """(B, N, D) -> (B, N, D)."""
         B, N, D = h.shape
         q, k, v = self.qkv(h).split([D, D, self.value_width], dim=-1)
-        v = self.values(v)
-        H, hd = self.heads, D // self.heads
-        q, k, v = (t.reshape(B, N, H, hd).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v)
+        heads = (t.reshape(B, N, self.heads, -1).transpose(1, 2) for t in (q, k, self.values(v)))
+        y = F.scaled_dot_product_attention(*heads)
         return self.proj(y.transpose(1, 2).reshape(B, N, D))
-
-
-class MLP(nn.Module):
-    """MLP(h) = W2 GELU(W1 h + b1) + b2, (B, N, D) -> (B, N, D)."""
-
-    def __init__(self, width: int, hidden: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(width, hidden)
-        self.fc2 = nn.Linear(hidden, width)
-
-    def forward(self, h: Any) -> Any:
-        return self.fc2(F.gelu(self.fc1(h)))
 
 
 class Block(nn.Module):
@@ -212,10 +185,8 @@ class Block(nn.Module):
 
     Parameters
     ----------
-    width : int
-        D.
-    heads : int
-        Attention heads.
+    width, heads : int
+        D and the number of attention heads.
     mlp_ratio : float
         MLP hidden width / D (see :func:`mlp_hidden_width`).
     value_activation : {"none", "gelu", "swiglu"}
@@ -233,7 +204,10 @@ class Block(nn.Module):
         super().__init__()
         self.parallel = bool(parallel)
         self.attn = SelfAttention(width, heads, value_activation)
-        self.mlp = MLP(width, mlp_hidden_width(width, mlp_ratio, value_activation))
+        hidden = mlp_hidden_width(width, mlp_ratio, value_activation)
+        self.mlp = nn.Sequential(  # MLP(h) = W2 GELU(W1 h + b1) + b2
+            OrderedDict(fc1=nn.Linear(width, hidden), gelu=nn.GELU(), fc2=nn.Linear(hidden, width))
+        )
         self.norm1 = nn.LayerNorm(width)
         self.norm2 = None if self.parallel else nn.LayerNorm(width)
 
@@ -278,27 +252,14 @@ class PatchModel(nn.Module):
     ) -> None:
         super().__init__()
         grid = PatchEmbedding(image_shape=image_shape, patch=patch)  # checks the tiling
-        width = check_count(width, "width", 1)
-        check_choice(output, "output", OUTPUTS)
-        self.image_shape, self.patch, self.width, self.output = (
-            grid.image_shape,
-            patch,
-            width,
-            output,
-        )
-        self.n_tokens = grid.n_tokens
-        self.block_options = dict(
-            width=width,
-            heads=heads,
-            mlp_ratio=mlp_ratio,
-            value_activation=value_activation,
-            parallel=parallel,
-        )
+        self.image_shape, self.patch, self.n_tokens = grid.image_shape, grid.patch, grid.n_tokens
+        self.width = check_count(width, "width", 1)
+        self.output = check_choice(output, "output", OUTPUTS)
+        self.block_args = (width, heads, mlp_ratio, value_activation, parallel)
         self.f_in = nn.Linear(grid.a, width)
         self.f_out = nn.Linear(width, grid.a)
-        self.register_buffer(
-            "positions", sinusoidal_positions(self.n_tokens, width), persistent=False
-        )
+        positions = sinusoidal_positions(self.n_tokens, width)
+        self.register_buffer("positions", positions, persistent=False)
 
     def encode(self, images: Any) -> Any:
         """z(0) = F_in p + e: (B, H, W) -> (B, N, D)."""
@@ -318,7 +279,7 @@ class PatchModel(nn.Module):
 
     def forward(self, images: Any, n_iter: int = 1) -> Any:
         """Training output (not clipped) after ``n_iter`` iterations of the recycled block, or
-        the ViT's blocks (which ignore ``n_iter``): (B, H, W) -> (B, H, W)."""
+        after the ViT's blocks (which ignore ``n_iter``): (B, H, W) -> (B, H, W)."""
         return self.decode(self.iterate(self.encode(images), n_iter))
 
 
@@ -326,13 +287,12 @@ class RecycledBlock(PatchModel):
     """One pre-LN block iterated: the backprop analogue of the self-attention dynamics.
 
     z(0) = F_in p + e,  z(t) = B(z(t-1)),  image(t) = F_out(z(t) - e).
-
-    Takes the parameters of :class:`PatchModel`.
+    The parameters are those of :class:`PatchModel`.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.block = Block(**self.block_options)
+        self.block = Block(*self.block_args)
 
     def iterate(self, z: Any, n_iter: int) -> Any:
         """B applied ``n_iter`` >= 0 times: (B, N, D) -> (B, N, D)."""
@@ -352,14 +312,14 @@ class RecycledBlock(PatchModel):
 class ViT(PatchModel):
     """``n_blocks`` distinct pre-LN blocks applied once (no recycling).
 
-    Takes the parameters of :class:`PatchModel`, and ``n_blocks`` (keyword, 5 in the paper's
-    comparison) for the depth.
+    The parameters are those of :class:`PatchModel`, and the keyword ``n_blocks`` (the depth,
+    5 in the paper's comparison).
     """
 
     def __init__(self, *args: Any, n_blocks: int = 5, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         n_blocks = check_count(n_blocks, "n_blocks", 1)
-        self.blocks = nn.ModuleList(Block(**self.block_options) for _ in range(n_blocks))
+        self.blocks = nn.ModuleList(Block(*self.block_args) for _ in range(n_blocks))
 
     def iterate(self, z: Any, n_iter: int | None = None) -> Any:
         """Every block once (``n_iter`` is ignored): (B, N, D) -> (B, N, D)."""
@@ -370,7 +330,7 @@ class ViT(PatchModel):
     def trajectory(self, images: Any, n_steps: int) -> Any:
         """The same prediction in [0, 1] repeated for t = 1..T: (B, H, W) -> (T, B, H, W)."""
         y = self.predict_from_state(self.iterate(self.encode(images)))
-        return y.unsqueeze(0).expand(check_count(n_steps, "n_steps", 1), *y.shape)
+        return y.expand(check_count(n_steps, "n_steps", 1), *y.shape)
 
 
 # --------------------------------------------------------------------------- factory
@@ -413,10 +373,9 @@ def count_parameters(model: Any) -> dict[str, int]:
         fixed and not counted).
     """
     check_model(model)
-
-    def n(module: Any) -> int:
-        return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
     blocks = model.block if isinstance(model, RecycledBlock) else model.blocks
     parts = {"f_in": model.f_in, "f_out": model.f_out, "blocks": blocks, "total": model}
-    return {name: n(part) for name, part in parts.items()}
+    return {
+        name: sum(p.numel() for p in part.parameters() if p.requires_grad)
+        for name, part in parts.items()
+    }

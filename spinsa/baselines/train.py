@@ -1,23 +1,17 @@
 """Training of the backprop baselines: AdamW, a schedule, checkpoints and resumption.
 
-One optimiser step takes a batch of clean training images, corrupts it for the task on the
-device (:func:`mask_batch`, :func:`noise_batch`: the pixel-space, torch counterparts of
-:func:`spinsa.tasks.mask_tokens` and :func:`spinsa.tasks.corrupt_gaussian`), runs the model
-(the recycled block for τ iterations, τ drawn uniformly from {tau_min..tau_max} at every
-step; the ViT once) and minimises the mean squared error against the clean images over all
-pixels. Evaluation corrupts its test images with :mod:`spinsa.tasks` itself
-(:func:`spinsa.baselines.corrupt_images`).
+One optimiser step corrupts a batch of clean training images on the device (:func:`mask_batch`,
+:func:`noise_batch`: the pixel-space torch counterparts of :mod:`spinsa.tasks`), runs the
+model (the recycled block for τ ~ U{tau_min..tau_max} iterations, the ViT once) and minimises
+the mean squared error against the clean images over all pixels.
 
 Reproducibility: the initial weights come from ``config.seed``; the order of the images and τ
-come from a CPU ``torch.Generator``, masks and noise from a generator on the training device,
-both seeded from ``config.seed`` and saved in every checkpoint together with the model, the
-optimiser, the schedule and the history. A run interrupted after any checkpoint and resumed
-ends with the same weights as an uninterrupted run (bit for bit on the CPU).
-
-Checkpoints are written with ``torch.save`` through :func:`spinsa._files.atomic_path` (a
-temporary file next to the target, renamed over it), so that a crash never leaves a truncated
-file; they hold tensors and plain Python values only and are read back with
-``weights_only=True``.
+from a CPU ``torch.Generator``, masks and noise from one on the training device, both seeded
+from ``config.seed`` and saved in every checkpoint with the model, optimiser, schedule and
+history. A run interrupted after any checkpoint and resumed ends with the weights of an
+uninterrupted run (bit for bit on the CPU). Checkpoints are written through
+:func:`spinsa._files.atomic_path` (never a truncated file), hold tensors and plain values only
+and are read back with ``weights_only=True``.
 """
 
 from __future__ import annotations
@@ -188,15 +182,6 @@ def noise_batch(clean: Any, variance: float, generator: Any) -> Any:
     return (m + (noisy - my) * ratio).clamp_(0.0, 1.0)
 
 
-def _param_groups(model: Any, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on matrices only; biases and LayerNorm parameters are not decayed."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-    ]
-
-
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Read a baseline checkpoint (tensors and plain values only: ``weights_only=True``).
 
@@ -224,11 +209,6 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a spinsa baseline checkpoint ({CHECKPOINT_FORMAT})")
     return ckpt
-
-
-def _history_lists(ckpt: dict[str, Any]) -> dict[str, list]:
-    """The history of a checkpoint as lists (``TrainHistory(task, **lists)`` rebuilds it)."""
-    return {name: ckpt["history"][name].tolist() for name in _HISTORY}
 
 
 def _check_resumable(ckpt: dict, path: Path, config: BaselineConfig, task: str, sha256: str):
@@ -301,8 +281,7 @@ def train_baseline(
     torch = import_torch()
     from spinsa.baselines.models import build_model
 
-    if not isinstance(config, BaselineConfig):
-        raise ValueError(f"config must be a BaselineConfig, got {type(config).__name__}")
+    model = build_model(config)  # checks the config
     check_choice(task, "task", TASKS)
     images = check_images(images_train, config.image_shape, "images_train")
     end_epoch = config.epochs
@@ -313,13 +292,14 @@ def train_baseline(
     steps_per_epoch = math.ceil(images.shape[0] / config.batch_size)
     sha256 = hashlib.sha256(images.tobytes()).hexdigest()
 
-    model = build_model(config).to(device)
-    optimizer = torch.optim.AdamW(
-        _param_groups(model, config.weight_decay),
-        lr=config.lr,
-        betas=(0.9, 0.999),
-        fused=device.type == "cuda",  # one kernel per step on the GPU
-    )
+    model = model.to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [  # weight decay on matrices only, not on biases and LayerNorm parameters
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    # fused: one kernel per step on the GPU; betas (0.9, 0.999), the defaults
+    optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=device.type == "cuda")
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: lr_factor(config, s, steps_per_epoch)
     )
@@ -348,7 +328,8 @@ def train_baseline(
                 stacklevel=2,
             )
             gen_dev.manual_seed(config.seed + 1 + 1_000_003 * int(ckpt["epoch"]))
-        hist, start_epoch = _history_lists(ckpt), int(ckpt["epoch"])
+        hist = {k: v.tolist() for k, v in ckpt["history"].items()}
+        start_epoch = int(ckpt["epoch"])
     if start_epoch >= end_epoch:  # done earlier
         model.eval()
         return model, TrainHistory(task, **hist)
@@ -379,14 +360,9 @@ def train_baseline(
     grid = PatchEmbedding(image_shape=config.image_shape, patch=config.patch)
     index_map = torch.from_numpy(grid.token_index_map()).to(device)
     recycled = config.model == "recycled"
-    bar = progress(
-        (end_epoch - start_epoch) * steps_per_epoch,
-        f"{config.model} ({task})",
-        "step",
-        enabled=config.progress,
-    )
+    n_steps = (end_epoch - start_epoch) * steps_per_epoch
     model.train()
-    with bar:
+    with progress(n_steps, f"{config.model} ({task})", "step", enabled=config.progress) as bar:
         for epoch in range(start_epoch, end_epoch):
             t0 = time.perf_counter()
             perm = torch.randperm(images.shape[0], generator=gen_cpu).to(device)
