@@ -387,6 +387,15 @@ def test_lr_schedules():
     assert lr_factor(const, 17, spe) == 1.0
 
 
+def test_progress_is_one_line_per_stage_off_a_terminal(rng, capsys):
+    train_baseline(tiny_config(epochs=2, progress=True), tiny_images(rng, P=8), "masked")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("recycled (masked): 4 step in "), lines
+    assert "epoch=2" in lines[0]
+    train_baseline(tiny_config(epochs=1), tiny_images(rng, P=8), "masked")  # progress=False
+    assert capsys.readouterr().err == ""
+
+
 def test_history_records_the_schedule(rng):
     cfg = tiny_config(epochs=2, batch_size=3, warmup_epochs=0.5, lr=3e-3)
     _, hist = train_baseline(cfg, tiny_images(rng, P=7), "masked")
@@ -598,6 +607,9 @@ def test_config_validation():
 def test_config_toml_round_trip(tmp_path):
     cfg = BaselineConfig(model="vit", value_activation="swiglu", parallel=True, lr=5e-4)
     assert BaselineConfig.from_toml(cfg.to_toml()) == cfg
+    odd = BaselineConfig(image_shape=(12, 8), patch=2, device='cuda:1"\\', weight_decay=1e-20)
+    assert BaselineConfig.from_toml(odd.to_toml()) == odd
+    assert BaselineConfig.from_dict(odd.to_dict()) == odd
     path = tmp_path / "rb.toml"
     path.write_text('[baseline]\nmodel = "recycled"\npatch = 2\nlr = 1\nimage_shape = [28, 28]\n')
     cfg2 = BaselineConfig.from_toml(path)
@@ -605,7 +617,12 @@ def test_config_toml_round_trip(tmp_path):
     assert BaselineConfig.from_toml(str(path)) == cfg2
     with pytest.raises(ValueError, match="unknown key 'depth' in the baseline config"):
         BaselineConfig.from_toml("depth = 3\n")
-    assert BaselineConfig.quick().device == "cpu"
+    with pytest.raises(ValueError, match="unknown key 'extra' in \\[baseline\\]"):
+        BaselineConfig.from_toml("[baseline]\nwidth = 8\nheads = 2\n[baseline.extra]\n")
+    with pytest.raises(ValueError, match="unknown key 'epochs'.*known keys: baseline"):
+        BaselineConfig.from_toml("epochs = 3\n[baseline]\nwidth = 8\n")
+    quick = BaselineConfig.quick(width=16)
+    assert (quick.device, quick.width, quick.heads, quick.epochs) == ("cpu", 16, 2, 2)
 
 
 def test_importing_spinsa_baselines_does_not_import_torch():
