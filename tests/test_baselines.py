@@ -21,11 +21,6 @@ from spinsa.baselines import (  # noqa: E402
     train_baseline,
 )
 from spinsa.baselines.config import RESUME_NEUTRAL  # noqa: E402
-from spinsa.baselines.corruption import (  # noqa: E402
-    mask_batch,
-    noise_batch,
-    token_index_map,
-)
 from spinsa.baselines.evaluate import corrupt_images, load_baseline  # noqa: E402
 from spinsa.baselines.models import (  # noqa: E402
     Block,
@@ -41,6 +36,8 @@ from spinsa.baselines.models import (  # noqa: E402
 from spinsa.baselines.train import (  # noqa: E402
     load_checkpoint,
     lr_factor,
+    mask_batch,
+    noise_batch,
     sample_tau,
 )
 from spinsa.embedding import PatchEmbedding  # noqa: E402
@@ -220,7 +217,6 @@ def test_patchify_uses_the_embedding_token_order(rng, patch):
     N = (8 // patch) * (12 // patch)
     assert tokens.shape == (3, N, patch * patch)
     index = PatchEmbedding(image_shape=(8, 12), patch=patch).token_index_map()
-    np.testing.assert_array_equal(index, token_index_map((8, 12), patch))
     for r in range(8):
         for c in range(12):
             pixel = (r % patch) * patch + (c % patch)
@@ -391,6 +387,15 @@ def test_lr_schedules():
     assert lr_factor(const, 17, spe) == 1.0
 
 
+def test_progress_is_one_line_per_stage_off_a_terminal(rng, capsys):
+    train_baseline(tiny_config(epochs=2, progress=True), tiny_images(rng, P=8), "masked")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("recycled (masked): 4 step in "), lines
+    assert "epoch=2" in lines[0]
+    train_baseline(tiny_config(epochs=1), tiny_images(rng, P=8), "masked")  # progress=False
+    assert capsys.readouterr().err == ""
+
+
 def test_history_records_the_schedule(rng):
     cfg = tiny_config(epochs=2, batch_size=3, warmup_epochs=0.5, lr=3e-3)
     _, hist = train_baseline(cfg, tiny_images(rng, P=7), "masked")
@@ -403,7 +408,7 @@ def test_history_records_the_schedule(rng):
 
 def test_mask_batch_zeroes_exactly_k_patches(rng):
     clean = torch.from_numpy(tiny_images(rng, P=6) * 0.5 + 0.5)  # no zero pixel
-    imap = torch.from_numpy(token_index_map((8, 8), 2))
+    imap = torch.from_numpy(PatchEmbedding(image_shape=(8, 8), patch=2).token_index_map())
     g = torch.Generator().manual_seed(0)
     inputs, pm = mask_batch(clean, 5, imap, 16, g)
     assert pm.shape == (6, 8, 8)
@@ -602,14 +607,22 @@ def test_config_validation():
 def test_config_toml_round_trip(tmp_path):
     cfg = BaselineConfig(model="vit", value_activation="swiglu", parallel=True, lr=5e-4)
     assert BaselineConfig.from_toml(cfg.to_toml()) == cfg
+    odd = BaselineConfig(image_shape=(12, 8), patch=2, device='cuda:1"\\', weight_decay=1e-20)
+    assert BaselineConfig.from_toml(odd.to_toml()) == odd
+    assert BaselineConfig.from_dict(odd.to_dict()) == odd
     path = tmp_path / "rb.toml"
     path.write_text('[baseline]\nmodel = "recycled"\npatch = 2\nlr = 1\nimage_shape = [28, 28]\n')
     cfg2 = BaselineConfig.from_toml(path)
     assert cfg2.patch == 2 and cfg2.lr == 1.0 and isinstance(cfg2.lr, float)
     assert BaselineConfig.from_toml(str(path)) == cfg2
-    with pytest.raises(ValueError, match="unknown baseline config key.*'depth'"):
+    with pytest.raises(ValueError, match="unknown key 'depth' in the baseline config"):
         BaselineConfig.from_toml("depth = 3\n")
-    assert BaselineConfig.quick().device == "cpu"
+    with pytest.raises(ValueError, match="unknown key 'extra' in \\[baseline\\]"):
+        BaselineConfig.from_toml("[baseline]\nwidth = 8\nheads = 2\n[baseline.extra]\n")
+    with pytest.raises(ValueError, match="unknown key 'epochs'.*known keys: baseline"):
+        BaselineConfig.from_toml("epochs = 3\n[baseline]\nwidth = 8\n")
+    quick = BaselineConfig.quick(width=16)
+    assert (quick.device, quick.width, quick.heads, quick.epochs) == ("cpu", 16, 2, 2)
 
 
 def test_importing_spinsa_baselines_does_not_import_torch():

@@ -24,46 +24,27 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from spinsa.baselines.config import BaselineConfig
+from spinsa.baselines.config import BaselineConfig as BaselineConfig
 
-__all__ = [
-    "BaselineConfig",
-    "BaselineEvaluation",
-    "Block",
-    "RecycledBlock",
-    "TrainHistory",
-    "ViT",
-    "build_model",
-    "corrupt_images",
-    "count_parameters",
-    "evaluate_baseline",
-    "load_baseline",
-    "load_checkpoint",
-    "predict_trajectory",
-    "train_baseline",
-]
-
-_LAZY = {
-    "Block": "models",
-    "RecycledBlock": "models",
-    "ViT": "models",
-    "build_model": "models",
-    "count_parameters": "models",
-    "TrainHistory": "train",
-    "load_checkpoint": "train",
-    "train_baseline": "train",
-    "BaselineEvaluation": "evaluate",
-    "corrupt_images": "evaluate",
-    "evaluate_baseline": "evaluate",
-    "load_baseline": "evaluate",
-    "predict_trajectory": "evaluate",
+_MODULES = {
+    "models": ("Block", "RecycledBlock", "ViT", "build_model", "count_parameters"),
+    "train": ("TrainHistory", "load_checkpoint", "train_baseline"),
+    "evaluate": (
+        "BaselineEvaluation",
+        "corrupt_images",
+        "evaluate_baseline",
+        "load_baseline",
+        "predict_trajectory",
+    ),
 }
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = ["BaselineConfig", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        module = importlib.import_module(f"spinsa.baselines.{_LAZY[name]}")
-        value = getattr(module, name)
+        value = getattr(importlib.import_module(f"spinsa.baselines.{_LAZY[name]}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'spinsa.baselines' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Configuration of the backprop baselines (torch-free, so that it loads without torch).
+"""Configuration of the backprop baselines, and the image check they share (no torch here).
 
 A :class:`BaselineConfig` describes one model (the recycled transformer block or the ViT) and
 its training recipe. It is a frozen dataclass validated in ``__post_init__``, round-trips
@@ -10,32 +10,34 @@ Example TOML (every key optional; a ``[baseline]`` table or top-level keys)::
     [baseline]
     model = "recycled"        # or "vit"
     patch = 4                 # 4x4 patches: N = 49 tokens on 28x28 images
-    width = 128
-    heads = 4
-    value_activation = "none" # "gelu" or "swiglu" (MABViT)
-    parallel = false
+    value_activation = "gelu" # "none" or "swiglu" (MABViT)
     epochs = 20
-    schedule = "cosine"       # "step" or "constant"
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from spinsa._checks import check_choice, check_count, check_positive
-from spinsa.tasks import TASKS
+import numpy as np
+
+from spinsa._checks import check_choice, check_count, check_finite, check_positive, check_real
+from spinsa._config import check_keys, config_from_dict, config_to_dict, read_toml
+from spinsa.embedding import PatchEmbedding
+from spinsa.tasks import TASKS, masked_count
 
 __all__ = [
     "BaselineConfig",
     "MODELS",
     "OUTPUTS",
+    "RESUME_NEUTRAL",
     "SCHEDULES",
     "TASKS",
     "VALUE_ACTIVATIONS",
+    "check_images",
 ]
 
 MODELS = ("recycled", "vit")
@@ -46,21 +48,15 @@ OUTPUTS = ("clip", "sigmoid")
 # Fields that may change between a run and its resumption (they do not change the numbers).
 RESUME_NEUTRAL = ("device", "progress", "checkpoint_every")
 
-
-def _check_fraction(value, name: str) -> float:
-    value = check_positive(value, name)
-    if not value < 1:
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-    return value
-
-
-def _check_nonnegative(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a real number >= 0, got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
+# Validation tables of BaselineConfig: (field, minimum) of the integers, and the reals.
+_COUNTS = {
+    "width": 1, "heads": 1, "n_blocks": 1, "tau_min": 1, "tau_max": 1, "epochs": 1,
+    "batch_size": 1, "step_epochs": 1, "seed": 0, "checkpoint_every": 1,
+}  # fmt: skip
+_POSITIVE = ("mlp_ratio", "lr", "step_gamma", "noise_variance", "mask_fraction")
+_NONNEGATIVE = ("weight_decay", "warmup_epochs", "grad_clip")
+_CHOICES = {"model": MODELS, "value_activation": VALUE_ACTIVATIONS, "output": OUTPUTS,
+            "schedule": SCHEDULES}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -82,8 +78,7 @@ class BaselineConfig:
     heads : int
         Attention heads; each has D / heads dimensions.
     mlp_ratio : float
-        Hidden width of the MLP is ``round(mlp_ratio * width)`` (reduced for SwiGLU values,
-        see :class:`spinsa.baselines.models.Block`).
+        Hidden width of the MLP over D (less with SwiGLU values: ``models.mlp_hidden_width``).
     value_activation : {"none", "gelu", "swiglu"}
         MABViT value activation applied to the attention values before the softmax average.
     parallel : bool
@@ -107,15 +102,12 @@ class BaselineConfig:
         AdamW's decoupled weight decay (applied to matrices only; biases, LayerNorm
         parameters are not decayed).
     schedule : {"cosine", "step", "constant"}
-        Learning-rate schedule per optimiser step, after a linear warm-up of
-        ``warmup_epochs``: cosine decay to 0 at the last step, or multiplication by
-        ``step_gamma`` every ``step_epochs`` epochs, or constant.
+        Learning rate per optimiser step after a linear warm-up of ``warmup_epochs``: cosine
+        decay to 0 at the last step, × ``step_gamma`` every ``step_epochs`` epochs, or constant.
     warmup_epochs : float
         Length of the linear warm-up, in epochs (0 for none).
-    step_epochs : int
-        Period of the step schedule, in epochs.
-    step_gamma : float
-        Factor of the step schedule.
+    step_epochs, step_gamma : int, float
+        Period (in epochs) and factor of the step schedule.
     grad_clip : float
         Maximum global gradient norm; 0 disables clipping.
     mask_fraction : float
@@ -130,7 +122,7 @@ class BaselineConfig:
     checkpoint_every : int
         Write the checkpoint every this many epochs (and always after the last one).
     progress : bool
-        Show tqdm progress bars.
+        Show the training progress (:func:`spinsa._progress.progress`).
     """
 
     model: Literal["recycled", "vit"] = "recycled"
@@ -162,58 +154,32 @@ class BaselineConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        check_choice(self.model, "model", MODELS)
-        shape = tuple(self.image_shape)
-        if len(shape) != 2:
-            raise ValueError(f"image_shape must be (H, W), got {self.image_shape!r}")
-        H = check_count(shape[0], "image_shape[0] (H)", 1)
-        W = check_count(shape[1], "image_shape[1] (W)", 1)
-        object.__setattr__(self, "image_shape", (H, W))
-        patch = check_count(self.patch, "patch", 1)
-        if H % patch or W % patch:
-            raise ValueError(
-                f"patch = {patch} must divide the image height and width, got image_shape "
-                f"= {(H, W)}"
-            )
-        if (H // patch) * (W // patch) < 2:
-            raise ValueError(f"patch = {patch} leaves fewer than 2 tokens in a {H}x{W} image")
-        width = check_count(self.width, "width", 1)
-        heads = check_count(self.heads, "heads", 1)
-        if width % heads:
-            raise ValueError(f"width = {width} must be a multiple of heads = {heads}")
-        floats = {"mlp_ratio": check_positive(self.mlp_ratio, "mlp_ratio")}
-        check_choice(self.value_activation, "value_activation", VALUE_ACTIVATIONS)
-        if not isinstance(self.parallel, bool):
-            raise ValueError(f"parallel must be True or False, got {self.parallel!r}")
-        check_count(self.n_blocks, "n_blocks", 1)
-        check_choice(self.output, "output", OUTPUTS)
-        tau_min = check_count(self.tau_min, "tau_min", 1)
-        tau_max = check_count(self.tau_max, "tau_max", 1)
-        if tau_max < tau_min:
-            raise ValueError(f"tau_max = {tau_max} must be >= tau_min = {tau_min}")
-        check_count(self.epochs, "epochs", 1)
-        check_count(self.batch_size, "batch_size", 1)
-        floats["lr"] = check_positive(self.lr, "lr")
-        floats["weight_decay"] = _check_nonnegative(self.weight_decay, "weight_decay")
-        check_choice(self.schedule, "schedule", SCHEDULES)
-        floats["warmup_epochs"] = _check_nonnegative(self.warmup_epochs, "warmup_epochs")
-        check_count(self.step_epochs, "step_epochs", 1)
-        floats["step_gamma"] = check_positive(self.step_gamma, "step_gamma")
-        floats["grad_clip"] = _check_nonnegative(self.grad_clip, "grad_clip")
-        floats["mask_fraction"] = _check_fraction(self.mask_fraction, "mask_fraction")
-        floats["noise_variance"] = check_positive(self.noise_variance, "noise_variance")
-        for name, value in floats.items():
-            object.__setattr__(self, name, value)
-        check_count(self.seed, "seed", 0)
+        for name, choices in _CHOICES.items():
+            check_choice(getattr(self, name), name, choices)
+        for name in ("parallel", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        grid = PatchEmbedding(image_shape=self.image_shape, patch=self.patch)  # checks both
+        if grid.n_tokens < 2:
+            H, W = grid.image_shape
+            raise ValueError(f"patch = {grid.patch} leaves fewer than 2 tokens in a {H}x{W} image")
+        values = {"image_shape": grid.image_shape, "patch": grid.patch}
+        values |= {name: check_count(getattr(self, name), name, m) for name, m in _COUNTS.items()}
+        values |= {name: check_positive(getattr(self, name), name) for name in _POSITIVE}
+        for name in _NONNEGATIVE:
+            values[name] = check_real(getattr(self, name), name)
+            if values[name] < 0:
+                raise ValueError(f"{name} must be >= 0, got {values[name]!r}")
+        if values["width"] % values["heads"]:
+            raise ValueError(f"width = {self.width} must be a multiple of heads = {self.heads}")
+        if values["tau_max"] < values["tau_min"]:
+            raise ValueError(f"tau_max = {self.tau_max} must be >= tau_min = {self.tau_min}")
+        if not values["mask_fraction"] < 1:
+            raise ValueError(f"mask_fraction must be in (0, 1), got {self.mask_fraction!r}")
         if not isinstance(self.device, str) or not self.device:
-            raise ValueError(
-                f"device must be a string such as 'auto' or 'cuda', got {self.device!r}"
-            )
-        check_count(self.checkpoint_every, "checkpoint_every", 1)
-        if not isinstance(self.progress, bool):
-            raise ValueError(f"progress must be True or False, got {self.progress!r}")
-
-    # ----------------------------------------------------------------- derived sizes
+            raise ValueError(f"device must be a name such as 'auto' or 'cuda', got {self.device!r}")
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     @property
     def n_tokens(self) -> int:
@@ -223,105 +189,71 @@ class BaselineConfig:
     @property
     def n_masked(self) -> int:
         """Patches masked per image in the masked task: :func:`spinsa.tasks.masked_count`."""
-        from spinsa.tasks import masked_count
-
         return masked_count(self.mask_fraction, self.n_tokens)
-
-    # ----------------------------------------------------------------- presets
 
     @classmethod
     def quick(cls, **overrides: Any) -> BaselineConfig:
         """A small recipe that trains in seconds on a CPU (the ``--quick`` runs).
 
-        Width 32, 2 heads, 2 epochs, batch 64, no warm-up, CPU; any field can be overridden.
+        Width 32, 2 heads, 2 epochs, batch 64, lr 2e-3, no warm-up, CPU; any field can be
+        overridden.
         """
-        base = dict(
-            width=32,
-            heads=2,
-            epochs=2,
-            batch_size=64,
-            lr=2e-3,
-            warmup_epochs=0.0,
-            device="cpu",
-        )
-        base.update(overrides)
-        return cls(**base)
+        base = dict(width=32, heads=2, epochs=2, batch_size=64, lr=2e-3, warmup_epochs=0.0)
+        return cls(**{**base, "device": "cpu", **overrides})
 
     def replace(self, **changes: Any) -> BaselineConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
-    # ----------------------------------------------------------------- TOML
-
     def to_dict(self) -> dict[str, Any]:
         """Plain types only (tuples become lists), ready for TOML or HDF5 attributes."""
-        d = dataclasses.asdict(self)
-        d["image_shape"] = list(self.image_shape)
-        return d
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> BaselineConfig:
-        """Build from a mapping; unknown keys raise a ValueError that lists the known ones."""
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ValueError(
-                f"unknown baseline config key(s) {', '.join(map(repr, unknown))}; "
-                f"known keys: {', '.join(known)}"
-            )
-        values = dict(values)
-        if "image_shape" in values:
-            values["image_shape"] = tuple(values["image_shape"])
-        return cls(**values)
+        """Build from a mapping; an unknown key raises a ValueError that lists the known ones."""
+        return config_from_dict(cls, values, "the baseline config")
 
     @classmethod
     def from_toml(cls, source: str | os.PathLike) -> BaselineConfig:
-        """Read a config from a TOML file (a path) or TOML text.
+        """Read a config from a TOML file (a path) or TOML text (:func:`spinsa._config.read_toml`).
 
-        The keys are the field names, either at the top level or in a ``[baseline]`` table.
+        The keys are the field names, either at the top level or in a ``[baseline]`` table
+        (then the only top-level key).
         """
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-            import tomli as tomllib
-
-        if isinstance(source, os.PathLike) or (
-            isinstance(source, str) and "=" not in source and "[" not in source
-        ):
-            with open(source, "rb") as fh:
-                data = tomllib.load(fh)
-        elif isinstance(source, str):
-            data = tomllib.loads(source)
-        else:
-            raise ValueError(f"source must be a path or TOML text, got {type(source).__name__}")
-        if "baseline" in data:
-            extra = sorted(set(data) - {"baseline"})
-            if extra:
-                raise ValueError(
-                    f"a TOML config with a [baseline] table must not have other top-level "
-                    f"keys, got {', '.join(map(repr, extra))}"
-                )
-            data = data["baseline"]
-        return cls.from_dict(data)
+        data = read_toml(source)
+        if "baseline" not in data:
+            return cls.from_dict(data)
+        check_keys(data, ["baseline"], "a TOML config with a [baseline] table")
+        return config_from_dict(cls, data["baseline"], "[baseline]")
 
     def to_toml(self) -> str:
         """The config as TOML text under a ``[baseline]`` table (read back by from_toml)."""
-        lines = ["[baseline]"]
-        for key, value in self.to_dict().items():
-            lines.append(f"{key} = {_toml_value(value)}")
-        return "\n".join(lines) + "\n"
+        # JSON writes booleans, numbers, strings and lists of numbers as TOML does.
+        items = self.to_dict().items()
+        return "[baseline]\n" + "".join(f"{key} = {json.dumps(v)}\n" for key, v in items)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{escaped}"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as TOML")
+def check_images(images, image_shape: tuple[int, int], name: str = "images") -> np.ndarray:
+    """A finite, C-contiguous float32 array of shape (P, H, W) with values in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        Wrong shape, non-real dtype, NaN/inf, values outside [0, 1] or no image at all; the
+        message names the argument ``name``.
+    """
+    images = np.asarray(images)
+    H, W = image_shape
+    if images.ndim != 3 or images.shape[1:] != (H, W) or images.shape[0] == 0:
+        hint = " (for a single image pass images[None])" if images.shape == (H, W) else ""
+        raise ValueError(f"{name} must have shape (P, {H}, {W}), P >= 1, got {images.shape}{hint}")
+    if not np.issubdtype(images.dtype, np.number) or np.iscomplexobj(images):
+        raise ValueError(f"{name} must be a real array, got dtype {images.dtype}")
+    images = np.ascontiguousarray(images, dtype=np.float32)
+    check_finite(images, name)
+    lo, hi = float(images.min()), float(images.max())
+    if lo < 0 or hi > 1:
+        hint = " (8-bit images: divide by 255)" if hi > 1 and lo >= 0 else ""
+        raise ValueError(f"{name} must have pixel values in [0, 1], got [{lo:g}, {hi:g}]{hint}")
+    return images

@@ -1,13 +1,9 @@
 """Evaluation of the baselines with the harness of the bare self-attention.
 
-The test images are corrupted by :mod:`spinsa.tasks` (numpy, seeded), exactly as for the
-spin dynamics: :func:`spinsa.tasks.draw_masks` draws which patches are masked (those become
-zero pixels here, zero spins there) and :func:`spinsa.tasks.draw_noisy` adds the noise, each
-image from its own stream; the same seed and image numbers give the same masks (for the same
-number of tokens) and the same noisy images.
-The model's predictions after t = 1..T iterations go through
-:func:`spinsa.tasks.reconstruction_errors`, so that the error-vs-t curves of the recycled
-block, the ViT (constant in t) and the bare self-attention are computed by one function.
+The test images are corrupted by :mod:`spinsa.tasks`, each image from its own seeded stream,
+exactly as for the spin dynamics (masked patches become zero pixels here, zero spins there),
+and :func:`spinsa.tasks.reconstruction_errors` turns the predictions after t = 1..T iterations
+into the same error-vs-t curves as for the bare self-attention.
 """
 
 from __future__ import annotations
@@ -19,9 +15,18 @@ from typing import Any
 import numpy as np
 
 from spinsa._checks import check_choice, check_count
-from spinsa.baselines._torch import require_torch, resolve_device
-from spinsa.baselines.config import TASKS, BaselineConfig
-from spinsa.baselines.corruption import check_images
+from spinsa._torch import import_torch, resolve_device
+from spinsa.baselines.config import TASKS, BaselineConfig, check_images
+from spinsa.embedding import PatchEmbedding
+from spinsa.tasks import (
+    ErrorSummary,
+    ReconstructionErrors,
+    draw_masks,
+    draw_noisy,
+    pixel_mask,
+    reconstruction_errors,
+    summarize,
+)
 
 __all__ = [
     "BaselineEvaluation",
@@ -52,28 +57,20 @@ class BaselineEvaluation:
 
     task: str
     times: np.ndarray
-    errors: Any
+    errors: ReconstructionErrors
     seed: int
 
     def __post_init__(self) -> None:
-        from spinsa.tasks import ReconstructionErrors
-
         check_choice(self.task, "task", TASKS)
         times = np.array(self.times, dtype=np.int64).reshape(-1)
         times.setflags(write=False)
         object.__setattr__(self, "times", times)
-        if not isinstance(self.errors, ReconstructionErrors):
-            raise ValueError("errors must be a spinsa.tasks.ReconstructionErrors")
-        if self.errors.all.ndim != 2 or self.errors.all.shape[0] != len(times):
-            raise ValueError(
-                f"errors must have shape (T, P) with T = len(times) = {len(times)}, "
-                f"got {self.errors.all.shape}"
-            )
+        errors = self.errors
+        if not isinstance(errors, ReconstructionErrors) or errors.all.shape[:-1] != times.shape:
+            raise ValueError(f"errors must be ReconstructionErrors of shape (T = {len(times)}, P)")
 
-    def summary(self) -> Any:
+    def summary(self) -> ErrorSummary:
         """Means over images and standard errors at every t (:func:`spinsa.tasks.summarize`)."""
-        from spinsa.tasks import summarize
-
         return summarize(self.errors)
 
 
@@ -99,8 +96,8 @@ def corrupt_images(
     seed : int
         Seed of the task streams (:func:`spinsa.tasks.task_inputs`).
     index : array_like of int, shape (P,), optional
-        The images' numbers in their split (default 0..P-1): image k gets the noise it gets
-        in the bare self-attention's evaluation.
+        The images' numbers in their split (default 0..P-1): image k gets the mask or noise
+        it gets in the bare self-attention's evaluation.
     mask_fraction, noise_variance : float
         0.3 and 0.7 in the paper.
 
@@ -111,24 +108,17 @@ def corrupt_images(
     pixel_mask : ndarray, shape (P, H, W), bool, or None
         True at masked pixels (None for denoising).
     """
-    from spinsa.embedding import PatchEmbedding
-    from spinsa.tasks import draw_masks, draw_noisy, pixel_mask
-
     check_choice(task, "task", TASKS)
     images = np.asarray(images)
     if images.ndim != 3:
         raise ValueError(f"images must have shape (P, H, W), got {images.shape}")
-    emb = PatchEmbedding(image_shape=images.shape[1:], patch=patch)
-    images = check_images(images, emb.image_shape)
+    grid = PatchEmbedding(image_shape=images.shape[1:], patch=patch)
+    images = check_images(images, grid.image_shape)
     index = np.arange(images.shape[0]) if index is None else index
     if task == "denoise":
         return draw_noisy(images, index, noise_variance, seed).astype(np.float32), None
-    pm = pixel_mask(draw_masks(index, emb.n_tokens, mask_fraction, seed), emb)
+    pm = pixel_mask(draw_masks(index, grid.n_tokens, mask_fraction, seed), grid)
     return np.where(pm, np.float32(0), images), pm
-
-
-def _model_device(model: Any) -> Any:
-    return next(model.parameters()).device
 
 
 def predict_trajectory(model: Any, inputs, n_steps: int, *, batch_size: int = 512) -> np.ndarray:
@@ -151,17 +141,14 @@ def predict_trajectory(model: Any, inputs, n_steps: int, *, batch_size: int = 51
         ``out[t - 1]`` = prediction after t iterations, clipped to [0, 1]; the same for every
         t for the ViT.
     """
-    torch = require_torch()
-    from spinsa.baselines.models import PatchModel
+    from spinsa.baselines.models import check_model
 
-    if not isinstance(model, PatchModel):
-        raise ValueError(f"model must be a RecycledBlock or a ViT, got {type(model).__name__}")
-    n_steps = check_count(n_steps, "n_steps", 1)
+    torch = import_torch()
+    model, n_steps = check_model(model), check_count(n_steps, "n_steps", 1)
     batch_size = check_count(batch_size, "batch_size", 1)
     inputs = check_images(inputs, model.image_shape, "inputs")
-    device = _model_device(model)
     out = np.empty((n_steps, *inputs.shape), dtype=np.float32)
-    was_training = model.training
+    device, was_training = next(model.parameters()).device, model.training
     model.eval()
     try:
         with torch.inference_mode():
@@ -219,13 +206,9 @@ def evaluate_baseline(
         ``errors`` fields of shape (T, P) (T + 1 with ``include_input``); ``summary()`` gives
         means and standard errors over images.
     """
-    from spinsa.baselines.models import PatchModel
-    from spinsa.tasks import ReconstructionErrors, reconstruction_errors
+    from spinsa.baselines.models import check_model
 
-    if not isinstance(model, PatchModel):
-        raise ValueError(f"model must be a RecycledBlock or a ViT, got {type(model).__name__}")
-    check_choice(task, "task", TASKS)
-    T = check_count(T, "T", 1)
+    model, T = check_model(model), check_count(T, "T", 1)
     batch_size = check_count(batch_size, "batch_size", 1)
     images = check_images(images_test, model.image_shape, "images_test")
     inputs, pm = corrupt_images(
@@ -244,14 +227,10 @@ def evaluate_baseline(
         if include_input:
             decoded = np.concatenate([inputs[None, sl], decoded])
         parts.append(reconstruction_errors(decoded, images[sl], None if pm is None else pm[sl]))
-    errors = ReconstructionErrors(
-        *(
-            np.concatenate([getattr(p, k) for p in parts], axis=1)
-            for k in ("all", "masked", "visible")
-        )
-    )
+    fields = ("all", "masked", "visible")
+    errors = [np.concatenate([getattr(p, k) for p in parts], axis=1) for k in fields]
     times = np.arange(0 if include_input else 1, T + 1)
-    return BaselineEvaluation(task=task, times=times, errors=errors, seed=int(seed))
+    return BaselineEvaluation(task, times, ReconstructionErrors(*errors), int(seed))
 
 
 def load_baseline(
@@ -274,7 +253,7 @@ def load_baseline(
     history : TrainHistory
     """
     from spinsa.baselines.models import build_model
-    from spinsa.baselines.train import _history_from_lists, load_checkpoint
+    from spinsa.baselines.train import TrainHistory, load_checkpoint
 
     dev = resolve_device(device)
     ckpt = load_checkpoint(path, map_location=dev)
@@ -282,7 +261,5 @@ def load_baseline(
     model = build_model(config).to(dev)
     model.load_state_dict(ckpt["model"])
     model.eval()
-    history = _history_from_lists(
-        ckpt["task"], {k: v.cpu().tolist() for k, v in ckpt["history"].items()}
-    )
+    history = TrainHistory(ckpt["task"], **{k: v.tolist() for k, v in ckpt["history"].items()})
     return model, config, ckpt["task"], history

@@ -18,43 +18,39 @@ patches are masked.
 * :class:`ViT`: ``n_blocks`` distinct blocks applied once; its prediction does not depend on
   t (a horizontal line in the error-vs-t plot).
 
-The block (:class:`Block`), pre-LN, with multi-head self-attention SA computed by
-``torch.nn.functional.scaled_dot_product_attention``:
-
-    serial (default):  u = x + SA(LN1(x)),        x' = u + MLP(LN2(u))
-    parallel=True:     h = LN(x),                 x' = x + SA(h) + MLP(h)
-
-MLP(h) = W2 GELU(W1 h + b1) + b2. The MABViT value activations act on the values before the
-attention average: ``"none"`` v = W_v h + b_v, ``"gelu"`` v = GELU(W_v h + b_v), ``"swiglu"``
-v = (W_a h + b_a) * SiLU(W_g h + b_g) (the value projection is twice as wide, and the MLP's
-hidden width is reduced by round((D² + D) / (2D + 1)) ≈ D/2 so that the block keeps its
-number of parameters up to a few).
+The block (:class:`Block`) is pre-LN, serial or parallel (MABViT/PaLM), with multi-head
+self-attention by ``torch.nn.functional.scaled_dot_product_attention`` and an optional MABViT
+activation of the values (:class:`SelfAttention`): ``"none"`` v = W_v h + b_v, ``"gelu"``
+v = GELU(W_v h + b_v), ``"swiglu"`` v = (W_a h + b_a) * SiLU(W_g h + b_g), whose doubled
+value projection is paid for by a narrower MLP (:func:`mlp_hidden_width`).
 
 This module imports torch at import time; ``import spinsa.baselines`` does not import it.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from spinsa._checks import check_choice, check_count, check_positive
-from spinsa.baselines._torch import require_torch
+from spinsa._torch import import_torch
 from spinsa.baselines.config import OUTPUTS, VALUE_ACTIVATIONS, BaselineConfig
+from spinsa.embedding import PatchEmbedding
 
-torch = require_torch()
+torch = import_torch()
 nn = torch.nn
 F = torch.nn.functional
 
 __all__ = [
     "Block",
-    "MLP",
     "PatchModel",
     "RecycledBlock",
     "SelfAttention",
     "ViT",
     "build_model",
+    "check_model",
     "count_parameters",
     "mlp_hidden_width",
     "patchify",
@@ -73,10 +69,8 @@ def sinusoidal_positions(n_tokens: int, width: int) -> Any:
 
     Parameters
     ----------
-    n_tokens : int
-        N.
-    width : int
-        D (odd D drops the last cosine).
+    n_tokens, width : int
+        N and D (odd D drops the last cosine).
 
     Returns
     -------
@@ -84,12 +78,8 @@ def sinusoidal_positions(n_tokens: int, width: int) -> Any:
     """
     n_tokens = check_count(n_tokens, "n_tokens", 1)
     width = check_count(width, "width", 1)
-    k = np.arange(n_tokens, dtype=np.float64)[:, None]
-    m = np.arange((width + 1) // 2, dtype=np.float64)[None, :]
-    angle = k / 10000.0 ** (2 * m / width)
-    e = np.empty((n_tokens, 2 * angle.shape[1]))
-    e[:, 0::2] = np.sin(angle)
-    e[:, 1::2] = np.cos(angle)
+    angle = np.arange(n_tokens)[:, None] / 10000.0 ** (2 * np.arange((width + 1) // 2) / width)
+    e = np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(n_tokens, -1)  # sin, cos, ...
     return torch.from_numpy(e[:, :width].astype(np.float32))
 
 
@@ -108,17 +98,14 @@ def patchify(images: Any, patch: int) -> Any:
         ``out[b, k, r * patch + c]`` = pixel (r, c) of patch k (row-major over the grid).
     """
     B, H, W = images.shape
-    gh, gw = H // patch, W // patch
-    t = images.reshape(B, gh, patch, gw, patch).permute(0, 1, 3, 2, 4)
-    return t.reshape(B, gh * gw, patch * patch)
+    t = images.reshape(B, H // patch, patch, W // patch, patch).permute(0, 1, 3, 2, 4)
+    return t.reshape(B, -1, patch * patch)
 
 
 def unpatchify(tokens: Any, image_shape: tuple[int, int], patch: int) -> Any:
     """The inverse of :func:`patchify`: (B, N, patch²) -> (B, H, W)."""
-    B = tokens.shape[0]
-    H, W = image_shape
-    gh, gw = H // patch, W // patch
-    t = tokens.reshape(B, gh, gw, patch, patch).permute(0, 1, 3, 2, 4)
+    (H, W), B = image_shape, tokens.shape[0]
+    t = tokens.reshape(B, H // patch, W // patch, patch, patch).permute(0, 1, 3, 2, 4)
     return t.reshape(B, H, W)
 
 
@@ -131,14 +118,13 @@ def mlp_hidden_width(width: int, mlp_ratio: float, value_activation: str = "none
     """
     width = check_count(width, "width", 1)
     mlp_ratio = check_positive(mlp_ratio, "mlp_ratio")
-    check_choice(value_activation, "value_activation", VALUE_ACTIVATIONS)
-    hidden = int(round(mlp_ratio * width))
-    if value_activation == "swiglu":
-        hidden -= int(round((width * width + width) / (2 * width + 1)))
+    swiglu = check_choice(value_activation, "value_activation", VALUE_ACTIVATIONS) == "swiglu"
+    paid_by_mlp = round((width * width + width) / (2 * width + 1)) if swiglu else 0
+    hidden = round(mlp_ratio * width) - paid_by_mlp
     if hidden < 1:
         raise ValueError(
             f"mlp_ratio = {mlp_ratio} leaves no hidden unit in the MLP of width {width}"
-            + (" with SwiGLU values" if value_activation == "swiglu" else "")
+            + (" with SwiGLU values" if swiglu else "")
         )
     return hidden
 
@@ -154,22 +140,21 @@ class SelfAttention(nn.Module):
 
     Parameters
     ----------
-    width : int
-        D.
-    heads : int
-        Number of heads (divides D).
+    width, heads : int
+        D and the number of heads, which divides D.
     value_activation : {"none", "gelu", "swiglu"}
         ``"swiglu"`` makes the value part of W_qkv 2D wide: v = a * SiLU(g), (a, g) = split(v).
     """
 
     def __init__(self, width: int, heads: int, value_activation: str = "none") -> None:
         super().__init__()
-        width = check_count(width, "width", 1)
-        heads = check_count(heads, "heads", 1)
+        width, heads = check_count(width, "width", 1), check_count(heads, "heads", 1)
         if width % heads:
             raise ValueError(f"width = {width} must be a multiple of heads = {heads}")
-        check_choice(value_activation, "value_activation", VALUE_ACTIVATIONS)
-        self.width, self.heads, self.value_activation = width, heads, value_activation
+        self.heads = heads
+        self.value_activation = check_choice(
+            value_activation, "value_activation", VALUE_ACTIVATIONS
+        )
         self.value_width = 2 * width if value_activation == "swiglu" else width
         self.qkv = nn.Linear(width, 2 * width + self.value_width)
         self.proj = nn.Linear(width, width)
@@ -187,23 +172,9 @@ class SelfAttention(nn.Module):
         """(B, N, D) -> (B, N, D)."""
         B, N, D = h.shape
         q, k, v = self.qkv(h).split([D, D, self.value_width], dim=-1)
-        v = self.values(v)
-        H, hd = self.heads, D // self.heads
-        q, k, v = (t.reshape(B, N, H, hd).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v)
+        heads = (t.reshape(B, N, self.heads, -1).transpose(1, 2) for t in (q, k, self.values(v)))
+        y = F.scaled_dot_product_attention(*heads)
         return self.proj(y.transpose(1, 2).reshape(B, N, D))
-
-
-class MLP(nn.Module):
-    """MLP(h) = W2 GELU(W1 h + b1) + b2, (B, N, D) -> (B, N, D)."""
-
-    def __init__(self, width: int, hidden: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(width, hidden)
-        self.fc2 = nn.Linear(hidden, width)
-
-    def forward(self, h: Any) -> Any:
-        return self.fc2(F.gelu(self.fc1(h)))
 
 
 class Block(nn.Module):
@@ -214,10 +185,8 @@ class Block(nn.Module):
 
     Parameters
     ----------
-    width : int
-        D.
-    heads : int
-        Attention heads.
+    width, heads : int
+        D and the number of attention heads.
     mlp_ratio : float
         MLP hidden width / D (see :func:`mlp_hidden_width`).
     value_activation : {"none", "gelu", "swiglu"}
@@ -235,7 +204,10 @@ class Block(nn.Module):
         super().__init__()
         self.parallel = bool(parallel)
         self.attn = SelfAttention(width, heads, value_activation)
-        self.mlp = MLP(width, mlp_hidden_width(width, mlp_ratio, value_activation))
+        hidden = mlp_hidden_width(width, mlp_ratio, value_activation)
+        self.mlp = nn.Sequential(  # MLP(h) = W2 GELU(W1 h + b1) + b2
+            OrderedDict(fc1=nn.Linear(width, hidden), gelu=nn.GELU(), fc2=nn.Linear(hidden, width))
+        )
         self.norm1 = nn.LayerNorm(width)
         self.norm2 = None if self.parallel else nn.LayerNorm(width)
 
@@ -252,7 +224,7 @@ class Block(nn.Module):
 
 
 class PatchModel(nn.Module):
-    """Shared input and output of the baselines: F_in, positional encoding, F_out.
+    """What both baselines share: F_in, the positional encoding, F_out and the block options.
 
     Parameters
     ----------
@@ -260,42 +232,40 @@ class PatchModel(nn.Module):
         (H, W).
     patch : int
         Patch side; divides H and W.
-    width : int
-        D.
+    width, heads, mlp_ratio, value_activation, parallel
+        The options of every :class:`Block` of the model.
     output : {"clip", "sigmoid"}
-        Head nonlinearity: none during training and a clip to [0, 1] in :meth:`predict`, or
-        a sigmoid.
+        Head nonlinearity: none during training and a clip to [0, 1] in
+        :meth:`predict_from_state`, or a sigmoid.
     """
 
     def __init__(
-        self, image_shape: tuple[int, int], patch: int, width: int, output: str = "clip"
+        self,
+        image_shape: tuple[int, int] = (28, 28),
+        patch: int = 4,
+        width: int = 128,
+        heads: int = 4,
+        mlp_ratio: float = 4.0,
+        value_activation: str = "none",
+        parallel: bool = False,
+        output: str = "clip",
     ) -> None:
         super().__init__()
-        H, W = (check_count(n, "image_shape", 1) for n in image_shape)
-        patch = check_count(patch, "patch", 1)
-        if H % patch or W % patch:
-            raise ValueError(f"patch = {patch} must divide the image shape {(H, W)}")
-        check_choice(output, "output", OUTPUTS)
-        self.image_shape, self.patch, self.width, self.output = (H, W), patch, width, output
-        self.n_tokens = (H // patch) * (W // patch)
-        a = patch * patch
-        self.f_in = nn.Linear(a, width)
-        self.f_out = nn.Linear(width, a)
-        self.register_buffer(
-            "positions", sinusoidal_positions(self.n_tokens, width), persistent=False
-        )
-
-    def _check_images(self, images: Any) -> Any:
-        if images.ndim != 3 or tuple(images.shape[1:]) != self.image_shape:
-            raise ValueError(
-                f"images must have shape (B, {self.image_shape[0]}, {self.image_shape[1]}), "
-                f"got {tuple(images.shape)}"
-            )
-        return images
+        grid = PatchEmbedding(image_shape=image_shape, patch=patch)  # checks the tiling
+        self.image_shape, self.patch, self.n_tokens = grid.image_shape, grid.patch, grid.n_tokens
+        self.width = check_count(width, "width", 1)
+        self.output = check_choice(output, "output", OUTPUTS)
+        self.block_args = (width, heads, mlp_ratio, value_activation, parallel)
+        self.f_in = nn.Linear(grid.a, width)
+        self.f_out = nn.Linear(width, grid.a)
+        positions = sinusoidal_positions(self.n_tokens, width)
+        self.register_buffer("positions", positions, persistent=False)
 
     def encode(self, images: Any) -> Any:
         """z(0) = F_in p + e: (B, H, W) -> (B, N, D)."""
-        self._check_images(images)
+        if images.ndim != 3 or tuple(images.shape[1:]) != self.image_shape:
+            H, W = self.image_shape
+            raise ValueError(f"images must have shape (B, {H}, {W}), got {tuple(images.shape)}")
         return self.f_in(patchify(images, self.patch)) + self.positions
 
     def decode(self, z: Any) -> Any:
@@ -307,48 +277,33 @@ class PatchModel(nn.Module):
         """Decoded image in [0, 1]: :meth:`decode` clipped. (B, N, D) -> (B, H, W)."""
         return self.decode(z).clamp(0.0, 1.0)
 
+    def forward(self, images: Any, n_iter: int = 1) -> Any:
+        """Training output (not clipped) after ``n_iter`` iterations of the recycled block, or
+        after the ViT's blocks (which ignore ``n_iter``): (B, H, W) -> (B, H, W)."""
+        return self.decode(self.iterate(self.encode(images), n_iter))
+
 
 class RecycledBlock(PatchModel):
     """One pre-LN block iterated: the backprop analogue of the self-attention dynamics.
 
     z(0) = F_in p + e,  z(t) = B(z(t-1)),  image(t) = F_out(z(t) - e).
-
-    Parameters
-    ----------
-    image_shape, patch, width, output
-        See :class:`PatchModel`.
-    heads, mlp_ratio, value_activation, parallel
-        See :class:`Block`.
+    The parameters are those of :class:`PatchModel`.
     """
 
-    def __init__(
-        self,
-        image_shape: tuple[int, int] = (28, 28),
-        patch: int = 4,
-        width: int = 128,
-        heads: int = 4,
-        mlp_ratio: float = 4.0,
-        value_activation: str = "none",
-        parallel: bool = False,
-        output: str = "clip",
-    ) -> None:
-        super().__init__(image_shape, patch, width, output)
-        self.block = Block(width, heads, mlp_ratio, value_activation, parallel)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.block = Block(*self.block_args)
 
-    def forward(self, images: Any, n_iter: int = 1) -> Any:
-        """Training output after ``n_iter`` iterations: (B, H, W) -> (B, H, W) (not clipped)."""
-        n_iter = check_count(n_iter, "n_iter", 0)
-        z = self.encode(images)
-        for _ in range(n_iter):
+    def iterate(self, z: Any, n_iter: int) -> Any:
+        """B applied ``n_iter`` >= 0 times: (B, N, D) -> (B, N, D)."""
+        for _ in range(check_count(n_iter, "n_iter", 0)):
             z = self.block(z)
-        return self.decode(z)
+        return z
 
     def trajectory(self, images: Any, n_steps: int) -> Any:
         """Predictions in [0, 1] after t = 1, ..., T iterations: (B, H, W) -> (T, B, H, W)."""
-        n_steps = check_count(n_steps, "n_steps", 1)
-        z = self.encode(images)
-        out = []
-        for _ in range(n_steps):
+        z, out = self.encode(images), []
+        for _ in range(check_count(n_steps, "n_steps", 1)):
             z = self.block(z)
             out.append(self.predict_from_state(z))
         return torch.stack(out)
@@ -357,52 +312,35 @@ class RecycledBlock(PatchModel):
 class ViT(PatchModel):
     """``n_blocks`` distinct pre-LN blocks applied once (no recycling).
 
-    Parameters
-    ----------
-    image_shape, patch, width, output
-        See :class:`PatchModel`.
-    heads, mlp_ratio, value_activation, parallel
-        See :class:`Block`.
-    n_blocks : int
-        Depth (5 in the paper's comparison).
+    The parameters are those of :class:`PatchModel`, and the keyword ``n_blocks`` (the depth,
+    5 in the paper's comparison).
     """
 
-    def __init__(
-        self,
-        image_shape: tuple[int, int] = (28, 28),
-        patch: int = 4,
-        width: int = 128,
-        heads: int = 4,
-        mlp_ratio: float = 4.0,
-        value_activation: str = "none",
-        parallel: bool = False,
-        output: str = "clip",
-        n_blocks: int = 5,
-    ) -> None:
-        super().__init__(image_shape, patch, width, output)
+    def __init__(self, *args: Any, n_blocks: int = 5, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         n_blocks = check_count(n_blocks, "n_blocks", 1)
-        self.blocks = nn.ModuleList(
-            Block(width, heads, mlp_ratio, value_activation, parallel) for _ in range(n_blocks)
-        )
+        self.blocks = nn.ModuleList(Block(*self.block_args) for _ in range(n_blocks))
 
-    def forward(self, images: Any, n_iter: int | None = None) -> Any:
-        """Training output: (B, H, W) -> (B, H, W) (``n_iter`` is ignored)."""
-        z = self.encode(images)
+    def iterate(self, z: Any, n_iter: int | None = None) -> Any:
+        """Every block once (``n_iter`` is ignored): (B, N, D) -> (B, N, D)."""
         for block in self.blocks:
             z = block(z)
-        return self.decode(z)
+        return z
 
     def trajectory(self, images: Any, n_steps: int) -> Any:
         """The same prediction in [0, 1] repeated for t = 1..T: (B, H, W) -> (T, B, H, W)."""
-        n_steps = check_count(n_steps, "n_steps", 1)
-        z = self.encode(images)
-        for block in self.blocks:
-            z = block(z)
-        y = self.predict_from_state(z)
-        return y.unsqueeze(0).expand(n_steps, *y.shape)
+        y = self.predict_from_state(self.iterate(self.encode(images)))
+        return y.expand(check_count(n_steps, "n_steps", 1), *y.shape)
 
 
 # --------------------------------------------------------------------------- factory
+
+
+def check_model(model: Any) -> PatchModel:
+    """``model`` if it is a RecycledBlock or a ViT, else a ValueError."""
+    if not isinstance(model, PatchModel):
+        raise ValueError(f"model must be a RecycledBlock or a ViT, got {type(model).__name__}")
+    return model
 
 
 def build_model(config: BaselineConfig) -> RecycledBlock | ViT:
@@ -416,20 +354,12 @@ def build_model(config: BaselineConfig) -> RecycledBlock | ViT:
     """
     if not isinstance(config, BaselineConfig):
         raise ValueError(f"config must be a BaselineConfig, got {type(config).__name__}")
-    kwargs = dict(
-        image_shape=config.image_shape,
-        patch=config.patch,
-        width=config.width,
-        heads=config.heads,
-        mlp_ratio=config.mlp_ratio,
-        value_activation=config.value_activation,
-        parallel=config.parallel,
-        output=config.output,
-    )
+    names = ("image_shape", "patch", "width", "heads", "mlp_ratio", "value_activation")
+    kwargs = {name: getattr(config, name) for name in (*names, "parallel", "output")}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         if config.model == "vit":
-            return ViT(n_blocks=config.n_blocks, **kwargs)
+            return ViT(**kwargs, n_blocks=config.n_blocks)
         return RecycledBlock(**kwargs)
 
 
@@ -442,13 +372,10 @@ def count_parameters(model: Any) -> dict[str, int]:
         ``{"f_in": ..., "f_out": ..., "blocks": ..., "total": ...}`` (the positional encoding is
         fixed and not counted).
     """
-    if not isinstance(model, PatchModel):
-        raise ValueError(f"model must be a RecycledBlock or a ViT, got {type(model).__name__}")
-
-    def n(module: Any) -> int:
-        return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
+    check_model(model)
     blocks = model.block if isinstance(model, RecycledBlock) else model.blocks
-    counts = {"f_in": n(model.f_in), "f_out": n(model.f_out), "blocks": n(blocks)}
-    counts["total"] = n(model)
-    return counts
+    parts = {"f_in": model.f_in, "f_out": model.f_out, "blocks": blocks, "total": model}
+    return {
+        name: sum(p.numel() for p in part.parameters() if p.requires_grad)
+        for name, part in parts.items()
+    }

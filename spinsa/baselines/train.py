@@ -1,20 +1,17 @@
 """Training of the backprop baselines: AdamW, a schedule, checkpoints and resumption.
 
-One optimiser step takes a batch of clean training images, corrupts it for the task
-(:mod:`spinsa.baselines.corruption`: masked patches set to 0, or Gaussian noise), runs the
-model (the recycled block for τ iterations, τ drawn uniformly from {tau_min..tau_max} at
-every step; the ViT once) and minimises the mean squared error against the clean images over
-all pixels.
+One optimiser step corrupts a batch of clean training images on the device (:func:`mask_batch`,
+:func:`noise_batch`: the pixel-space torch counterparts of :mod:`spinsa.tasks`), runs the
+model (the recycled block for τ ~ U{tau_min..tau_max} iterations, the ViT once) and minimises
+the mean squared error against the clean images over all pixels.
 
 Reproducibility: the initial weights come from ``config.seed``; the order of the images and τ
-come from a CPU ``torch.Generator``, masks and noise from a generator on the training device,
-both seeded from ``config.seed`` and saved in every checkpoint together with the model, the
-optimiser, the schedule and the history. A run interrupted after any checkpoint and resumed
-ends with the same weights as an uninterrupted run (bit for bit on the CPU).
-
-Checkpoints are written with ``torch.save`` to a temporary file in the same directory and
-renamed over the old one (``os.replace``), so that a crash never leaves a truncated file; they
-hold tensors and plain Python values only and are read back with ``weights_only=True``.
+from a CPU ``torch.Generator``, masks and noise from one on the training device, both seeded
+from ``config.seed`` and saved in every checkpoint with the model, optimiser, schedule and
+history. A run interrupted after any checkpoint and resumed ends with the weights of an
+uninterrupted run (bit for bit on the CPU). Checkpoints are written through
+:func:`spinsa._files.atomic_path` (never a truncated file), hold tensors and plain values only
+and are read back with ``weights_only=True``.
 """
 
 from __future__ import annotations
@@ -24,22 +21,26 @@ import math
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from spinsa._checks import check_choice, check_count
-from spinsa.baselines._torch import require_torch, resolve_device
-from spinsa.baselines.config import RESUME_NEUTRAL, TASKS, BaselineConfig
-from spinsa.baselines.corruption import check_images, mask_batch, noise_batch, token_index_map
+from spinsa._files import atomic_path
+from spinsa._progress import progress
+from spinsa._torch import import_torch, resolve_device
+from spinsa.baselines.config import RESUME_NEUTRAL, TASKS, BaselineConfig, check_images
+from spinsa.embedding import PatchEmbedding
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "TrainHistory",
     "load_checkpoint",
     "lr_factor",
+    "mask_batch",
+    "noise_batch",
     "sample_tau",
     "train_baseline",
 ]
@@ -75,20 +76,14 @@ class TrainHistory:
 
     def __post_init__(self) -> None:
         check_choice(self.task, "task", TASKS)
-        for name, dtype in (
-            ("epoch_loss", np.float64),
-            ("epoch_seconds", np.float64),
-            ("step_loss", np.float64),
-            ("step_lr", np.float64),
-            ("step_tau", np.int64),
-        ):
+        for name in _HISTORY:
+            dtype = np.int64 if name == "step_tau" else np.float64
             value = np.array(getattr(self, name), dtype=dtype).reshape(-1)
             value.setflags(write=False)
             object.__setattr__(self, name, value)
         if len(self.epoch_seconds) != len(self.epoch_loss):
             raise ValueError("epoch_loss and epoch_seconds must have one length")
-        n = len(self.step_loss)
-        if len(self.step_lr) != n or len(self.step_tau) != n:
+        if not len(self.step_loss) == len(self.step_lr) == len(self.step_tau):
             raise ValueError("step_loss, step_lr and step_tau must have one length")
 
     @property
@@ -97,12 +92,15 @@ class TrainHistory:
         return len(self.epoch_loss)
 
 
+_HISTORY = tuple(f.name for f in fields(TrainHistory) if f.name != "task")
+
+
 # --------------------------------------------------------------------------- pieces
 
 
 def sample_tau(generator: Any, tau_min: int = 3, tau_max: int = 7) -> int:
     """τ uniform in {tau_min, ..., tau_max}, drawn from a CPU ``torch.Generator``."""
-    torch = require_torch()
+    torch = import_torch()
     tau_min = check_count(tau_min, "tau_min", 0)
     tau_max = check_count(tau_max, "tau_max", tau_min)
     return int(torch.randint(tau_min, tau_max + 1, (1,), generator=generator))
@@ -120,37 +118,68 @@ def lr_factor(config: BaselineConfig, step: int, steps_per_epoch: int) -> float:
         return (step + 1) / warmup
     if config.schedule == "cosine":
         total = config.epochs * steps_per_epoch
-        progress = (step - warmup) / max(1, total - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+        done = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(done, 1.0)))
     if config.schedule == "step":
         return config.step_gamma ** (step // (config.step_epochs * steps_per_epoch))
     return 1.0
 
 
-def _param_groups(model: Any, weight_decay: float) -> list[dict[str, Any]]:
-    """Weight decay on matrices only; biases and LayerNorm parameters are not decayed."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-    rest = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": rest, "weight_decay": 0.0},
-    ]
+def mask_batch(
+    clean: Any, n_masked: int, index_map: Any, n_tokens: int, generator: Any
+) -> tuple[Any, Any]:
+    """Zero ``n_masked`` patches of every image, a uniformly random subset per image.
+
+    Parameters
+    ----------
+    clean : torch.Tensor, shape (B, H, W)
+    n_masked : int
+        Patches masked per image, k = :func:`spinsa.tasks.masked_count` (fraction, N).
+    index_map : torch.Tensor, shape (H, W), int64, on clean's device
+        The token of every pixel (:meth:`spinsa.PatchEmbedding.token_index_map`).
+    n_tokens : int
+        N (given, not read off ``index_map``, to avoid a device synchronisation).
+    generator : torch.Generator on clean's device
+
+    Returns
+    -------
+    inputs : torch.Tensor, shape (B, H, W)
+        ``clean`` with the masked patches set to 0.
+    pixel_mask : torch.Tensor, shape (B, H, W), bool
+        True at masked pixels.
+    """
+    torch = import_torch()
+    B = clean.shape[0]
+    order = torch.rand((B, n_tokens), generator=generator, device=clean.device).argsort(dim=1)
+    mask = torch.zeros((B, n_tokens), dtype=torch.bool, device=clean.device)
+    pixel_mask = mask.scatter_(1, order[:, :n_masked], True)[:, index_map]
+    return clean.masked_fill(pixel_mask, 0.0), pixel_mask
 
 
-def _fingerprint(images: np.ndarray) -> str:
-    return hashlib.sha256(images.tobytes()).hexdigest()
+def noise_batch(clean: Any, variance: float, generator: Any) -> Any:
+    """Gaussian corruption with every image's mean and variance restored, then clipped.
 
+    y = x + sqrt(variance) z;  y' = m + (y - mean(y)) s / std(y)  (m, s: the clean image's mean
+    and population std over its pixels; y' = m where std(y) = 0);  clipped to [0, 1].
 
-def _atomic_save(obj: dict[str, Any], path: Path) -> None:
-    torch = require_torch()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    Parameters
+    ----------
+    clean : torch.Tensor, shape (B, H, W)
+    variance : float
+    generator : torch.Generator on clean's device
+
+    Returns
+    -------
+    torch.Tensor, shape (B, H, W)
+    """
+    torch = import_torch()
+    z = torch.randn(clean.shape, generator=generator, device=clean.device, dtype=clean.dtype)
+    noisy = clean + math.sqrt(variance) * z
+    dims = tuple(range(1, clean.ndim))
+    m, s = clean.mean(dim=dims, keepdim=True), clean.std(dim=dims, keepdim=True, correction=0)
+    my, sy = noisy.mean(dim=dims, keepdim=True), noisy.std(dim=dims, keepdim=True, correction=0)
+    ratio = torch.where(sy > 0, s / sy.clamp_min(torch.finfo(sy.dtype).tiny), 0.0)
+    return (m + (noisy - my) * ratio).clamp_(0.0, 1.0)
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -169,7 +198,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     FileNotFoundError, ValueError
         No file, or a file that is not a spinsa baseline checkpoint.
     """
-    torch = require_torch()
+    torch = import_torch()
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
@@ -182,24 +211,23 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     return ckpt
 
 
-def _history_from_lists(task: str, h: dict[str, list]) -> TrainHistory:
-    return TrainHistory(
-        task=task,
-        epoch_loss=np.asarray(h["epoch_loss"], dtype=np.float64),
-        epoch_seconds=np.asarray(h["epoch_seconds"], dtype=np.float64),
-        step_loss=np.asarray(h["step_loss"], dtype=np.float64),
-        step_lr=np.asarray(h["step_lr"], dtype=np.float64),
-        step_tau=np.asarray(h["step_tau"], dtype=np.int64),
-    )
-
-
-def _config_differences(saved: dict[str, Any], config: BaselineConfig) -> list[str]:
+def _check_resumable(ckpt: dict, path: Path, config: BaselineConfig, task: str, sha256: str):
+    """A ValueError unless the checkpoint has this config (but RESUME_NEUTRAL), task, images."""
     now = config.to_dict()
-    return [
-        f"{key}: checkpoint {saved.get(key)!r}, now {now[key]!r}"
+    diffs = [
+        f"{key}: checkpoint {ckpt['config'].get(key)!r}, now {now[key]!r}"
         for key in now
-        if key not in RESUME_NEUTRAL and saved.get(key) != now[key]
+        if key not in RESUME_NEUTRAL and ckpt["config"].get(key) != now[key]
     ]
+    if diffs:
+        raise ValueError(f"checkpoint {path} was written with another config: " + "; ".join(diffs))
+    if ckpt["task"] != task:
+        raise ValueError(f"checkpoint {path} is for task {ckpt['task']!r}, not {task!r}")
+    if ckpt["data"]["sha256"] != sha256:
+        raise ValueError(
+            f"checkpoint {path} was trained on other images (shape "
+            f"{tuple(ckpt['data']['shape'])}); pass the same images_train to resume"
+        )
 
 
 # --------------------------------------------------------------------------- training
@@ -223,8 +251,8 @@ def train_baseline(
     images_train : array_like, shape (P, H, W)
         Clean training images in [0, 1]; they are copied to the device once (float32).
     task : {"masked", "denoise"}
-        Masked prediction (``config.mask_fraction`` of the patches zeroed) or denoising
-        (Gaussian noise of ``config.noise_variance``).
+        Masked prediction (``config.n_masked`` patches zeroed) or denoising (Gaussian noise
+        of ``config.noise_variance``).
     checkpoint : path, optional
         Checkpoint file, written every ``config.checkpoint_every`` epochs and at the end.
     resume : bool
@@ -250,136 +278,111 @@ def train_baseline(
     FileExistsError
         ``checkpoint`` exists and ``resume`` is False.
     """
-    torch = require_torch()
-    from spinsa.baselines.models import RecycledBlock, build_model
+    torch = import_torch()
+    from spinsa.baselines.models import build_model
 
-    if not isinstance(config, BaselineConfig):
-        raise ValueError(f"config must be a BaselineConfig, got {type(config).__name__}")
+    model = build_model(config)  # checks the config
     check_choice(task, "task", TASKS)
     images = check_images(images_train, config.image_shape, "images_train")
+    end_epoch = config.epochs
     if stop_after is not None:
-        stop_after = check_count(stop_after, "stop_after", 1)
-    ckpt_path = Path(checkpoint) if checkpoint is not None else None
+        end_epoch = min(end_epoch, check_count(stop_after, "stop_after", 1))
+    path = Path(checkpoint) if checkpoint is not None else None
     device = resolve_device(config.device)
+    steps_per_epoch = math.ceil(images.shape[0] / config.batch_size)
+    sha256 = hashlib.sha256(images.tobytes()).hexdigest()
 
-    n_images = images.shape[0]
-    steps_per_epoch = math.ceil(n_images / config.batch_size)
-    fingerprint = _fingerprint(images)
-
-    model = build_model(config).to(device)
-    optimizer = torch.optim.AdamW(
-        _param_groups(model, config.weight_decay),
-        lr=config.lr,
-        betas=(0.9, 0.999),
-        fused=device.type == "cuda",  # one kernel per step on the GPU
-    )
+    model = model.to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [  # weight decay on matrices only, not on biases and LayerNorm parameters
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    # fused: one kernel per step on the GPU; betas (0.9, 0.999), the defaults
+    optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=device.type == "cuda")
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: lr_factor(config, s, steps_per_epoch)
     )
     gen_cpu = torch.Generator().manual_seed(config.seed)
     gen_dev = torch.Generator(device=device).manual_seed(config.seed + 1)
-    hist: dict[str, list] = {k: [] for k in TrainHistory.__dataclass_fields__ if k != "task"}
+    hist: dict[str, list] = {name: [] for name in _HISTORY}
     start_epoch = 0
 
-    if ckpt_path is not None and ckpt_path.exists():
+    if path is not None and path.exists():
         if not resume:
             raise FileExistsError(
-                f"checkpoint {ckpt_path} exists; pass resume=True to continue it, or remove it"
+                f"checkpoint {path} exists; pass resume=True to continue it, or remove it"
             )
-        ckpt = load_checkpoint(ckpt_path, map_location=device)
-        diffs = _config_differences(ckpt["config"], config)
-        if diffs:
-            raise ValueError(
-                f"checkpoint {ckpt_path} was written with another config: " + "; ".join(diffs)
-            )
-        if ckpt["task"] != task:
-            raise ValueError(f"checkpoint {ckpt_path} is for task {ckpt['task']!r}, not {task!r}")
-        if ckpt["data"]["sha256"] != fingerprint:
-            raise ValueError(
-                f"checkpoint {ckpt_path} was trained on other images (shape "
-                f"{tuple(ckpt['data']['shape'])}); pass the same images_train to resume"
-            )
+        ckpt = load_checkpoint(path, map_location=device)
+        _check_resumable(ckpt, path, config, task, sha256)
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
         gen_cpu.set_state(ckpt["rng_cpu"].cpu())
         if ckpt["device_type"] == device.type:
             gen_dev.set_state(ckpt["rng_device"].cpu())
-        else:
+        else:  # a CUDA generator's state does not fit a CPU one, and vice versa
             warnings.warn(
-                f"checkpoint {ckpt_path} was written on {ckpt['device_type']}, resuming on "
+                f"checkpoint {path} was written on {ckpt['device_type']}, resuming on "
                 f"{device.type}: masks and noise are redrawn from a new stream",
                 stacklevel=2,
             )
             gen_dev.manual_seed(config.seed + 1 + 1_000_003 * int(ckpt["epoch"]))
-        hist = {k: ckpt["history"][k].cpu().tolist() for k in hist}
+        hist = {k: v.tolist() for k, v in ckpt["history"].items()}
         start_epoch = int(ckpt["epoch"])
-
-    end_epoch = config.epochs if stop_after is None else min(config.epochs, stop_after)
-    if start_epoch >= end_epoch:
+    if start_epoch >= end_epoch:  # done earlier
         model.eval()
-        return model, _history_from_lists(task, hist)
+        return model, TrainHistory(task, **hist)
 
-    def save(epoch_done: int) -> None:
-        _atomic_save(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "config": config.to_dict(),
-                "task": task,
-                "epoch": epoch_done,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng_cpu": gen_cpu.get_state(),
-                "rng_device": gen_dev.get_state(),
-                "device_type": device.type,
-                "history": {
-                    k: torch.tensor(v, dtype=torch.int64 if k == "step_tau" else torch.float64)
-                    for k, v in hist.items()
-                },
-                "data": {"shape": list(images.shape), "sha256": fingerprint},
+    def save(epochs_done: int) -> None:
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "config": config.to_dict(),
+            "task": task,
+            "epoch": epochs_done,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng_cpu": gen_cpu.get_state(),
+            "rng_device": gen_dev.get_state(),
+            "device_type": device.type,
+            "history": {
+                k: torch.tensor(v, dtype=torch.int64 if k == "step_tau" else torch.float64)
+                for k, v in hist.items()
             },
-            ckpt_path,
-        )
+            "data": {"shape": list(images.shape), "sha256": sha256},
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            torch.save(state, tmp)
 
     data = torch.from_numpy(images).to(device)
-    index_map = torch.from_numpy(token_index_map(config.image_shape, config.patch)).to(device)
-    recycled = isinstance(model, RecycledBlock)
-    clip = config.grad_clip
-    mse = torch.nn.functional.mse_loss
-
-    from tqdm.auto import tqdm
-
-    bar = tqdm(
-        total=(end_epoch - start_epoch) * steps_per_epoch,
-        desc=f"{config.model} ({task})",
-        unit="step",
-        disable=not config.progress,
-        leave=False,
-    )
+    grid = PatchEmbedding(image_shape=config.image_shape, patch=config.patch)
+    index_map = torch.from_numpy(grid.token_index_map()).to(device)
+    recycled = config.model == "recycled"
+    n_steps = (end_epoch - start_epoch) * steps_per_epoch
     model.train()
-    try:
+    with progress(n_steps, f"{config.model} ({task})", "step", enabled=config.progress) as bar:
         for epoch in range(start_epoch, end_epoch):
             t0 = time.perf_counter()
-            perm = torch.randperm(n_images, generator=gen_cpu).to(device)
+            perm = torch.randperm(images.shape[0], generator=gen_cpu).to(device)
             losses = []
             for b in range(steps_per_epoch):
                 clean = data[perm[b * config.batch_size : (b + 1) * config.batch_size]]
                 if task == "masked":
                     inputs, _ = mask_batch(
-                        clean, config.n_masked, index_map, config.n_tokens, gen_dev
+                        clean, config.n_masked, index_map, grid.n_tokens, gen_dev
                     )
                 else:
                     inputs = noise_batch(clean, config.noise_variance, gen_dev)
                 tau = sample_tau(gen_cpu, config.tau_min, config.tau_max) if recycled else 0
                 hist["step_lr"].append(optimizer.param_groups[0]["lr"])
                 hist["step_tau"].append(tau)
-                out = model(inputs, tau) if recycled else model(inputs)
-                loss = mse(out, clean)
+                loss = torch.nn.functional.mse_loss(model(inputs, tau), clean)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                if clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+                if config.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
                 optimizer.step()
                 scheduler.step()
                 losses.append(loss.detach())
@@ -390,9 +393,7 @@ def train_baseline(
             hist["epoch_seconds"].append(time.perf_counter() - t0)
             bar.set_postfix(epoch=epoch + 1, loss=f"{hist['epoch_loss'][-1]:.4g}")
             done = epoch + 1
-            if ckpt_path is not None and (done % config.checkpoint_every == 0 or done == end_epoch):
+            if path is not None and (done % config.checkpoint_every == 0 or done == end_epoch):
                 save(done)
-    finally:
-        bar.close()
     model.eval()
-    return model, _history_from_lists(task, hist)
+    return model, TrainHistory(task, **hist)
