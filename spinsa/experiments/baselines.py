@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from spinsa._checks import check_count
+from spinsa._config import config_from_dict, config_to_dict
 from spinsa.baselines.config import BaselineConfig
 from spinsa.tasks import TASKS
 
@@ -112,20 +113,12 @@ class BaselinesSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain types (stored as the stage file's config)."""
-        return {
-            "recycled": self.recycled.to_dict(),
-            "vit": self.vit.to_dict(),
-            "n_train": self.n_train,
-            "T": self.T,
-            "n_patch_images": self.n_patch_images,
-            "bins": self.bins,
-            "seed": self.seed,
-        }
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> BaselinesSpec:
         """Inverse of :meth:`to_dict`."""
-        return cls(**values)
+        return config_from_dict(cls, values)
 
     @classmethod
     def for_run(cls, config, quick: bool = True) -> BaselinesSpec:
