@@ -661,10 +661,13 @@ def _fmt(value: float, digits: int = 4) -> str:
 
 
 def _pm(value: float, sem: float, digits: int = 4) -> str:
+    """``value ± sem``, with enough decimals to show the standard error's first digit."""
     if not np.isfinite(value):
         return "n/a"
     if not np.isfinite(sem):
         return _fmt(value, digits)
+    if 0 < sem < 0.5 * 10**-digits:  # it would print as 0
+        digits = 1 - math.floor(math.log10(sem))
     return f"{value:.{digits}f} ± {sem:.{digits}f}"
 
 
