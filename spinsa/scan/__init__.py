@@ -1,14 +1,11 @@
 """Phase scans: a base experiment over grids of parameters, resumable, on Dask or not.
 
-A scan file (TOML) holds a base config and the axes to vary (:mod:`spinsa.scan.spec`). Every
-point is one task that runs the point kind's function (:mod:`spinsa.scan.kinds`) and writes
-one HDF5 file named by the hash of its resolved config (:mod:`spinsa.scan.store`); the
-points run in this process, on a Dask ``LocalCluster``, on a batch system through
-dask-jobqueue, or on an existing Dask scheduler, and a re-run runs only the missing ones
-(:mod:`spinsa.scan.run`). :func:`collect` gathers the point files into one xarray
-``Dataset`` with the axes as dimensions, and draws phase diagrams.
-
-::
+A scan file (TOML, :mod:`spinsa.scan.spec`) holds a base config and the axes to vary. Every
+point runs the point kind's function (:mod:`spinsa.scan.kinds`) and writes one HDF5 file
+named by the hash of its resolved config (:mod:`spinsa.scan.store`); the points run in this
+process, on a Dask ``LocalCluster``, on a batch system through dask-jobqueue or on a running
+Dask scheduler, and a re-run runs only the missing ones (:mod:`spinsa.scan.run`).
+:func:`collect` gathers the point files into one xarray ``Dataset`` over the axes::
 
     from spinsa import scan
     spec = scan.load_scan("analysis/configs/scan_example.toml")
@@ -20,46 +17,18 @@ Importing this package imports neither dask nor xarray nor matplotlib; the funct
 need them import them, and say ``pip install "spinsa[cluster]"`` when they are missing.
 """
 
-from spinsa.scan.collect import (
-    DIAGRAM_VARIABLES,
-    collect,
-    draw_phase_diagrams,
-    open_collected,
-    phase_diagram,
-)
-from spinsa.scan.kinds import (
-    POINT_KINDS,
-    PointKind,
-    SyntheticConfig,
-    point_kind,
-    summarize_experiment,
-)
-from spinsa.scan.run import CLUSTERS, MissingDependencyError, ScanReport, run_scan
+from spinsa.scan.collect import collect, draw_phase_diagrams, open_collected, phase_diagram
+from spinsa.scan.kinds import PointKind, SyntheticConfig, point_kind, summarize_experiment
+from spinsa.scan.run import MissingDependencyError, ScanReport, run_scan
 from spinsa.scan.spec import Axis, ScanPoint, ScanSpec, axis_values, load_scan, point_key
 from spinsa.scan.store import PointStore, ScanDir, ScanMismatchError
 
+# fmt: off
 __all__ = [
-    "CLUSTERS",
-    "DIAGRAM_VARIABLES",
-    "POINT_KINDS",
-    "Axis",
-    "MissingDependencyError",
-    "PointKind",
-    "PointStore",
-    "ScanDir",
-    "ScanMismatchError",
-    "ScanPoint",
-    "ScanReport",
-    "ScanSpec",
-    "SyntheticConfig",
-    "axis_values",
-    "collect",
-    "draw_phase_diagrams",
-    "load_scan",
-    "open_collected",
-    "phase_diagram",
-    "point_key",
-    "point_kind",
-    "run_scan",
-    "summarize_experiment",
+    "Axis", "ScanPoint", "ScanSpec", "axis_values", "load_scan", "point_key",  # spec
+    "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment",  # kinds
+    "PointStore", "ScanDir", "ScanMismatchError",  # store
+    "MissingDependencyError", "ScanReport", "run_scan",  # run
+    "collect", "draw_phase_diagrams", "open_collected", "phase_diagram",  # collect
 ]
+# fmt: on

@@ -20,7 +20,6 @@ import json
 from pathlib import Path
 
 RUN_CLUSTERS = ("local", "serial", "slurm", "pbs", "sge", "lsf")
-MAX_ROWS = 40
 
 
 def _one_line_errors(handler):
@@ -44,42 +43,32 @@ def add_parser(sub) -> None:
         "scan",
         help="phase scans: plan, run (locally or on a cluster) and collect",
         description="Scan a base experiment over grids of parameters (a TOML scan file), one "
-        "HDF5 file per point, on a Dask cluster: the local machine by default, a batch system "
-        "(SLURM, PBS, SGE, LSF) through dask-jobqueue, or a running Dask scheduler. Re-running "
-        "a scan runs only its missing points.",
+        "HDF5 file per point, on the local machine, a batch system (SLURM, PBS, SGE, LSF) "
+        "through dask-jobqueue, or a running Dask scheduler. Re-running a scan runs only its "
+        "missing points.",
     )
     p.set_defaults(func=lambda args: p.print_help() or 0)
     actions = p.add_subparsers(title="actions", metavar="ACTION")
 
     pl = actions.add_parser(
         "plan",
-        help="print the points and their files, without running",
-        description="Expand the scan file into its points and check them (axis names, values) "
-        "without running anything: print each point's coordinates and file name (the hash of "
-        "its parameters); with --out, also which points are done. With --cluster "
-        "slurm|pbs|sge|lsf, also the job script that `spinsa scan run` would submit.",
+        help="check the scan and print its points, without running",
+        description="Expand the scan file and check every point's config; print each point's "
+        "file name (the hash of its parameters) and coordinates, with --out whether it is "
+        "done, and with --cluster slurm|pbs|sge|lsf the job script `run` would submit.",
     )
     pl.add_argument("scan", type=Path, help="scan file (TOML)")
     pl.add_argument("--out", type=Path, help="scan directory: show which points are done")
-    pl.add_argument("--all", action="store_true", help=f"print every point, not {MAX_ROWS}")
-    pl.add_argument(
-        "--cluster",
-        choices=RUN_CLUSTERS,
-        default="local",
-        help="with a batch system: print its job script too",
-    )
-    pl.add_argument("--json", action="store_true", help="print the points as JSON instead")
+    pl.add_argument("--cluster", choices=RUN_CLUSTERS, default="local", help="batch system")
     pl.set_defaults(func=_one_line_errors(_cmd_plan))
 
     r = actions.add_parser(
         "run",
         help="run the points that are not done yet",
-        description="Run every point of the scan that has no finished file in OUT, one Dask "
-        "task per point (for an experiment: the fit, then the masked and denoising tasks), "
-        "each writing one HDF5 file OUT/points/KEY.h5 named by the hash of its parameters. A "
-        "point that raises is retried, then recorded as failed (OUT/points/KEY.error, with "
-        "its traceback), and the scan goes on. Interrupt at any time: finished points are "
-        "kept and the same command resumes.",
+        description="Run every point of the scan that has no finished file OUT/points/KEY.h5 "
+        "(KEY: the hash of its parameters), one Dask task per point. A point that raises is "
+        "retried, then recorded as failed (OUT/points/KEY.error, with its traceback), and the "
+        "scan goes on. Interrupt at any time: the same command resumes.",
     )
     r.add_argument("scan", type=Path, help="scan file (TOML)")
     r.add_argument("--out", type=Path, required=True, help="scan directory")
@@ -87,72 +76,34 @@ def add_parser(sub) -> None:
         "--cluster",
         choices=RUN_CLUSTERS,
         default="local",
-        help="local: a Dask LocalCluster on this machine (default); serial: one point after "
-        "the other in this process, no Dask; slurm/pbs/sge/lsf: batch jobs through "
-        "dask-jobqueue, configured by the scan file's [cluster] table",
+        help="local: a Dask LocalCluster (default); serial: one point after the other in this "
+        "process; slurm/pbs/sge/lsf: batch jobs set up by the scan file's [cluster] table",
     )
-    r.add_argument(
-        "--scheduler", metavar="ADDRESS", help="an existing Dask scheduler (overrides --cluster)"
-    )
-    r.add_argument(
-        "--workers",
-        type=int,
-        help="local: worker processes (default: one per core); batch: workers in all",
-    )
-    r.add_argument(
-        "--threads-per-point",
-        type=int,
-        help="numba/torch threads of each point (default: cores per worker)",
-    )
-    r.add_argument("--retries", type=int, help="re-runs of a point that raises (default: scan's)")
-    r.add_argument(
-        "--force",
-        action="store_true",
-        help="use OUT even if it was made by a different scan file (shared points are kept)",
-    )
+    r.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler")
+    r.add_argument("--workers", type=int, help="local: processes (one per core); batch: in all")
+    r.add_argument("--threads-per-point", type=int, help="default: cores per worker")
+    r.add_argument("--retries", type=int, help="re-runs of a point that raises")
+    r.add_argument("--force", action="store_true", help="take OUT over from another scan")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=_one_line_errors(_cmd_run))
 
     c = actions.add_parser(
         "collect",
         help="gather the results into one dataset and draw phase diagrams",
-        description="Read every finished point of the scan directory into one xarray Dataset "
-        "with the scan's axes as dimensions (scalars and curves; missing points are NaN), "
-        "save it as netCDF-4/HDF5 (h5netcdf), and draw phase diagrams: heat maps of the "
-        "chosen variables over two axes, the other axes fixed (--fix) or reduced (--reduce). "
-        "Defaults come from the scan file's [collect] table (x, y, variables, fix, reduce, "
-        "include, format); flags override them.",
+        description="Read the finished points into one xarray Dataset over the scan's axes "
+        "(missing points are NaN), save it as DIR/collected.nc (netCDF-4 via h5netcdf), and "
+        "draw heat maps of the chosen variables over two axes, the other axes fixed (--fix) "
+        "or reduced (--reduce). The scan file's [collect] table gives the defaults.",
     )
     c.add_argument("dir", type=Path, help="scan directory")
-    c.add_argument("--out", type=Path, help="dataset file (default: DIR/collected.nc)")
-    c.add_argument(
-        "--include",
-        action="append",
-        metavar="PATTERN",
-        help="keep only the variables matching this glob pattern (repeatable)",
-    )
-    c.add_argument(
-        "--var",
-        action="append",
-        metavar="NAME",
-        help="draw this variable (repeatable; default: best_error, best_t, lifetime, "
-        "n_attractors, mean_overlap where present)",
-    )
+    c.add_argument("--include", action="append", metavar="GLOB", help="keep matching variables")
+    c.add_argument("--var", action="append", dest="variables", metavar="NAME", help="draw it")
     c.add_argument("--x", metavar="DIM", help="axis on the horizontal axis")
     c.add_argument("--y", metavar="DIM", help="axis on the vertical axis")
-    c.add_argument(
-        "--fix",
-        action="append",
-        metavar="DIM=VALUE",
-        help="hold an axis at a value (repeatable; e.g. --fix t=10)",
-    )
-    c.add_argument(
-        "--reduce",
-        choices=("mean", "median", "min", "max"),
-        help="how the other axes are reduced (default: mean)",
-    )
+    c.add_argument("--fix", action="append", metavar="DIM=VALUE", help="e.g. --fix t=10")
+    c.add_argument("--reduce", choices=("mean", "median", "min", "max"), help="default: mean")
     c.add_argument("--figures", type=Path, help="figure directory (default: DIR/figures)")
-    c.add_argument("--format", help="figure format: png, pdf, svg (default png)")
+    c.add_argument("--format", help="figure format: png (default), pdf, svg")
     c.add_argument("--no-figures", action="store_true", help="save the dataset only")
     c.set_defaults(func=_one_line_errors(_cmd_collect))
 
@@ -162,41 +113,29 @@ def _cmd_plan(args) -> int:
     from spinsa.scan.store import ScanDir, ScanMismatchError
 
     spec = load_scan(args.scan)
-    points = spec.points()
-    status = None
+    points = spec.points()  # checks every point's config
+    status = [""] * len(points)
     if args.out is not None and ScanDir(args.out).record.is_file():
         sd = ScanDir(args.out)
         if sd.read()[0].scan_hash != spec.scan_hash:
             raise ScanMismatchError(f"{args.out} holds a scan made by a different scan file")
-        store = sd.points
+        done = {p.key: "done" for p in points if sd.points.file(p.key).exists()}
         status = [
-            "done" if store.file(p.key).exists() else "failed" if store.error(p.key) else "pending"
-            for p in points
+            done.get(p.key, "failed" if sd.points.error(p.key) else "pending") for p in points
         ]
-    if args.json:
-        rows = [{"index": p.index, "coords": p.coords, "key": p.key} for p in points]
-        for row, s in zip(rows, status or [], strict=False):
-            row["status"] = s
-        print(json.dumps({"scan_hash": spec.scan_hash, "points": rows}, indent=1))
-        return 0
     dims = " × ".join(f"{a.name} ({a.size})" for a in spec.axes)
     print(f"scan {spec.name!r}: {len(points)} points = {dims}; point kind {spec.point!r}")
-    print(f"scan hash {spec.scan_hash[:12]}")
-    for a in spec.axes:
-        if a.zipped:
-            print(f"  {a.name}: zipped {', '.join(a.keys)}")
-    table = [["#", *spec.dims, "key", *(["status"] if status else [])]]
-    for i, p in enumerate(points):
-        coords = [f"{v:g}" if isinstance(v, float) else str(v) for v in p.coords.values()]
-        table.append([str(i), *coords, p.key, *([status[i]] if status else [])])
-    if not args.all and len(table) > MAX_ROWS + 1:
-        table = [*table[: MAX_ROWS - 4], ["..."], *table[-5:]]
-    widths = [max(len(row[j]) for row in table if j < len(row)) for j in range(len(table[0]))]
-    for row in table:
-        print("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip())
-    if status:
-        counts = {s: status.count(s) for s in ("done", "failed", "pending")}
-        print("status: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    for a in (a for a in spec.axes if a.zipped):
+        print(f"  {a.name}: zipped {', '.join(a.keys)}")
+    for i, (p, s) in enumerate(zip(points, status, strict=True)):
+        coords = ", ".join(
+            f"{d}={v:g}" if isinstance(v, float) else f"{d}={v}" for d, v in p.coords.items()
+        )
+        print(f"{i:>5}  {p.key}  {coords}  {s}".rstrip())
+    if any(status):
+        print(
+            "status: " + ", ".join(f"{status.count(s)} {s}" for s in ("done", "failed", "pending"))
+        )
     if args.cluster not in ("local", "serial"):
         print(f"\n{_job_script(args.cluster, spec.cluster, args.out)}")
     return 0
@@ -241,10 +180,15 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_collect(args) -> int:
-    from spinsa.scan.collect import COLLECTED_FILE, collect, draw_phase_diagrams
+    from spinsa.scan.collect import collect, draw_phase_diagrams
     from spinsa.scan.store import ScanDir
 
     defaults = ScanDir(args.dir).read()[0].collect  # the scan file's [collect] table
+
+    def option(name: str, default=None):
+        value = getattr(args, name)
+        return value if value is not None else defaults.get(name, default)
+
     fixed = dict(defaults.get("fix", {}))
     for item in args.fix or []:
         dim, sep, value = item.partition("=")
@@ -254,30 +198,23 @@ def _cmd_collect(args) -> int:
             fixed[dim] = json.loads(value)
         except json.JSONDecodeError:  # a string coordinate, written bare
             fixed[dim] = value
-    out = args.out if args.out is not None else args.dir / COLLECTED_FILE
-    include = args.include if args.include is not None else defaults.get("include")
-    ds = collect(args.dir, out.resolve(), include=include)
+    ds = collect(args.dir, include=option("include"))
     print(
-        f"{ds.attrs['n_done']}/{ds.attrs['n_points']} points collected into {out} "
-        f"({len(ds.data_vars) - 2} variables over {', '.join(map(str, ds.dims))})"
+        f"{ds.attrs['n_done']}/{ds.attrs['n_points']} points collected into "
+        f"{args.dir / 'collected.nc'} ({len(ds.data_vars) - 2} variables over "
+        f"{', '.join(map(str, ds.dims))})"
     )
-    if args.no_figures:
-        return 0
-
-    def option(name: str, default=None):
-        value = getattr(args, name)
-        return value if value is not None else defaults.get(name, default)
-
-    paths = draw_phase_diagrams(
-        ds,
-        args.figures if args.figures is not None else args.dir / "figures",
-        args.var if args.var is not None else defaults.get("variables"),
-        x=option("x"),
-        y=option("y"),
-        fixed=fixed,
-        reduce=option("reduce", "mean"),
-        fmt=option("format", "png"),
-    )
-    for path in paths:
-        print(f"  {path}")
+    if not args.no_figures:
+        figures = args.figures if args.figures is not None else args.dir / "figures"
+        for path in draw_phase_diagrams(
+            ds,
+            figures,
+            option("variables"),
+            x=option("x"),
+            y=option("y"),
+            fixed=fixed,
+            reduce=option("reduce", "mean"),
+            fmt=option("format", "png"),
+        ):
+            print(f"  {path}")
     return 0

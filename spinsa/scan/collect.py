@@ -218,23 +218,18 @@ def phase_diagram(
     ax=None,
     log: bool | None = None,
 ):
-    """Draw ``var`` as a heat map over the dimensions ``x`` and ``y`` (xarray's plotting).
+    """Draw the variable ``var`` of ``ds`` (from :func:`collect`) as a heat map over ``x``, ``y``.
 
     Parameters
     ----------
-    ds : xarray.Dataset
-        What :func:`collect` returned (or :func:`open_collected` read).
-    var : str
-        A variable of ``ds`` (``"best_error"``...).
     x, y : str, optional
-        Dimensions on the horizontal and vertical axes; default: the first two of the
-        variable's dimensions with more than one value (after ``fixed``). With one such
-        dimension, a line is drawn instead.
+        Dimensions on the horizontal and vertical axes; default: the first two with more
+        than one value (after ``fixed``). With only one, a line is drawn instead.
     fixed : mapping, optional
         ``dimension -> value`` to hold fixed (the nearest value on a numeric axis;
         ``{"t": 10}`` picks a time of a curve).
     reduce : {"mean", "median", "min", "max"}
-        How the remaining dimensions (seeds, say) are reduced; NaN (missing points) skipped.
+        How the other dimensions (seeds, say) are reduced; NaN (missing points) skipped.
     ax : matplotlib Axes, optional
         Where to draw; default: a new figure (``ax.figure`` to save it).
     log : bool, optional
@@ -296,26 +291,11 @@ def draw_phase_diagrams(
     fmt: str = "png",
     dpi: int = 120,
 ) -> list[Path]:
-    """Draw one phase diagram per variable into ``out_dir/<variable>.<fmt>``.
+    """Draw :func:`phase_diagram` of every variable into ``out_dir/<variable>.<fmt>``.
 
-    Parameters
-    ----------
-    ds : xarray.Dataset
-    out_dir : path
-        Created if needed.
-    variables : sequence of str, optional
-        Default: those of :data:`DIAGRAM_VARIABLES` that ``ds`` has (also as
-        ``<task>.<name>``), else its scalar variables (at most 12).
-    x, y, fixed, reduce
-        As in :func:`phase_diagram`.
-    fmt : str
-        File format (``"png"``, ``"pdf"``, ``"svg"``).
-    dpi : int
-
-    Returns
-    -------
-    list of Path
-        The files written.
+    ``variables`` defaults to those of :data:`DIAGRAM_VARIABLES` that ``ds`` has (also as
+    ``<task>.<name>``), else to its scalar variables (at most 12); ``x``, ``y``, ``fixed``
+    and ``reduce`` are as in :func:`phase_diagram`. Returns the paths of the files written.
     """
     from spinsa.plotting import new_figure, save_figure
 

@@ -223,9 +223,10 @@ class SyntheticConfig:
 def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
     """Run one synthetic point in memory: the arrays of its ``/summary`` (see
     :class:`SyntheticConfig`)."""
-    import spinsa
     from spinsa.analysis import cluster_states, mean_pattern, overlap_lifetimes, target_overlaps
+    from spinsa.couplings import hebbian_couplings
     from spinsa.datasets import correlated_patterns
+    from spinsa.model import run
 
     p, dyn = config.patterns, config.dynamics
     rng = np.random.default_rng(config.seed)
@@ -233,9 +234,9 @@ def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
     x0 = xi + config.corruption.noise * rng.standard_normal(xi.shape).astype(xi.dtype)
     norms = np.linalg.norm(x0, axis=-1, keepdims=True)
     x0 = np.where(norms > 0, x0 / np.where(norms > 0, norms, 1), xi).astype(xi.dtype)
-    J = spinsa.hebbian_couplings(xi)
+    J = hebbian_couplings(xi)
     kwargs = dict(gamma=dyn.gamma, norm=dyn.norm, update=dyn.update, seed=config.seed)
-    traj = spinsa.run(x0, J, dyn.lam, dyn.steps, **kwargs)
+    traj = run(x0, J, dyn.lam, dyn.steps, **kwargs)
     states, xi64 = traj.states.astype(np.float64), xi.astype(np.float64)
     m = target_overlaps(states, xi64)  # (T, P)
     error = (0.5 * ((states - xi64) ** 2).sum(-1).mean(-1)).mean(axis=1)  # (T,)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import math
 import os
 import sys
@@ -89,25 +90,11 @@ def _thread_limits(threads: int) -> Iterator[None]:
 
 
 def run_point(run: Callable, config: dict, store: str | os.PathLike, key: str, threads: int):
-    """Run one point (the task a Dask worker, or this process, executes).
+    """Run one point: ``run(config, store/KEY.h5)`` with ``threads`` threads for numba,
+    torch and OpenMP/BLAS (the task a Dask worker, or this process, executes).
 
-    Parameters
-    ----------
-    run : callable
-        The point kind's ``run(config, out_path)``.
-    config : dict
-        The point's resolved config.
-    store : path
-        The :class:`~spinsa.scan.store.PointStore` directory; the file is ``store/KEY.h5``.
-    key : str
-    threads : int
-        Threads for numba, torch and OpenMP/BLAS.
-
-    Returns
-    -------
-    bool
-        False when the file was complete already (a worker died after writing it, or
-        another client ran the point), True when the point ran.
+    Returns False, running nothing, when the file is complete already (a worker died after
+    writing it, or another client ran the point), and True when the point ran.
     """
     points = PointStore(store)
     if points.done(key):
@@ -142,10 +129,13 @@ class ScanReport:
     n_points: int
     n_skipped: int
     n_run: int
-    n_failed: int
     seconds: float
     cluster: str
     failed: tuple[str, ...] = ()
+
+    @property
+    def n_failed(self) -> int:
+        return len(self.failed)
 
     @property
     def complete(self) -> bool:
@@ -237,19 +227,13 @@ def run_scan(
     out : path
         The scan directory (:mod:`spinsa.scan.store`), created if needed.
     cluster : {"local", "serial", "slurm", "pbs", "sge", "lsf"}
-        Where the points run (see the module docstring).
-    scheduler : str, optional
-        Address (or scheduler file) of a running Dask scheduler; overrides ``cluster``.
-    workers : int, optional
-        local: worker processes (default: one per core); batch systems: workers in all.
-    threads_per_point : int, optional
-        numba/torch threads of every point (default: see the module docstring).
+    scheduler, workers, threads_per_point
+        See :func:`open_client` and the module docstring.
     retries : int, optional
         Default: the scan's ``retries``.
     force : bool
         Take over a directory made by a different scan (:meth:`ScanDir.prepare`).
     progress : bool
-        Show a progress bar.
     client : dask.distributed.Client, optional
         Run on this client (left running); ``cluster``, ``scheduler``, ``workers`` ignored.
     kind : PointKind, optional
@@ -265,6 +249,9 @@ def run_scan(
     spec = scan if isinstance(scan, ScanSpec) else load_scan(scan)
     check_choice(cluster, "cluster", CLUSTERS)
     retries = check_count(spec.retries if retries is None else retries, "retries")
+    for name, value in (("workers", workers), ("threads_per_point", threads_per_point)):
+        if value is not None:
+            check_count(value, name, 1)
     kind = point_kind(spec.point) if kind is None else kind
     points = spec.points(kind)
     where = "client" if client is not None else "scheduler" if scheduler is not None else cluster
@@ -281,7 +268,7 @@ def run_scan(
     todo = [p for p in points if not store.done(p.key)]
     say(f"{spec.name}: {len(points)} points, {len(points) - len(todo)} done, {len(todo)} to run")
     failed: list[str] = []
-    with progress_bar(len(todo), spec.name, "point", enabled=progress) as bar:
+    with progress_bar(len(todo), spec.name, "point", enabled=progress and bool(todo)) as bar:
 
         def finish(key: str, error: str | None) -> None:
             store.set_error(key, error)
@@ -309,7 +296,6 @@ def run_scan(
         n_points=len(points),
         n_skipped=len(points) - len(todo),
         n_run=len(todo) - len(failed),
-        n_failed=len(failed),
         seconds=time.perf_counter() - t0,
         cluster=where,
         failed=tuple(failed),
@@ -333,11 +319,7 @@ def threads_from_workers(client) -> int:
 
 
 def _dashboard_address() -> str | None:
-    try:
-        import bokeh  # noqa: F401  - the dashboard needs it
-    except ImportError:
-        return None
-    return ":8787"
+    return ":8787" if importlib.util.find_spec("bokeh") else None  # the dashboard needs bokeh
 
 
 def jobqueue_cluster(
@@ -347,25 +329,12 @@ def jobqueue_cluster(
     threads_per_point: int | None = None,
     log_directory: str | os.PathLike | None = None,
 ):
-    """A dask-jobqueue cluster object for ``cluster`` (not scaled: no job is submitted).
+    """A dask-jobqueue cluster object and the threads of every point (no job submitted).
 
-    Parameters
-    ----------
-    cluster : {"slurm", "pbs", "sge", "lsf"}
-    options : mapping
-        The ``[cluster]`` table: dask-jobqueue's arguments (``cores``, ``processes``,
-        ``memory``, ``walltime``, ``queue``...); spinsa's own ``jobs`` and ``adapt`` are
-        left out here.
-    threads_per_point : int, optional
-        Default: ``cores // processes``.
-    log_directory : path, optional
-        Where the jobs' output goes, unless ``options`` says.
-
-    Returns
-    -------
-    cluster : dask_jobqueue.JobQueueCluster
-    threads : int
-        Threads of every point.
+    ``options`` is the ``[cluster]`` table: dask-jobqueue's arguments (``cores``,
+    ``processes``, ``memory``, ``walltime``, ``queue``...) and spinsa's own ``jobs`` and
+    ``adapt``, left out here. Every point runs with ``threads_per_point`` threads (default:
+    ``cores // processes``); the jobs write their output to ``log_directory``.
     """
     check_choice(cluster, "cluster", tuple(JOBQUEUE_CLASSES))
     cls = getattr(require("dask_jobqueue", f"--cluster {cluster}"), JOBQUEUE_CLASSES[cluster])
@@ -411,7 +380,7 @@ def open_client(
         Address of a running Dask scheduler (``tcp://host:8786``) or a scheduler file.
     workers : int, optional
         local: worker processes (default: one per core); batch systems: workers in all
-        (default: ``[cluster] jobs`` jobs, 1 if unset).
+        (default: the ``[cluster]`` table's ``jobs`` jobs, or ``adapt``).
     threads_per_point : int, optional
         Threads of every point (default: see the module docstring).
     options : mapping, optional
@@ -423,18 +392,10 @@ def open_client(
 
     Yields
     ------
-    client : dask.distributed.Client
-    threads : int
-        Threads of every point.
-    resources : dict or None
-        The Dask resources every point asks for.
-    description : str
-        One line for the user: workers, threads, dashboard.
+    client, threads, resources, description
+        The client; the threads of every point; the Dask resources every point asks for
+        (or None); one line for the user (workers, threads, dashboard).
     """
-    if workers is not None:
-        check_count(workers, "workers", 1)
-    if threads_per_point is not None:
-        check_count(threads_per_point, "threads_per_point", 1)
     if client is not None:
         threads = threads_per_point or threads_from_workers(client)
         yield client, threads, None, f"client {client}: {threads} threads per point"
@@ -459,7 +420,10 @@ def open_client(
                 env=dict.fromkeys(THREAD_VARIABLES, str(threads)),
             )
             client = stack.enter_context(distributed.Client(stack.enter_context(local)))
-            description = f"local cluster: {n} worker processes × {threads} threads per point"
+            plural = "s" if threads > 1 else ""
+            description = (
+                f"local cluster: {n} worker processes × {threads} thread{plural} per point"
+            )
             if _dashboard_address():
                 description += f", dashboard {client.dashboard_link}"
         else:

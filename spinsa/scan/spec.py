@@ -38,26 +38,14 @@ def _is_int(value: Any) -> bool:
 
 
 def axis_values(spec: Any, name: str, *, unique: bool = True) -> tuple:
-    """The values of one axis from its TOML specification.
+    """The values of the axis ``name`` from its TOML specification ``spec``.
 
-    Parameters
-    ----------
-    spec : list or mapping
-        ``[v0, v1, ...]`` or ``{values = [...]}``: these values;
-        ``{start, stop, num}``: ``num`` values from ``start`` to ``stop`` inclusive, evenly
-        spaced (integers when both ends are integers and every value is one);
-        ``{..., log = true}``: geometrically spaced; ``{..., int = true}``: rounded to
-        integers; ``{range = n}``, ``{range = [a, b]}``, ``{range = [a, b, step]}``: the
-        integers of Python's ``range`` (seeds as an axis).
-    name : str
-        The axis, for error messages.
-    unique : bool
-        Refuse repeated values (a coordinate must not repeat; a zipped key may).
-
-    Returns
-    -------
-    tuple
-        The values, never empty.
+    ``[v0, v1, ...]`` or ``{values = [...]}``: these values; ``{start, stop, num}``: ``num``
+    values from ``start`` to ``stop`` inclusive, evenly spaced (integers when both ends are
+    integers and every value is one); ``{..., log = true}``: geometrically spaced;
+    ``{..., int = true}``: rounded to integers; ``{range = n}``, ``{range = [a, b]}``,
+    ``{range = [a, b, step]}``: the integers of Python's ``range`` (seeds as an axis).
+    Returns a non-empty tuple; ``unique`` refuses repeats (a zipped key may repeat values).
     """
     if isinstance(spec, Mapping):
         unknown = sorted(set(spec) - set(AXIS_KEYS))
@@ -116,21 +104,11 @@ def _spaced(spec: Mapping, name: str) -> list:
 
 @dataclass(frozen=True)
 class Axis:
-    """One dimension of a scan.
-
-    Attributes
-    ----------
-    name : str
-        The config key of a grid axis (``"fit.lam"``), the name of a zipped group.
-    keys : tuple of str
-        The config keys set along this dimension (one for a grid axis).
-    values : tuple of tuple
-        ``values[k][i]``: the value of ``keys[k]`` at position ``i``.
-    coord : tuple
-        The coordinate of every position: the values of a grid axis, the label of a zipped
-        group (``0, 1, ...`` when it has none).
-    zipped : bool
-    """
+    """One dimension of a scan, called ``name``: the config key of a grid axis
+    (``"fit.lam"``) or the name of a zipped group, along which the config ``keys`` take the
+    ``values`` (``values[k][i]``: the value of ``keys[k]`` at position ``i``). ``coord`` is
+    the coordinate of every position: the values of a grid axis, the label of a zipped
+    group (``0, 1, ...`` when it has none)."""
 
     name: str
     keys: tuple[str, ...]
@@ -167,19 +145,9 @@ def point_key(kind: str, config: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class ScanPoint:
-    """One point of a scan.
-
-    Attributes
-    ----------
-    index : tuple of int
-        Position along every dimension (in the order of :attr:`ScanSpec.dims`).
-    coords : dict
-        ``dimension -> coordinate``.
-    config : dict
-        The point's whole resolved config (nested).
-    key : str
-        :func:`point_key` of the config: the point's file is ``points/KEY.h5``.
-    """
+    """One point of a scan: its ``index`` along every dimension (in the order of
+    :attr:`ScanSpec.dims`), its ``coords`` (``dimension -> coordinate``), its whole resolved
+    ``config`` (nested) and its ``key`` (:func:`point_key`: its file is ``points/KEY.h5``)."""
 
     index: tuple[int, ...]
     coords: dict[str, Any]
@@ -193,18 +161,15 @@ class ScanSpec:
 
     Attributes
     ----------
-    name : str
     point : str
         The point kind: ``"experiment"``, ``"synthetic"`` or ``"package.module:function"``.
     base : dict
         The base config as written (nested); the point kind fills in the defaults.
-    axes : tuple of Axis
     retries : int
         Re-runs of a point that raises before it is recorded as failed.
     cluster, collect : dict
         The ``[cluster]`` table (dask-jobqueue's arguments) and the ``[collect]`` table
         (defaults of ``spinsa scan collect``).
-    description : str
     """
 
     name: str
@@ -251,18 +216,10 @@ class ScanSpec:
     def points(self, kind: PointKind | None = None) -> list[ScanPoint]:
         """Every point of the grid, in C order (the last dimension varies fastest).
 
-        Parameters
-        ----------
-        kind : PointKind, optional
-            Resolves the configs; default: :func:`spinsa.scan.kinds.point_kind` of
-            :attr:`point`.
-
-        Raises
-        ------
-        ValueError
-            An axis name that is not a key of the config (the message lists the valid
-            ones), a value the config refuses (the message names the point), or two points
-            with the same resolved config.
+        ``kind`` resolves the configs (default: the kind named :attr:`point`). Raises
+        ``ValueError`` for an axis name that is not a key of the config (listing the valid
+        ones), a value the config refuses (naming the point), or two points with the same
+        resolved config.
         """
         kind = point_kind(self.point) if kind is None else kind
         try:
@@ -344,19 +301,12 @@ def _merge(base: dict, over: Mapping) -> dict:
 
 
 def load_scan(path: str | os.PathLike) -> ScanSpec:
-    """Read a scan file (TOML; format in docs/scans.md).
+    """The :class:`ScanSpec` of a scan file (TOML; its format: docs/scans.md).
 
-    Parameters
-    ----------
-    path : str or PathLike
-
-    Returns
-    -------
-    ScanSpec
-        Axes expanded and checked (no empty axis, equal lengths in zipped groups, no key
-        set twice). ``[scan] base = "file.toml"`` (relative to the scan file) is read under
-        the scan file's own tables. Axis names and values are checked against the point
-        kind's config when the points are made (:meth:`ScanSpec.points`).
+    The axes are expanded and checked (no empty axis, equal lengths in zipped groups, no
+    key set twice); ``[scan] base = "file.toml"`` (relative to the scan file) is read under
+    the scan file's own tables. Axis names and values are checked against the point kind's
+    config when the points are made (:meth:`ScanSpec.points`).
     """
     path = Path(path)
     doc = read_toml(path)

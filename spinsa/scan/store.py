@@ -32,12 +32,7 @@ class ScanMismatchError(ValueError):
 
 
 class PointStore:
-    """A directory of point files named by the hash of their config (created if needed).
-
-    Parameters
-    ----------
-    path : str or PathLike
-    """
+    """The directory ``path`` (created if needed) of point files named by their config's hash."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -80,12 +75,7 @@ class PointStore:
 
 
 class ScanDir:
-    """A scan directory (see the module docstring).
-
-    Parameters
-    ----------
-    path : str or PathLike
-    """
+    """The scan directory ``path`` (see the module docstring)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
