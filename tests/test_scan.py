@@ -348,6 +348,11 @@ def test_a_point_that_raises_is_retried_recorded_and_the_scan_goes_on(tmp_path):
     again = run_scan(seed_spec(4, seed=0), out, cluster="serial", kind=kind, progress=False)
     assert (again.n_skipped, again.n_run, again.n_failed) == (3, 0, 1)
     assert flaky.calls[1] == 6 and flaky.calls[0] == 1
+    # once the cause is fixed, the point runs and its error record goes
+    fixed = PointKind("flaky", _value_point, set_dotted)
+    third = run_scan(seed_spec(4, seed=0), out, cluster="serial", kind=fixed, progress=False)
+    assert (third.n_skipped, third.n_run, third.n_failed) == (3, 1, 0)
+    assert not list((out / "points").glob("*.error"))
 
 
 class _Interrupt:
@@ -364,7 +369,7 @@ class _Interrupt:
 
 
 def test_interrupted_serial_scan_resumes_with_equal_results(scan_file, tmp_path):
-    pytest.importorskip("xarray")
+    xr = pytest.importorskip("xarray")
     spec = load_scan(scan_file)
     stopper = dataclasses.replace(point_kind("synthetic"), run=_Interrupt(at=4))
     with pytest.raises(KeyboardInterrupt):
@@ -378,7 +383,6 @@ def test_interrupted_serial_scan_resumes_with_equal_results(scan_file, tmp_path)
     for key in a:
         for name in a[key]:
             np.testing.assert_array_equal(a[key][name], b[key][name])
-    xr = pytest.importorskip("xarray")
     xr.testing.assert_identical(collect(tmp_path / "a", None), collect(tmp_path / "b", None))
 
 

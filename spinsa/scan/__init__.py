@@ -17,8 +17,8 @@ Importing this package imports neither dask nor xarray nor matplotlib; the funct
 need them import them, and say ``pip install "spinsa[cluster]"`` when they are missing.
 """
 
-from spinsa.scan.collect import collect, draw_phase_diagrams, open_collected, phase_diagram
 from spinsa.scan.kinds import PointKind, SyntheticConfig, point_kind, summarize_experiment
+from spinsa.scan.results import collect, draw_phase_diagrams, open_collected, phase_diagram
 from spinsa.scan.run import MissingDependencyError, ScanReport, run_scan
 from spinsa.scan.spec import Axis, ScanPoint, ScanSpec, axis_values, load_scan, point_key
 from spinsa.scan.store import PointStore, ScanDir, ScanMismatchError
@@ -29,6 +29,6 @@ __all__ = [
     "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment",  # kinds
     "PointStore", "ScanDir", "ScanMismatchError",  # store
     "MissingDependencyError", "ScanReport", "run_scan",  # run
-    "collect", "draw_phase_diagrams", "open_collected", "phase_diagram",  # collect
+    "collect", "draw_phase_diagrams", "open_collected", "phase_diagram",  # results
 ]
 # fmt: on

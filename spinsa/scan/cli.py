@@ -180,7 +180,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_collect(args) -> int:
-    from spinsa.scan.collect import collect, draw_phase_diagrams
+    from spinsa.scan.results import collect, draw_phase_diagrams
     from spinsa.scan.store import ScanDir
 
     defaults = ScanDir(args.dir).read()[0].collect  # the scan file's [collect] table

@@ -29,19 +29,9 @@ __all__ = ["POINT_KINDS", "PointKind", "SyntheticConfig", "point_kind", "summari
 
 @dataclass(frozen=True)
 class PointKind:
-    """How the points of a scan are configured, run and summarised.
-
-    Attributes
-    ----------
-    name : str
-    run : callable
-        ``run(config: dict, out_path: Path) -> None``.
-    configure : callable
-        ``configure(base: Mapping, overrides: Mapping) -> dict``.
-    summarize : callable or None
-        ``summarize(path) -> dict`` of 0-d and 1-d arrays (curves over the times ``"t"``):
-        what :func:`spinsa.scan.collect` takes from a point file without ``/summary``.
-    """
+    """How the points of a scan are configured and run (see the module docstring), and
+    optionally ``summarize(path) -> dict`` of 0-d and 1-d arrays (curves over the times
+    ``"t"``): what :func:`spinsa.scan.collect` takes from a file without ``/summary``."""
 
     name: str
     run: Callable[[dict, Path], None]

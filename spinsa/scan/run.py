@@ -34,7 +34,14 @@ from spinsa.scan.kinds import PointKind, point_kind
 from spinsa.scan.spec import ScanSpec, load_scan
 from spinsa.scan.store import PointStore, ScanDir
 
-__all__ = ["CLUSTERS", "MissingDependencyError", "ScanReport", "open_client", "run_scan"]
+__all__ = [
+    "CLUSTERS",
+    "MissingDependencyError",
+    "ScanReport",
+    "jobqueue_cluster",
+    "open_client",
+    "run_scan",
+]
 
 JOBQUEUE_CLASSES = dict(slurm="SLURMCluster", pbs="PBSCluster", sge="SGECluster", lsf="LSFCluster")
 CLUSTERS = ("local", "serial", *JOBQUEUE_CLASSES)
@@ -153,8 +160,10 @@ class ScanReport:
 
 
 def _error_text(err: BaseException, tb) -> str:
-    lines = traceback.format_exception(type(err), err, tb)
-    return f"{type(err).__name__}: {err}\n\n{''.join(lines)}"
+    """The error on the first line, then its traceback: what ``points/KEY.error`` holds."""
+    return f"{type(err).__name__}: {err}\n\n" + "".join(
+        traceback.format_exception(type(err), err, tb)
+    )
 
 
 def _run_serial(todo, kind, store, retries, threads, finish) -> None:

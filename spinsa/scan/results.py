@@ -24,13 +24,7 @@ from spinsa.scan.run import require
 from spinsa.scan.spec import ScanSpec
 from spinsa.scan.store import ScanDir
 
-__all__ = [
-    "DIAGRAM_VARIABLES",
-    "collect",
-    "draw_phase_diagrams",
-    "open_collected",
-    "phase_diagram",
-]
+__all__ = ["DIAGRAM_VARIABLES", "collect", "draw_phase_diagrams", "open_collected", "phase_diagram"]
 
 COLLECTED_FILE = "collected.nc"
 # The quantities a phase diagram usually shows, drawn by default when present.
