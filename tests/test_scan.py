@@ -309,6 +309,19 @@ def test_serial_run_writes_one_file_per_point_and_resumes(scan_file, tmp_path):
     assert (again.n_run, again.n_skipped) == (0, 8)
 
 
+def test_a_record_of_an_older_spinsa_is_updated_by_a_rerun(scan_file, tmp_path):
+    out = tmp_path / "out"
+    run_scan(scan_file, out, cluster="serial", progress=False)
+    record = json.loads((out / "scan.json").read_text())
+    del record["keys"]  # as spinsa wrote it before scan.json listed the points
+    (out / "scan.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="older spinsa; run the scan again"):
+        ScanDir(out).read()
+    again = run_scan(scan_file, out, cluster="serial", progress=False)
+    assert (again.n_run, again.n_skipped) == (0, 8)
+    assert ScanDir(out).read()[1] == [p.key for p in load_scan(scan_file).points()]
+
+
 def _value_point(config, out_path):
     """A point of the tests' own: a number and a short curve drawn with its seed."""
     rng = np.random.default_rng(config["seed"])

@@ -381,29 +381,18 @@ def open_client(
 ) -> Iterator[tuple[Any, int, dict | None, str]]:
     """A Dask client on the cluster asked for, closed (with its cluster) on exit.
 
-    Parameters
-    ----------
-    cluster : {"local", "slurm", "pbs", "sge", "lsf"}
-        Ignored when ``scheduler`` or ``client`` is given.
-    scheduler : str, optional
-        Address of a running Dask scheduler (``tcp://host:8786``) or a scheduler file.
-    workers : int, optional
-        local: worker processes (default: one per core); batch systems: workers in all
-        (default: the ``[cluster]`` table's ``jobs`` jobs, or ``adapt``).
-    threads_per_point : int, optional
-        Threads of every point (default: see the module docstring).
-    options : mapping, optional
-        The ``[cluster]`` table.
-    log_directory : path, optional
-        Where batch jobs write their output.
-    client : dask.distributed.Client, optional
-        Yielded as it is, and left open.
+    ``cluster`` is ``"local"`` or a batch system (``options``: the ``[cluster]`` table;
+    ``log_directory``: where its jobs write their output); ``scheduler``, the address of a
+    running Dask scheduler (``tcp://host:8786``) or a scheduler file, and ``client``, a
+    client of yours (left open), override it. ``workers``: local worker processes (default:
+    one per core), or batch workers in all (default: ``jobs`` jobs, or ``adapt``).
 
     Yields
     ------
     client, threads, resources, description
-        The client; the threads of every point; the Dask resources every point asks for
-        (or None); one line for the user (workers, threads, dashboard).
+        The client; the threads of every point (``threads_per_point``, default: see the
+        module docstring); the Dask resources every point asks for (or None); one line for
+        the user (workers, threads, dashboard).
     """
     if client is not None:
         threads = threads_per_point or threads_from_workers(client)

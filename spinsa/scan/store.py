@@ -93,6 +93,11 @@ class ScanDir:
                 "spinsa scan run SCAN.toml --out DIR"
             )
         data = json.loads(self.record.read_text())
+        if "keys" not in data:
+            raise ValueError(
+                f"{self.record} was written by an older spinsa; run the scan again to update "
+                "it (its finished points are kept)"
+            )
         return ScanSpec.from_dict(data["spec"]), data["keys"]
 
     def prepare(self, spec: ScanSpec, keys: list[str], *, force: bool = False) -> bool:
@@ -116,9 +121,8 @@ class ScanDir:
                 f"this one {spec.scan_hash[:12]}). Use another --out, or pass --force to take "
                 "the directory over (points that both scans share are kept)"
             )
-        if old != spec.scan_hash:
-            self.path.mkdir(parents=True, exist_ok=True)
-            record = {"scan_hash": spec.scan_hash, "spinsa_version": spinsa_version()}
-            record.update(spec=spec.to_dict(), keys=keys)
-            atomic_write_text(self.record, json.dumps(record, indent=1, default=json_default))
+        self.path.mkdir(parents=True, exist_ok=True)  # the record is rewritten: an old one updated
+        record = {"scan_hash": spec.scan_hash, "spinsa_version": spinsa_version()}
+        record.update(spec=spec.to_dict(), keys=keys)
+        atomic_write_text(self.record, json.dumps(record, indent=1, default=json_default))
         return old not in (None, spec.scan_hash)
