@@ -2,10 +2,10 @@
 
 Parallel results equal a serial run; a worker killed mid-point has its point rescheduled;
 a client killed mid-scan leaves its finished files and a re-run runs only the missing
-points; an existing scheduler's address works; the SLURM job script carries the options.
+points, to a collected dataset identical to that of an uninterrupted scan; an existing
+scheduler's address works; the SLURM job script carries the options.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -13,13 +13,22 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("dask.distributed")
 xr = pytest.importorskip("xarray")
 
-from spinsa.scan import ScanDir, ScanIndex, collect, run_scan  # noqa: E402
+import cloudpickle  # noqa: E402
+
+from spinsa import io  # noqa: E402
+from spinsa.scan import Axis, PointKind, ScanSpec, collect, run_scan  # noqa: E402
+from spinsa.scan.kinds import set_dotted  # noqa: E402
+
+# the workers cannot import this test module: its point functions travel by value
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 SCAN = """
 {top}
@@ -60,60 +69,64 @@ def client():
     cluster.close()
 
 
-def same_results(a, b):
-    """Collected datasets equal in every result (point keys differ when only `sleep` does)."""
-    xr.testing.assert_equal(a.drop_vars("key"), b.drop_vars("key"))
-
-
 def test_local_cluster_equals_serial(client, tmp_path):
     path = scan_file(tmp_path)
     par = run_scan(path, tmp_path / "par", client=client, progress=False)
-    assert (par.n_points, par.n_run, par.n_failed) == (8, 8, 0)
-    records = ScanIndex.load(ScanDir(tmp_path / "par")).points.values()
-    assert {r["worker"] for r in records} <= set(client.scheduler_info()["workers"])
-    assert {r["threads"] for r in records} == {max(1, len(os.sched_getaffinity(0)) // 2)}
+    assert (par.n_points, par.n_run, par.n_failed, par.cluster) == (8, 8, 0, "client")
     ser = run_scan(path, tmp_path / "ser", cluster="serial", progress=False)
     assert ser.n_run == 8
-    xr.testing.assert_equal(collect(tmp_path / "par", None), collect(tmp_path / "ser", None))
+    xr.testing.assert_identical(collect(tmp_path / "par", None), collect(tmp_path / "ser", None))
 
 
-def _kill_a_running_point(logs, killed, deadline):
-    """Kill (SIGKILL) the worker process of the first point seen started and not finished."""
-    while time.monotonic() < deadline:
-        for log in logs.glob("*.jsonl"):
-            lines = log.read_text().splitlines()
-            if not lines:
-                continue
-            event = json.loads(lines[-1])
-            if event["event"] == "start" and event["worker"]:
-                os.kill(event["pid"], signal.SIGKILL)
-                killed.update(key=log.stem, pid=event["pid"])
-                return
+def _slow_point(config, out_path):
+    """Leaves a marker `<seed>-<pid>` when it starts, then sleeps and writes its seed."""
+    (Path(config["markers"]) / f"{config['seed']}-{os.getpid()}").touch()
+    time.sleep(config["sleep"])
+    summary = {"seed_written": np.int64(config["seed"]), "pid": np.int64(os.getpid())}
+    io.write_file(out_path, {"summary": summary}, kind="scan-point", config=config)
+
+
+def _kill_a_running_point(started, killed, deadline):
+    """Kill (SIGKILL) the worker process of the first point seen started."""
+    while time.monotonic() < deadline and not killed:
+        for marker in started.glob("*-*"):
+            seed, pid = map(int, marker.name.split("-"))
+            os.kill(pid, signal.SIGKILL)
+            killed.update(seed=seed, pid=pid)
+            return
         time.sleep(0.02)
 
 
 def test_killed_worker_point_is_rescheduled(client, tmp_path):
-    path = scan_file(tmp_path, sleep=0.6, n_seeds=2)
-    out = tmp_path / "out"
-    killed = {}
+    seeds = tuple(range(6))
+    spec = ScanSpec(
+        "kill",
+        "slow",
+        {"seed": 0, "sleep": 0.6, "markers": str(tmp_path / "started")},
+        (Axis("seed", ("seed",), (seeds,), seeds),),
+    )
+    out, killed = tmp_path / "out", {}
+    (tmp_path / "started").mkdir()
     killer = threading.Thread(
         target=_kill_a_running_point,
-        args=(out / "logs", killed, time.monotonic() + 120),
+        args=(tmp_path / "started", killed, time.monotonic() + 120),
         daemon=True,
     )
     killer.start()
-    report = run_scan(path, out, client=client, progress=False)
+    kind = PointKind("slow", _slow_point, set_dotted)
+    report = run_scan(spec, out, client=client, kind=kind, progress=False)
     killer.join()
     assert killed, "no running point was seen"
-    assert report.complete and (report.n_run, report.n_failed) == (8, 0)
-    events = ScanDir(out).read_log(killed["key"])
-    assert [e["event"] for e in events] == ["start", "start", "done"]
-    assert events[0]["pid"] == killed["pid"] != events[1]["pid"]
-    assert ScanIndex.load(ScanDir(out)).points[killed["key"]]["starts"] == 2
-    run_scan(
-        scan_file(tmp_path, name="fast.toml"), tmp_path / "ser", cluster="serial", progress=False
-    )
-    same_results(collect(out, None), collect(tmp_path / "ser", None))
+    assert report.complete and (report.n_run, report.n_failed) == (6, 0)
+    pids = {}  # seed -> the processes that started it
+    for marker in (tmp_path / "started").iterdir():
+        seed, pid = map(int, marker.name.split("-"))
+        pids.setdefault(seed, set()).add(pid)
+    restarted = [seed for seed, p in pids.items() if len(p) == 2 and killed["pid"] in p]
+    assert len(restarted) == 1  # the point running on the killed worker, started again
+    ds = collect(out, None)
+    np.testing.assert_array_equal(ds["seed_written"].values, seeds)
+    assert ds["pid"].sel(seed=restarted[0]).item() != killed["pid"]  # written by the rerun
 
 
 @pytest.mark.slow  # about 15 s: a second Python process starts its own cluster
@@ -139,29 +152,32 @@ def test_killed_client_rerun_runs_only_the_missing_points(client, tmp_path):
     time.sleep(0.2)
     n_before = len(list((out / "points").glob("*.h5")))
     assert 2 <= n_before < 12
-    assert (out / "scan.lock").exists()  # left by the killed client; the re-run takes it over
     report = run_scan(path, out, client=client, progress=False)
     assert (report.n_skipped, report.n_run, report.n_failed) == (n_before, 12 - n_before, 0)
     full = run_scan(path, tmp_path / "full", client=client, progress=False)
     assert full.n_run == 12
-    xr.testing.assert_equal(collect(out, None), collect(tmp_path / "full", None))
+    xr.testing.assert_identical(collect(out, None), collect(tmp_path / "full", None))
+
+
+def _threads_point(config, out_path):
+    import numba
+
+    summary = {"numba": np.int64(numba.get_num_threads()), "omp": os.environ["OMP_NUM_THREADS"]}
+    io.write_file(out_path, {"summary": summary}, kind="scan-point", config=config)
 
 
 def test_points_run_with_the_cores_of_their_worker(client, tmp_path):
-    from spinsa import io
-    from spinsa.scan import Axis, ScanSpec
-
     seeds = (0, 1, 2, 3)
-    spec = ScanSpec("threads", "trivial", {}, (Axis("seed", ("seed",), (seeds,), seeds),))
-    run_scan(spec, tmp_path / "a", client=client, progress=False)
+    spec = ScanSpec("threads", "threads", {"seed": 0}, (Axis("seed", ("seed",), (seeds,), seeds),))
+    kind = PointKind("threads", _threads_point, set_dotted)
+    run_scan(spec, tmp_path / "a", client=client, kind=kind, progress=False)
     expected = max(1, len(os.sched_getaffinity(0)) // 2)  # 2 workers × 1 thread here
     for f in (tmp_path / "a" / "points").glob("*.h5"):
-        attrs = io.read(f).attrs
-        assert attrs["numba_threads"] == expected
-        assert attrs["omp_num_threads"] == str(expected)
-    run_scan(spec, tmp_path / "b", client=client, progress=False, threads_per_point=1)
+        summary = io.read_group(f, "summary")[0]
+        assert summary["numba"] == expected and summary["omp"] == str(expected)
+    run_scan(spec, tmp_path / "b", client=client, kind=kind, progress=False, threads_per_point=1)
     for f in (tmp_path / "b" / "points").glob("*.h5"):
-        assert io.read(f).attrs["numba_threads"] == 1
+        assert io.read_group(f, "summary")[0]["numba"] == 1
 
 
 def test_existing_scheduler_address(client, tmp_path):
@@ -213,7 +229,7 @@ def test_slurm_job_script_carries_the_options(tmp_path, capsys):
 
 def test_slurm_without_cores_or_with_unknown_options(tmp_path):
     pytest.importorskip("dask_jobqueue")
-    from spinsa.scan.clusters import jobqueue_cluster
+    from spinsa.scan.run import jobqueue_cluster
 
     with pytest.raises(ValueError, match="needs the cores of one job"):
         jobqueue_cluster("slurm", {"memory": "1GB"})

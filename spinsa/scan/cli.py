@@ -2,21 +2,39 @@
 
 ::
 
-    spinsa scan plan scan.toml                     # the points, memory and time; runs nothing
+    spinsa scan plan scan.toml                     # the points and their files; runs nothing
     spinsa scan run scan.toml --out runs/scan      # on a Dask LocalCluster (one worker per core)
     spinsa scan run scan.toml --out runs/scan --cluster slurm      # the same, on SLURM
     spinsa scan run scan.toml --out runs/scan --scheduler tcp://host:8786
     spinsa scan collect runs/scan --x alpha --y dynamics.lam       # dataset + phase diagrams
 
 Re-running ``spinsa scan run`` with the same arguments runs only the points that are missing.
+Errors a user can fix are raised as ``ValueError`` (``spinsa`` prints them in one line and
+exits with status 2); this module imports nothing from the ``spinsa`` command itself.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 RUN_CLUSTERS = ("local", "serial", "slurm", "pbs", "sge", "lsf")
+
+
+def _one_line_errors(handler):
+    """A missing optional dependency is the user's to fix: a ValueError, no traceback."""
+
+    @functools.wraps(handler)
+    def wrapped(args) -> int:
+        from spinsa.scan.run import MissingDependencyError
+
+        try:
+            return handler(args)
+        except MissingDependencyError as exc:
+            raise ValueError(str(exc)) from None
+
+    return wrapped
 
 
 def add_parser(sub) -> None:
@@ -25,43 +43,32 @@ def add_parser(sub) -> None:
         "scan",
         help="phase scans: plan, run (locally or on a cluster) and collect",
         description="Scan a base experiment over grids of parameters (a TOML scan file), one "
-        "HDF5 file per point, on a Dask cluster: the local machine by default, a batch system "
-        "(SLURM, PBS, SGE, LSF) through dask-jobqueue, or a running Dask scheduler. Re-running "
-        "a scan runs only its missing points.",
+        "HDF5 file per point, on the local machine, a batch system (SLURM, PBS, SGE, LSF) "
+        "through dask-jobqueue, or a running Dask scheduler. Re-running a scan runs only its "
+        "missing points.",
     )
     p.set_defaults(func=lambda args: p.print_help() or 0)
     actions = p.add_subparsers(title="actions", metavar="ACTION")
 
     pl = actions.add_parser(
         "plan",
-        help="print the points and their estimated memory and time, without running",
-        description="Expand the scan file into its points and print each point's parameters, "
-        "file name (the hash of its parameters), estimated memory and time, and the totals. "
-        "With --out, also which points are done. With --cluster slurm|pbs|sge|lsf, also the "
-        "job script that `spinsa scan run` would submit.",
+        help="check the scan and print its points, without running",
+        description="Expand the scan file and check every point's config; print each point's "
+        "file name (the hash of its parameters) and coordinates, with --out whether it is "
+        "done, and with --cluster slurm|pbs|sge|lsf the job script `run` would submit.",
     )
     pl.add_argument("scan", type=Path, help="scan file (TOML)")
     pl.add_argument("--out", type=Path, help="scan directory: show which points are done")
-    pl.add_argument("--all", action="store_true", help="print every point, however many")
-    pl.add_argument(
-        "--cluster",
-        choices=RUN_CLUSTERS,
-        default="local",
-        help="with a batch system: print its job script too",
-    )
-    pl.add_argument("--json", action="store_true", help="print the points as JSON instead")
-    pl.set_defaults(func=_cmd_plan)
+    pl.add_argument("--cluster", choices=RUN_CLUSTERS, default="local", help="batch system")
+    pl.set_defaults(func=_one_line_errors(_cmd_plan))
 
     r = actions.add_parser(
         "run",
         help="run the points that are not done yet",
-        description="Run every point of the scan that has no finished file in OUT, one Dask "
-        "task per point (for an experiment: the fit, then the masked and denoising tasks), "
-        "each writing one HDF5 "
-        "file named by the hash of its parameters. The index OUT/index.json records status, "
-        "timings and errors. A point that raises is retried, then recorded as failed, and the "
-        "scan goes on. Interrupt at any time: finished points are kept and the same command "
-        "resumes.",
+        description="Run every point of the scan that has no finished file OUT/points/KEY.h5 "
+        "(KEY: the hash of its parameters), one Dask task per point. A point that raises is "
+        "retried, then recorded as failed (OUT/points/KEY.error, with its traceback), and the "
+        "scan goes on. Interrupt at any time: the same command resumes.",
     )
     r.add_argument("scan", type=Path, help="scan file (TOML)")
     r.add_argument("--out", type=Path, required=True, help="scan directory")
@@ -69,125 +76,80 @@ def add_parser(sub) -> None:
         "--cluster",
         choices=RUN_CLUSTERS,
         default="local",
-        help="local: a Dask LocalCluster on this machine (default); serial: one point after "
-        "the other in this process, no Dask; slurm/pbs/sge/lsf: batch jobs through "
-        "dask-jobqueue, configured by the scan file's [cluster] table",
+        help="local: a Dask LocalCluster (default); serial: one point after the other in this "
+        "process; slurm/pbs/sge/lsf: batch jobs set up by the scan file's [cluster] table",
     )
-    r.add_argument(
-        "--scheduler", metavar="ADDRESS", help="an existing Dask scheduler (overrides --cluster)"
-    )
-    r.add_argument(
-        "--workers",
-        type=int,
-        help="local: worker processes (default: one per core); batch: workers in all",
-    )
-    r.add_argument(
-        "--threads-per-point",
-        type=int,
-        help="numba/torch threads of each point (default: cores per worker)",
-    )
-    r.add_argument("--retries", type=int, help="re-runs of a point that raises (default: scan's)")
-    r.add_argument(
-        "--force",
-        action="store_true",
-        help="use OUT even if it was made by a different scan file (shared points are kept)",
-    )
+    r.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler")
+    r.add_argument("--workers", type=int, help="local: processes (one per core); batch: in all")
+    r.add_argument("--threads-per-point", type=int, help="default: cores per worker")
+    r.add_argument("--retries", type=int, help="re-runs of a point that raises")
+    r.add_argument("--force", action="store_true", help="take OUT over from another scan")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    r.set_defaults(func=_cmd_run)
+    r.set_defaults(func=_one_line_errors(_cmd_run))
 
     c = actions.add_parser(
         "collect",
         help="gather the results into one dataset and draw phase diagrams",
-        description="Read every finished point of the scan directory into one xarray Dataset "
-        "with the scan's axes as dimensions (scalars and curves; missing points are NaN), "
-        "save it as netCDF-4/HDF5 (h5netcdf), and draw phase diagrams: heat maps of the "
-        "chosen variables over two axes, the other axes fixed (--fix) or reduced (--reduce). "
-        "Defaults come from the scan file's [collect] table (x, y, variables, fix, reduce, "
-        "include, format); flags override them.",
+        description="Read the finished points into one xarray Dataset over the scan's axes "
+        "(missing points are NaN), save it as DIR/collected.nc (netCDF-4 via h5netcdf), and "
+        "draw heat maps of the chosen variables over two axes, the other axes fixed (--fix) "
+        "or reduced (--reduce). The scan file's [collect] table gives the defaults.",
     )
     c.add_argument("dir", type=Path, help="scan directory")
-    c.add_argument("--out", type=Path, help="dataset file (default: DIR/collected.nc)")
-    c.add_argument(
-        "--include",
-        action="append",
-        metavar="PATTERN",
-        help="keep only the variables matching this glob pattern (repeatable)",
-    )
-    c.add_argument(
-        "--var",
-        action="append",
-        metavar="NAME",
-        help="draw this variable (repeatable; default: best_error, best_t, lifetime, "
-        "n_attractors, mean_overlap where present)",
-    )
+    c.add_argument("--include", action="append", metavar="GLOB", help="keep matching variables")
+    c.add_argument("--var", action="append", dest="variables", metavar="NAME", help="draw it")
     c.add_argument("--x", metavar="DIM", help="axis on the horizontal axis")
     c.add_argument("--y", metavar="DIM", help="axis on the vertical axis")
-    c.add_argument(
-        "--fix",
-        action="append",
-        metavar="DIM=VALUE",
-        help="hold an axis at a value (repeatable; e.g. --fix t=10)",
-    )
-    c.add_argument(
-        "--reduce",
-        choices=("mean", "median", "min", "max"),
-        help="how the other axes are reduced (default: mean)",
-    )
+    c.add_argument("--fix", action="append", metavar="DIM=VALUE", help="e.g. --fix t=10")
+    c.add_argument("--reduce", choices=("mean", "median", "min", "max"), help="default: mean")
     c.add_argument("--figures", type=Path, help="figure directory (default: DIR/figures)")
-    c.add_argument("--format", help="figure format: png, pdf, svg (default png)")
+    c.add_argument("--format", help="figure format: png (default), pdf, svg")
     c.add_argument("--no-figures", action="store_true", help="save the dataset only")
-    c.set_defaults(func=_cmd_collect)
-
-
-def _usage(exc: Exception):
-    from spinsa.cli import UsageError
-
-    return UsageError(str(exc))
+    c.set_defaults(func=_one_line_errors(_cmd_collect))
 
 
 def _cmd_plan(args) -> int:
-    from spinsa.scan.clusters import JOBQUEUE_CLASSES, MissingDependencyError
-    from spinsa.scan.plan import plan_scan
+    from spinsa.scan.spec import load_scan
+    from spinsa.scan.store import ScanDir, ScanMismatchError
 
-    try:
-        plan = plan_scan(args.scan, args.out)
-    except MissingDependencyError as exc:
-        raise _usage(exc) from None
-    if args.json:
-        rows = [
-            {
-                "index": list(p.index),
-                "coords": p.coords,
-                "key": p.key,
-                "memory": c.memory,
-                "seconds": c.seconds,
-                **({"status": plan.status[i]} if plan.status is not None else {}),
-            }
-            for i, (p, c) in enumerate(zip(plan.points, plan.costs, strict=True))
+    spec = load_scan(args.scan)
+    points = spec.points()  # checks every point's config
+    status = [""] * len(points)
+    if args.out is not None and ScanDir(args.out).record.is_file():
+        sd = ScanDir(args.out)
+        if sd.read()[0].scan_hash != spec.scan_hash:
+            raise ScanMismatchError(f"{args.out} holds a scan made by a different scan file")
+        done = {p.key: "done" for p in points if sd.points.file(p.key).exists()}
+        status = [
+            done.get(p.key, "failed" if sd.points.error(p.key) else "pending") for p in points
         ]
-        print(json.dumps({"scan_hash": plan.spec.scan_hash, "points": rows}, indent=1))
-        return 0
-    cores = None
-    if args.cluster in JOBQUEUE_CLASSES and "cores" in plan.spec.cluster:
-        cores = int(plan.spec.cluster["cores"]) * int(plan.spec.cluster.get("jobs", 1))
-    print(plan.format(max_rows=None if args.all else 40, cores=cores))
-    if args.cluster in JOBQUEUE_CLASSES:
-        print(f"\n{_job_script(args.cluster, plan.spec.cluster, args.out)}")
+    dims = " × ".join(f"{a.name} ({a.size})" for a in spec.axes)
+    print(f"scan {spec.name!r}: {len(points)} points = {dims}; point kind {spec.point!r}")
+    for a in (a for a in spec.axes if a.zipped):
+        print(f"  {a.name}: zipped {', '.join(a.keys)}")
+    for i, (p, s) in enumerate(zip(points, status, strict=True)):
+        coords = ", ".join(
+            f"{d}={v:g}" if isinstance(v, float) else f"{d}={v}" for d, v in p.coords.items()
+        )
+        print(f"{i:>5}  {p.key}  {coords}  {s}".rstrip())
+    if any(status):
+        print(
+            "status: " + ", ".join(f"{status.count(s)} {s}" for s in ("done", "failed", "pending"))
+        )
+    if args.cluster not in ("local", "serial"):
+        print(f"\n{_job_script(args.cluster, spec.cluster, args.out)}")
     return 0
 
 
 def _job_script(cluster: str, options: dict, out: Path | None) -> str:
-    """The job script ``spinsa scan run --cluster CLUSTER`` would submit (nothing is made)."""
+    """The job script ``spinsa scan run --cluster CLUSTER`` would submit (nothing is)."""
     import tempfile
 
-    from spinsa.scan.clusters import MissingDependencyError, jobqueue_cluster
+    from spinsa.scan.run import jobqueue_cluster
 
     logs = (out if out is not None else Path("SCAN_DIR")) / "dask-logs"
     with tempfile.TemporaryDirectory() as tmp:  # dask-jobqueue creates its log directory
-        try:
-            jq, threads = jobqueue_cluster(cluster, options, log_directory=tmp)
-        except MissingDependencyError as exc:
-            raise _usage(exc) from None
+        jq, threads = jobqueue_cluster(cluster, options, log_directory=tmp)
         try:
             script = jq.job_script().replace(tmp, str(logs))
         finally:
@@ -196,25 +158,20 @@ def _job_script(cluster: str, options: dict, out: Path | None) -> str:
 
 
 def _cmd_run(args) -> int:
-    from spinsa.scan.clusters import MissingDependencyError
-    from spinsa.scan.engine import run_scan
-    from spinsa.scan.store import ScanLockedError
+    from spinsa.scan.run import run_scan
 
-    try:
-        report = run_scan(
-            args.scan,
-            args.out,
-            cluster=args.cluster,
-            scheduler=args.scheduler,
-            workers=args.workers,
-            threads_per_point=args.threads_per_point,
-            retries=args.retries,
-            force=args.force,
-            progress=not args.no_progress,
-            log=print,
-        )
-    except (MissingDependencyError, ScanLockedError) as exc:
-        raise _usage(exc) from None
+    report = run_scan(
+        args.scan,
+        args.out,
+        cluster=args.cluster,
+        scheduler=args.scheduler,
+        workers=args.workers,
+        threads_per_point=args.threads_per_point,
+        retries=args.retries,
+        force=args.force,
+        progress=not args.no_progress,
+        log=print,
+    )
     print(report)
     if report.n_failed:
         print("re-run the same command to retry the failed points after fixing their cause")
@@ -222,47 +179,42 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _parse_value(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def _cmd_collect(args) -> int:
-    from spinsa.scan.clusters import MissingDependencyError
-    from spinsa.scan.collect import COLLECTED_FILE, collect, draw_phase_diagrams
+    from spinsa.scan.results import collect, draw_phase_diagrams
     from spinsa.scan.store import ScanDir
 
-    defaults = ScanDir(args.dir).read_spec().collect  # the scan file's [collect] table
+    defaults = ScanDir(args.dir).read()[0].collect  # the scan file's [collect] table
+
+    def option(name: str, default=None):
+        value = getattr(args, name)
+        return value if value is not None else defaults.get(name, default)
+
     fixed = dict(defaults.get("fix", {}))
     for item in args.fix or []:
         dim, sep, value = item.partition("=")
         if not sep or not dim:
-            raise _usage(ValueError(f"--fix takes DIM=VALUE, got {item!r}"))
-        fixed[dim] = _parse_value(value)
-    out = args.out if args.out is not None else args.dir / COLLECTED_FILE
-    include = args.include if args.include is not None else defaults.get("include")
-    try:
-        ds = collect(args.dir, out.resolve(), include=include)
-    except MissingDependencyError as exc:
-        raise _usage(exc) from None
+            raise ValueError(f"--fix takes DIM=VALUE, got {item!r}")
+        try:
+            fixed[dim] = json.loads(value)
+        except json.JSONDecodeError:  # a string coordinate, written bare
+            fixed[dim] = value
+    ds = collect(args.dir, include=option("include"))
     print(
-        f"{ds.attrs['n_done']}/{ds.attrs['n_points']} points collected into {out} "
-        f"({len(ds.data_vars) - 2} variables over {', '.join(map(str, ds.dims))})"
+        f"{ds.attrs['n_done']}/{ds.attrs['n_points']} points collected into "
+        f"{args.dir / 'collected.nc'} ({len(ds.data_vars) - 2} variables over "
+        f"{', '.join(map(str, ds.dims))})"
     )
-    if args.no_figures:
-        return 0
-    paths = draw_phase_diagrams(
-        ds,
-        args.figures if args.figures is not None else args.dir / "figures",
-        args.var if args.var is not None else defaults.get("variables"),
-        x=args.x if args.x is not None else defaults.get("x"),
-        y=args.y if args.y is not None else defaults.get("y"),
-        fixed=fixed,
-        reduce=args.reduce if args.reduce is not None else defaults.get("reduce", "mean"),
-        fmt=args.format if args.format is not None else defaults.get("format", "png"),
-    )
-    for path in paths:
-        print(f"  {path}")
+    if not args.no_figures:
+        figures = args.figures if args.figures is not None else args.dir / "figures"
+        for path in draw_phase_diagrams(
+            ds,
+            figures,
+            option("variables"),
+            x=option("x"),
+            y=option("y"),
+            fixed=fixed,
+            reduce=option("reduce", "mean"),
+            fmt=option("format", "png"),
+        ):
+            print(f"  {path}")
     return 0

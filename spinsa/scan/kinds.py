@@ -1,27 +1,11 @@
 """Point kinds: what one point of a scan is, behind a table of names.
 
-A point kind couples a config schema with the function that runs one point:
-
-- ``resolve(config) -> dict``: fills in the defaults and validates (``ValueError`` for an
-  unknown key or a bad value); its flattened keys are the valid axis names;
-- ``run(config, out_path)``: does the work and writes *one* spinsa HDF5 file at
-  ``out_path`` through :func:`spinsa.io.write_file` (atomic: a temporary name, then a rename);
-- ``estimate(config) -> PointCost`` (optional): memory and time, for ``spinsa scan plan``.
-
-Kinds:
-
-``"experiment"`` (default)
-    :func:`spinsa.experiments.run_experiment`: fit → evaluate (masked and denoising tasks),
-    config :class:`spinsa.experiments.ExperimentConfig`; the axes are applied with its
-    ``with_overrides``, and :func:`summarize_experiment` turns a run file into the
-    phase-diagram quantities.
-``"synthetic"``
-    Hebbian recall of random patterns (:mod:`spinsa.scan.toy`): seconds per point, no data set.
-``"trivial"``
-    Writes a tiny file: measures the scan machinery's own overhead.
-``"package.module:function"``
-    Any function ``function(config: dict, out_path: Path) -> None``, or a :class:`PointKind`
-    object. A plain function's config is free-form: the axes must name keys of the base.
+A :class:`PointKind` is a name (it enters every point's hash) and two functions:
+``configure(base, overrides)`` gives a point's whole resolved config from the base as
+written and the axes' ``dotted key -> value`` (``ValueError`` for an unknown key or a bad
+value; the flattened keys of ``configure(base, {})`` are the valid axis names), and
+``run(config, out_path)`` does the work and writes one spinsa file with
+:func:`spinsa.io.write_file`. ``run`` travels to Dask workers: a module-level function.
 """
 
 from __future__ import annotations
@@ -29,366 +13,277 @@ from __future__ import annotations
 import copy
 import importlib
 import os
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-__all__ = [
-    "POINT_KINDS",
-    "PointCost",
-    "PointKind",
-    "estimate_experiment",
-    "point_kind",
-    "run_experiment_point",
-    "summarize_experiment",
-]
+import numpy as np
 
+from spinsa._checks import check_choice, check_count, check_positive, check_real
+from spinsa._config import config_from_dict, config_to_dict
 
-@dataclass(frozen=True)
-class PointCost:
-    """Estimated resources of one point.
-
-    Attributes
-    ----------
-    memory : float or None
-        Peak bytes of memory (None: unknown).
-    seconds : float or None
-        Wall time on one core (None: unknown); a point with k threads takes about
-        ``seconds / k`` where its work is parallel.
-    """
-
-    memory: float | None = None
-    seconds: float | None = None
-
-    def __post_init__(self):
-        for name in ("memory", "seconds"):
-            value = getattr(self, name)
-            if value is not None and not value >= 0:
-                raise ValueError(f"{name} must be >= 0 or None, got {value!r}")
+__all__ = ["POINT_KINDS", "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment"]
 
 
 @dataclass(frozen=True)
 class PointKind:
-    """How the points of a scan are configured and run (see the module docstring).
-
-    Attributes
-    ----------
-    name : str
-        Enters every point's hash, so two kinds never share a file.
-    run : callable
-        ``run(config: dict, out_path: Path) -> None``; must be picklable (a module-level
-        function) to travel to Dask workers.
-    resolve : callable
-        ``resolve(config: Mapping) -> dict``, the whole config with defaults, validated.
-    estimate : callable or None
-        ``estimate(config: Mapping) -> PointCost``.
-    apply : callable or None
-        ``apply(base: Mapping, overrides: dict) -> dict``: the resolved config of a point,
-        from the base as written and the axes' ``dotted key -> value``. Default: the values
-        are written into the base, which is then resolved.
-    summarize : callable or None
-        ``summarize(path) -> dict``: the scalars (0-d) and curves (1-d, over the times in
-        ``"t"``) that :func:`spinsa.scan.collect` gathers from a point file without a
-        ``/summary`` group.
-    """
+    """How the points of a scan are configured and run (see the module docstring), and
+    optionally ``summarize(path) -> dict`` of 0-d and 1-d arrays (curves over the times
+    ``"t"``): what :func:`spinsa.scan.collect` takes from a file without ``/summary``."""
 
     name: str
     run: Callable[[dict, Path], None]
-    resolve: Callable[[Mapping], dict]
-    estimate: Callable[[Mapping], PointCost] | None = None
-    apply: Callable[[Mapping, dict], dict] | None = None
+    configure: Callable[[Mapping, Mapping], dict]
     summarize: Callable[[Path], dict] | None = None
 
-    def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
-        for field in ("run", "resolve"):
-            if not callable(getattr(self, field)):
-                raise ValueError(f"{field} must be callable, got {getattr(self, field)!r}")
-        for field in ("estimate", "apply", "summarize"):
-            value = getattr(self, field)
-            if value is not None and not callable(value):
-                raise ValueError(f"{field} must be callable or None, got {value!r}")
 
-    def point_config(self, base: Mapping, overrides: Mapping[str, Any]) -> dict:
-        """The resolved config of the point that sets ``overrides`` on ``base``."""
-        if self.apply is not None:
-            return self.apply(base, dict(overrides))
-        config = copy.deepcopy(dict(base))
-        for key, value in overrides.items():
-            _set_dotted(config, key, value)
-        return self.resolve(config)
-
-    def cost(self, config: Mapping) -> PointCost:
-        """:attr:`estimate` of a resolved config; unknown (``PointCost()``) without one."""
-        if self.estimate is None:
-            return PointCost()
-        cost = self.estimate(config)
-        if not isinstance(cost, PointCost):
-            memory, seconds = cost
-            cost = PointCost(memory, seconds)
-        return cost
+def set_dotted(base: Mapping, overrides: Mapping[str, Any]) -> dict:
+    """A deep copy of ``base`` with ``overrides`` (``{"a.b": v}`` sets ``base["a"]["b"]``)."""
+    config = copy.deepcopy(dict(base))
+    for key, value in overrides.items():
+        *sections, leaf = key.split(".")
+        node = config
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[leaf] = value
+    return config
 
 
 # --------------------------------------------------------------------------- experiment
 
 
 def run_experiment_point(config: dict, out_path: os.PathLike) -> None:
-    """The ``"experiment"`` kind's point: :func:`spinsa.experiments.run_experiment`."""
+    """The ``"experiment"`` point: :func:`spinsa.experiments.run_experiment`."""
     from spinsa.experiments import ExperimentConfig, run_experiment
 
     run_experiment(ExperimentConfig.from_dict(config), out_path)
 
 
-def _resolve_experiment(config: Mapping) -> dict:
-    from spinsa.experiments import ExperimentConfig
-
-    return ExperimentConfig.from_dict(dict(config)).to_dict()
-
-
-def _apply_experiment(base: Mapping, overrides: dict) -> dict:
+def configure_experiment(base: Mapping, overrides: Mapping[str, Any]) -> dict:
     """:meth:`ExperimentConfig.with_overrides`: a scanned ``fit.preset`` rebuilds the fit."""
     from spinsa.experiments import ExperimentConfig
 
     return ExperimentConfig.from_dict(dict(base)).with_overrides(overrides).to_dict()
 
 
-def _attractor_summary(name: str, group) -> dict[str, Any]:
-    import numpy as np
-
-    prefix = "" if name == "attractors" else f"{name}."
-    out: dict[str, Any] = {}
-    if "basin_size" in group:
-        out[f"{prefix}n_attractors"] = np.int64(group["basin_size"].shape[0])
-    if "overlap_mean" in group and "basin_fraction" in group:
-        weights = group["basin_fraction"][()]
-        out[f"{prefix}attractor_mean_overlap"] = np.float64(
-            np.sum(weights * group["overlap_mean"][()]) / max(np.sum(weights), 1e-300)
-        )
-    return out
-
-
 def summarize_experiment(path: os.PathLike) -> dict[str, Any]:
     """The phase-diagram quantities of an experiment's run file.
 
-    Per task (``masked``, ``denoise``) under ``/evaluation/<task>``, with ``e(t)`` the mean
-    error over the test images (masked pixels for the masked task, all pixels for
-    denoising):
-
-    - ``<task>.error``: the curve e(t), and ``t``: its times;
-    - ``<task>.best_error``, ``<task>.best_t``: its minimum over t ≥ 1 and where;
-    - ``<task>.lifetime``: how long e(t) stays below e(0) around its minimum
-      (:func:`spinsa.analysis.error_lifetimes`);
-    - ``<task>.mean_overlap``: correlation of the final decoded states with the mean
-      training image (the "average digit"), and ``<task>.mean_image_corr`` over time;
-    - ``<task>.final_coherence``: mean correlation of the final states with their mean.
-
-    From saved analyses (``/analysis/<name>``, :func:`spinsa.analysis.save_analysis`): the
-    attractor count ``n_attractors`` and the basin-weighted ``attractor_mean_overlap`` of an
-    :class:`~spinsa.analysis.AttractorReport`, and the mean ``<name>.lifetime`` of a
-    :class:`~spinsa.analysis.Lifetimes`. And the fit's final loss, ``fit_loss``.
+    Per task (``masked``, ``denoise``), with e(t) the mean error over the test images
+    (masked pixels for the masked task, all pixels for denoising), of shape (T,):
+    ``<task>.error`` = e(t) over the times ``t``; ``<task>.best_error`` and
+    ``<task>.best_t``, its minimum over t ≥ 1 and where; ``<task>.lifetime``, how long e(t)
+    stays below e(0) around its minimum (:func:`spinsa.analysis.error_lifetimes`);
+    ``<task>.mean_image_corr`` (T,), the correlation of the decoded states with the mean
+    training image, and ``<task>.mean_overlap``, its final value;
+    ``<task>.final_coherence``, the mean correlation of the final states with their mean.
+    And the fit's final loss, ``fit_loss``.
     """
-    import h5py
-    import numpy as np
-
     from spinsa import io
     from spinsa.analysis import error_lifetimes
+    from spinsa.analysis.summary import best_time
 
     out: dict[str, Any] = {}
     with io.open_file(path) as f:
-        evaluation = f.get("evaluation")
-        for task in evaluation if isinstance(evaluation, h5py.Group) else ():
-            g = evaluation[task]
-            if "times" not in g or "mean" not in g:
+        for task in ("masked", "denoise"):
+            g = f.get(f"evaluation/{task}")
+            if g is None:
                 continue
             times = g["times"][()]
-            which = "masked" if task == "masked" and "masked" in g["mean"] else "all"
-            curve = np.asarray(g["mean"][which][()], dtype=np.float64)
+            curve = g["mean/masked" if task == "masked" else "mean/all"][()].astype(np.float64)
+            best = best_time(curve, 1 if curve.size > 1 else 0)
+            corr = g["mean_image_corr_mean"][()].astype(np.float64)
             out["t"] = times
             out[f"{task}.error"] = curve
-            first = 1 if curve.size > 1 else 0
-            if np.isfinite(curve[first:]).any():
-                best = first + int(np.nanargmin(curve[first:]))
-                out[f"{task}.best_error"] = np.float64(curve[best])
-                out[f"{task}.best_t"] = np.int64(times[best])
-                if np.isfinite(curve).all():
-                    life = error_lifetimes(curve[:, None], times)
-                    out[f"{task}.lifetime"] = np.float64(life.lifetime[0])
-            if "mean_image_corr_mean" in g:
-                corr = np.asarray(g["mean_image_corr_mean"][()], dtype=np.float64)
-                out[f"{task}.mean_image_corr"] = corr
-                out[f"{task}.mean_overlap"] = np.float64(corr[-1])
-            if "final_coherence" in g:
-                out[f"{task}.final_coherence"] = np.float64(np.nanmean(g["final_coherence"][()]))
-        analyses = f.get("analysis")
-        if isinstance(analyses, h5py.Group):
-            found: list[tuple[str, h5py.Group]] = []
-            analyses.visititems(
-                lambda n, o: (
-                    found.append((n, o))
-                    if isinstance(o, h5py.Group) and "result_type" in o.attrs
-                    else None
-                )
-            )
-            for name, group in found:
-                kind = io.schema.decode_attr(group.attrs["result_type"])
-                if kind == "AttractorReport":
-                    out.update(_attractor_summary(name.replace("/", "."), group))
-                elif kind == "Lifetimes" and "lifetime" in group:
-                    key = f"{name.replace('/', '.')}.lifetime"
-                    out[key] = np.float64(np.mean(group["lifetime"][()]))
+            out[f"{task}.best_error"] = curve[best]
+            out[f"{task}.best_t"] = times[best]
+            if np.isfinite(curve).all():
+                out[f"{task}.lifetime"] = error_lifetimes(curve[:, None], times).lifetime[0]
+            out[f"{task}.mean_image_corr"] = corr
+            out[f"{task}.mean_overlap"] = corr[-1]
+            out[f"{task}.final_coherence"] = np.nanmean(g["final_coherence"][()])
         if "fit_loss" in f.attrs:
-            loss = io.schema.decode_attr(f.attrs["fit_loss"])
-            if isinstance(loss, (int, float)):
-                out["fit_loss"] = np.float64(loss)
+            out["fit_loss"] = np.float64(f.attrs["fit_loss"])
     return out
 
 
-def _experiment_kind() -> PointKind:
-    try:
-        experiments = importlib.import_module("spinsa.experiments")
-        experiments.ExperimentConfig  # noqa: B018 - fail here if it is missing
-        experiments.run_experiment  # noqa: B018
-    except (ImportError, AttributeError) as err:
-        raise ValueError(
-            "point kind 'experiment' needs spinsa.experiments (ExperimentConfig, "
-            f"run_experiment), which cannot be imported here ({err}). Use point = "
-            '"synthetic" or "package.module:function" in [scan]'
-        ) from None
-    estimate = getattr(experiments, "estimate_cost", None)
-    return PointKind(
-        name="experiment",
-        run=run_experiment_point,
-        resolve=_resolve_experiment,
-        estimate=_wrap_estimate(estimate) if estimate is not None else estimate_experiment,
-        apply=_apply_experiment,
-        summarize=summarize_experiment,
-    )
+# --------------------------------------------------------------------------- synthetic
 
 
-# Seconds of one core per unit of P·N²·d² work, measured with the fused numba kernels on a
-# 2-core AVX-512 machine (objective and gradient: 1.2 s at P = 10,000, N = 196, d = 8 on two
-# cores; one dynamics step: 65 ms at P = 1,000), rounded up.
-OBJECTIVE_SECONDS_PER_UNIT = 1.0e-10
-STEP_SECONDS_PER_UNIT = 6.0e-11
-TORCH_SLOWDOWN = 3.0  # the torch objective on a CPU against the numba one
+def _check_range(value, name: str, low: float, high: float) -> None:
+    if not low <= check_real(value, name) <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
 
 
-def estimate_experiment(config: Mapping) -> PointCost:
-    """Rough memory and single-core time of an experiment (fit, two tasks, analyses).
+@dataclass(frozen=True)
+class PatternsConfig:
+    """P random patterns of N unit spins in R^d, correlation c in [0, 1]."""
 
-    Memory: :func:`spinsa.fit.estimate_memory` of the fit, plus a few copies of the test
-    spins and 128 MiB for the interpreter. Time: the L-BFGS iterations (or the torch
-    epochs, about three times slower on a CPU) at one objective evaluation each, plus the
-    two tasks' dynamics on the test images, plus Python's share (1 ms per optimiser step,
-    0.2 ms per dynamics step, 1 s for data, analyses and files). Unknown (``PointCost()``)
-    when the config cannot be read. Within a factor of a few: ``spinsa scan plan --out``
-    shows the measured times once some points have run.
+    n_patterns: int = 4
+    n_tokens: int = 16
+    d: int = 4
+    correlation: float = 0.0
+
+    def __post_init__(self):
+        check_count(self.n_patterns, "patterns.n_patterns", 1)
+        check_count(self.n_tokens, "patterns.n_tokens", 2)
+        check_count(self.d, "patterns.d", 1)
+        _check_range(self.correlation, "patterns.correlation", 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class CorruptionConfig:
+    """Gaussian noise of std ``noise`` per spin component, then back on the sphere."""
+
+    noise: float = 0.3
+
+    def __post_init__(self):
+        _check_range(self.noise, "corruption.noise", 0.0, np.inf)
+
+
+@dataclass(frozen=True)
+class DynamicsConfig:
+    """Arguments of :func:`spinsa.run`."""
+
+    lam: float = 1.0
+    gamma: float = 1.0
+    steps: int = 20
+    norm: Literal["sphere", "layernorm", "none"] = "sphere"
+    update: Literal["sync", "async"] = "sync"
+
+    def __post_init__(self):
+        check_positive(self.lam, "dynamics.lam")
+        check_real(self.gamma, "dynamics.gamma")
+        check_count(self.steps, "dynamics.steps", 0)
+        check_choice(self.norm, "dynamics.norm", ("sphere", "layernorm", "none"))
+        check_choice(self.update, "dynamics.update", ("sync", "async"))
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """The overlap above which a memory is alive, and the one that merges final states."""
+
+    threshold: float = 0.9
+    q_min: float = 0.99
+
+    def __post_init__(self):
+        _check_range(self.threshold, "analysis.threshold", -1.0, 1.0)
+        _check_range(self.q_min, "analysis.q_min", -1.0, 1.0)
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """Config of the ``"synthetic"`` point: Hebbian recall of random patterns.
+
+    P patterns ξ^μ of N unit spins in R^d are stored in the Hebbian couplings
+    J_ij = (1/P) Σ_μ ξ^μ_i ξ^μ_j^T; every pattern, corrupted by Gaussian noise of std
+    ``corruption.noise`` per component and put back on the sphere, is iterated for
+    ``dynamics.steps`` steps. Its file holds under ``/summary``: ``t`` (T,); the mean over
+    the patterns of the overlap m(t) = (1/N) Σ_i x_i(t)·ξ_i, ``overlap`` (T,), of the error
+    (1/2N) Σ_i |x_i(t) − ξ_i|², ``error`` (T,), and of the energy, ``energy`` (T,);
+    ``best_error`` and ``best_t``, the error's minimum over t ≥ 1 and where; ``lifetime``,
+    the mean time the overlap stays above ``analysis.threshold``; ``n_attractors``, the
+    distinct final states (mutual overlap ≥ ``analysis.q_min``); ``mean_overlap``, the
+    overlap of the final states with the mean pattern; ``final_overlap`` = m(steps).
+
+    Attributes
+    ----------
+    patterns, corruption, dynamics, analysis : sections
+        Their dotted keys are the valid axis names (``dynamics.lam``...).
+    seed : int
+        Seed of the patterns, the noise and the asynchronous site order.
+    sleep : float
+        Seconds of idle time added to the point (to test the scheduling).
     """
-    try:
-        from spinsa.experiments import ExperimentConfig
-        from spinsa.fit import estimate_memory
 
-        cfg = ExperimentConfig.from_dict(dict(config))
-        emb = cfg.make_embedding()
-        n_tokens, d = int(emb.n_tokens), int(emb.d)
-        n_train = cfg.data.n_train_images or 60_000
-        n_test, steps = cfg.data.n_test, cfg.dynamics.steps
-        fit = cfg.fit
-        memory = estimate_memory(n_train, n_tokens, d, config=fit).total
-        memory += 3 * n_test * n_tokens * d * 4 * 2 + 2**27  # spins, errors, the interpreter
-        unit = n_tokens * n_tokens * d * d
-        if fit.backend == "lbfgs":
-            iterations = fit.max_iter
-            fit_seconds = iterations * n_train * unit * OBJECTIVE_SECONDS_PER_UNIT
-        else:
-            iterations = fit.epochs * -(-n_train // fit.batch_size)
-            fit_seconds = fit.epochs * n_train * unit * OBJECTIVE_SECONDS_PER_UNIT * TORCH_SLOWDOWN
-        dyn_seconds = 2 * steps * n_test * unit * STEP_SECONDS_PER_UNIT
-        # Python's share: a millisecond per optimiser step, 0.1 ms per dynamics step, and
-        # a second for the data, the analyses and the files
-        fixed = 1e-3 * iterations + 2e-4 * steps + 1.0
-        return PointCost(memory=float(memory), seconds=float(fit_seconds + dyn_seconds + fixed))
-    except Exception:  # an estimate must never stop a plan
-        return PointCost()
+    patterns: PatternsConfig = field(default_factory=PatternsConfig)
+    corruption: CorruptionConfig = field(default_factory=CorruptionConfig)
+    dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    seed: int = 0
+    sleep: float = 0.0
+
+    def __post_init__(self):
+        check_count(self.seed, "seed", 0)
+        _check_range(self.sleep, "sleep", 0.0, np.inf)
 
 
-def _wrap_estimate(fn: Callable) -> Callable[[Mapping], PointCost]:
-    def estimate(config: Mapping) -> PointCost:
-        from spinsa.experiments import ExperimentConfig
+def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
+    """Run one synthetic point in memory: the arrays of its ``/summary`` (see
+    :class:`SyntheticConfig`)."""
+    from spinsa.analysis import cluster_states, mean_pattern, overlap_lifetimes, target_overlaps
+    from spinsa.couplings import hebbian_couplings
+    from spinsa.datasets import correlated_patterns
+    from spinsa.model import run
 
-        cost = fn(ExperimentConfig.from_dict(dict(config)))
-        if isinstance(cost, PointCost):
-            return cost
-        if isinstance(cost, Mapping):
-            return PointCost(cost.get("memory"), cost.get("seconds"))
-        memory, seconds = cost
-        return PointCost(memory, seconds)
+    p, dyn = config.patterns, config.dynamics
+    rng = np.random.default_rng(config.seed)
+    xi = correlated_patterns(p.n_patterns, p.n_tokens, p.d, p.correlation, seed=rng)
+    x0 = xi + config.corruption.noise * rng.standard_normal(xi.shape).astype(xi.dtype)
+    norms = np.linalg.norm(x0, axis=-1, keepdims=True)
+    x0 = np.where(norms > 0, x0 / np.where(norms > 0, norms, 1), xi).astype(xi.dtype)
+    J = hebbian_couplings(xi)
+    kwargs = dict(gamma=dyn.gamma, norm=dyn.norm, update=dyn.update, seed=config.seed)
+    traj = run(x0, J, dyn.lam, dyn.steps, **kwargs)
+    states, xi64 = traj.states.astype(np.float64), xi.astype(np.float64)
+    m = target_overlaps(states, xi64)  # (T, P)
+    error = (0.5 * ((states - xi64) ** 2).sum(-1).mean(-1)).mean(axis=1)  # (T,)
+    first = min(1, dyn.steps)
+    best = first + int(np.argmin(error[first:]))
+    lifetimes = overlap_lifetimes(m, traj.times, config.analysis.threshold).lifetime
+    final_mean = np.einsum("pna,na->p", states[-1], mean_pattern(xi64)) / p.n_tokens
+    return {
+        "t": np.asarray(traj.times, dtype=np.int64),
+        "overlap": m.mean(axis=1),
+        "error": error,
+        "energy": traj.energies.mean(axis=1),
+        "best_error": np.float64(error[best]),
+        "best_t": np.int64(traj.times[best]),
+        "lifetime": np.float64(lifetimes.mean()),
+        "n_attractors": np.int64(cluster_states(states[-1], config.analysis.q_min).n_clusters),
+        "mean_overlap": np.float64(final_mean.mean()),
+        "final_overlap": np.float64(m[-1].mean()),
+    }
 
-    return estimate
 
+def run_synthetic_point(config: Mapping[str, Any], out_path: os.PathLike) -> None:
+    """The ``"synthetic"`` point: its summary written to ``out_path``."""
+    from spinsa import io
 
-# --------------------------------------------------------------------------- toy kinds
-
-
-def _synthetic_kind() -> PointKind:
-    from spinsa.scan import toy
-
-    return PointKind(
-        name="synthetic",
-        run=toy.run_synthetic_point,
-        resolve=toy.SyntheticConfig.resolve,
-        estimate=toy.estimate_synthetic,
+    cfg = config_from_dict(SyntheticConfig, config)
+    summary = synthetic_summary(cfg)
+    time.sleep(cfg.sleep)
+    io.write_file(
+        out_path, {"summary": summary}, kind="scan-point", config=cfg, seeds={"seed": cfg.seed}
     )
 
 
-def _trivial_kind() -> PointKind:
-    from spinsa.scan import toy
-
-    return PointKind(
-        name="trivial",
-        run=toy.run_trivial_point,
-        resolve=toy.TrivialConfig.resolve,
-        estimate=toy.estimate_trivial,
-    )
+def configure_synthetic(base: Mapping, overrides: Mapping[str, Any]) -> dict:
+    """The overrides set on the base, the defaults filled in, checked."""
+    return config_to_dict(config_from_dict(SyntheticConfig, set_dotted(base, overrides)))
 
 
-POINT_KINDS: dict[str, Callable[[], PointKind]] = {
-    "experiment": _experiment_kind,
-    "synthetic": _synthetic_kind,
-    "trivial": _trivial_kind,
+# --------------------------------------------------------------------------- the table
+
+POINT_KINDS: dict[str, PointKind] = {
+    "experiment": PointKind(
+        "experiment", run_experiment_point, configure_experiment, summarize_experiment
+    ),
+    "synthetic": PointKind("synthetic", run_synthetic_point, configure_synthetic),
 }
 
 
-# --------------------------------------------------------------------------- user functions
-
-
-def _copy_config(config: Mapping) -> dict:
-    return copy.deepcopy(dict(config))
-
-
-def _set_dotted(config: dict, key: str, value: Any) -> None:
-    """``config["a"]["b"] = value`` for ``key = "a.b"`` (missing tables are created)."""
-    parts = key.split(".")
-    node = config
-    for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
-        node = child
-    node[parts[-1]] = copy.deepcopy(value)
-
-
 def point_kind(name: str | PointKind) -> PointKind:
-    """The point kind called ``name`` (see the module docstring).
+    """The point kind called ``name``.
 
     Parameters
     ----------
     name : str or PointKind
-        A name of :data:`POINT_KINDS`, ``"package.module:function"``, or a kind (returned
-        as it is).
+        A name of :data:`POINT_KINDS`; ``"package.module:function"``, a function
+        ``function(config: dict, out_path)`` whose config is the base as written (the axes
+        must name keys of the base); or a kind, returned as it is.
 
     Raises
     ------
@@ -398,28 +293,16 @@ def point_kind(name: str | PointKind) -> PointKind:
     """
     if isinstance(name, PointKind):
         return name
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"point kind must be a non-empty string, got {name!r}")
     if name in POINT_KINDS:
-        return POINT_KINDS[name]()
-    if ":" not in name:
+        return POINT_KINDS[name]
+    module_name, sep, attr = str(name).partition(":")
+    if not sep:
         raise ValueError(
             f"unknown point kind {name!r}; known: {', '.join(POINT_KINDS)}, or "
             "'package.module:function' for a function of your own"
         )
-    module_name, _, attr = name.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"point kind {name!r}: cannot import {module_name!r} ({err})") from None
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ValueError(f"point kind {name!r}: {module_name!r} has no {attr!r}") from None
-    if isinstance(obj, PointKind):
-        return obj
-    if not callable(obj):
-        raise ValueError(f"point kind {name!r} is not callable")
-    return PointKind(name=name, run=obj, resolve=_copy_config)
+        function = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"point kind {name!r} cannot be imported: {err}") from None
+    return PointKind(name, function, set_dotted)

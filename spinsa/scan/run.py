@@ -1,0 +1,449 @@
+"""Running a scan: one task per point, in this process or on Dask, resumable.
+
+Where the points run, and with how many threads for numba, torch and OpenMP/BLAS (so that
+the points running at the same time share the cores without oversubscribing them):
+
+- ``"serial"``: one point at a time in this process, with every core;
+- ``"local"``: a Dask ``LocalCluster`` of ``workers`` processes (default: one per core), one
+  point each at a time, with ``cores // workers`` threads;
+- ``"slurm"``, ``"pbs"``, ``"sge"``, ``"lsf"``: dask-jobqueue jobs of ``cores`` cores running
+  ``processes`` workers each (the ``[cluster]`` table), one point at a time per worker (a
+  Dask resource), ``cores // processes`` threads each;
+- ``scheduler=`` or ``client=``: the workers are yours; a point gets ``threads_per_point``
+  threads, or its host's cores divided by the Dask threads of all the workers there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import math
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spinsa._checks import check_choice, check_count
+from spinsa._progress import progress as progress_bar
+from spinsa.scan.kinds import PointKind, point_kind
+from spinsa.scan.spec import ScanSpec, load_scan
+from spinsa.scan.store import PointStore, ScanDir
+
+__all__ = [
+    "CLUSTERS",
+    "MissingDependencyError",
+    "ScanReport",
+    "jobqueue_cluster",
+    "open_client",
+    "run_scan",
+]
+
+JOBQUEUE_CLASSES = dict(slurm="SLURMCluster", pbs="PBSCluster", sge="SGECluster", lsf="LSFCluster")
+CLUSTERS = ("local", "serial", *JOBQUEUE_CLASSES)
+RESOURCE = "spinsa_point"  # one point at a time per batch worker
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+OWN_KEYS = ("jobs", "adapt")  # [cluster] keys read by spinsa; the rest go to dask-jobqueue
+
+
+class MissingDependencyError(ImportError):
+    """An optional dependency is missing; the message says what to install."""
+
+
+def require(module: str, needed_for: str):
+    """``import module``, or :class:`MissingDependencyError` saying what to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise MissingDependencyError(
+            f"{needed_for} needs {module}, which is not installed ({err}). Install it with: "
+            'pip install "spinsa[cluster]"'
+        ) from None
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity: a batch job's allocation)."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+@contextlib.contextmanager
+def _thread_limits(threads: int) -> Iterator[None]:
+    """numba, torch and OpenMP/BLAS at ``threads`` threads; restored on exit."""
+    import numba
+
+    saved_env = {k: os.environ.get(k) for k in THREAD_VARIABLES}
+    saved_numba = numba.get_num_threads()
+    torch = sys.modules.get("torch")  # only if a point imported it
+    saved_torch = torch.get_num_threads() if torch is not None else 0
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    if torch is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(saved_numba)
+        if torch is not None:
+            torch.set_num_threads(saved_torch)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_point(run: Callable, config: dict, store: str | os.PathLike, key: str, threads: int):
+    """Run one point: ``run(config, store/KEY.h5)`` with ``threads`` threads for numba,
+    torch and OpenMP/BLAS (the task a Dask worker, or this process, executes).
+
+    Returns False, running nothing, when the file is complete already (a worker died after
+    writing it, or another client ran the point), and True when the point ran.
+    """
+    points = PointStore(store)
+    if points.done(key):
+        return False
+    with _thread_limits(threads):
+        run(config, points.file(key))
+    if not points.file(key).exists():
+        name = getattr(run, "__qualname__", run)
+        raise RuntimeError(f"the point function {name!r} returned without writing its file")
+    return True
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """What a call of :func:`run_scan` did.
+
+    Attributes
+    ----------
+    out : Path
+        The scan directory.
+    n_points, n_skipped, n_run, n_failed : int
+        Points of the scan; finished before the call; finished by it; failed on every try.
+    seconds : float
+    cluster : str
+        Where the points ran (``"serial"``, ``"local"``, ``"slurm"``, ..., ``"scheduler"``,
+        ``"client"``).
+    failed : tuple of str
+        Keys of the failed points (their errors are in ``points/KEY.error``).
+    """
+
+    out: Path
+    n_points: int
+    n_skipped: int
+    n_run: int
+    seconds: float
+    cluster: str
+    failed: tuple[str, ...] = ()
+
+    @property
+    def n_failed(self) -> int:
+        return len(self.failed)
+
+    @property
+    def complete(self) -> bool:
+        return self.n_skipped + self.n_run == self.n_points
+
+    def __str__(self) -> str:
+        text = (
+            f"{self.n_skipped + self.n_run}/{self.n_points} points done in {self.out} "
+            f"({self.n_run} run now in {self.seconds:.1f} s on {self.cluster}, "
+            f"{self.n_skipped} already there"
+        )
+        if self.n_failed:
+            text += f", {self.n_failed} FAILED: see {self.out / 'points'}/*.error"
+        return text + ")"
+
+
+def _error_text(err: BaseException, tb) -> str:
+    """The error on the first line, then its traceback: what ``points/KEY.error`` holds."""
+    return f"{type(err).__name__}: {err}\n\n" + "".join(
+        traceback.format_exception(type(err), err, tb)
+    )
+
+
+def _run_serial(todo, kind, store, retries, threads, finish) -> None:
+    for p in todo:
+        for attempt in range(retries + 1):
+            try:
+                run_point(kind.run, p.config, store.path, p.key, threads)
+            except Exception as err:
+                if attempt == retries:
+                    finish(p.key, _error_text(err, err.__traceback__))
+            else:
+                finish(p.key, None)
+                break
+
+
+def _run_dask(client, todo, kind, store, retries, threads, resources, finish) -> None:
+    from distributed import as_completed
+
+    token = os.urandom(4).hex()  # a re-run on the same scheduler gets fresh task keys
+    futures = {}
+    for p in todo:
+        args = (kind.run, p.config, str(store.path), p.key, threads)
+        key = f"spinsa-point-{p.key}-{token}"
+        fut = client.submit(run_point, *args, key=key, retries=retries, resources=resources)
+        futures[fut] = p.key
+    try:
+        for fut in as_completed(futures):
+            if fut.status == "finished":
+                finish(futures[fut], None)
+            else:  # raised on every try, killed its workers, or was cancelled
+                try:
+                    err, tb = fut.exception(), fut.traceback()
+                except Exception as exc:  # a cancelled future raises here
+                    err, tb = exc, None
+                finish(futures[fut], _error_text(err, tb))
+            fut.release()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            client.cancel(list(futures))
+        raise
+
+
+def run_scan(
+    scan: ScanSpec | str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    cluster: str = "local",
+    scheduler: str | None = None,
+    workers: int | None = None,
+    threads_per_point: int | None = None,
+    retries: int | None = None,
+    force: bool = False,
+    progress: bool = True,
+    client: Any = None,
+    kind: PointKind | None = None,
+    log: Callable[[str], None] | None = None,
+) -> ScanReport:
+    """Run every point of a scan that has no finished file yet.
+
+    A point that raises is run again up to ``retries`` times, then recorded as failed
+    (``points/KEY.error``) and the scan goes on. A worker that dies mid-point has its point
+    rescheduled by the Dask scheduler (after Dask's ``allowed-failures``, 3, deaths it
+    fails). A client killed mid-scan leaves every finished file intact: run again, and only
+    the missing points run.
+
+    Parameters
+    ----------
+    scan : ScanSpec or path
+        The scan, or its TOML file.
+    out : path
+        The scan directory (:mod:`spinsa.scan.store`), created if needed.
+    cluster : {"local", "serial", "slurm", "pbs", "sge", "lsf"}
+    scheduler, workers, threads_per_point
+        See :func:`open_client` and the module docstring.
+    retries : int, optional
+        Default: the scan's ``retries``.
+    force : bool
+        Take over a directory made by a different scan (:meth:`ScanDir.prepare`).
+    progress : bool
+    client : dask.distributed.Client, optional
+        Run on this client (left running); ``cluster``, ``scheduler``, ``workers`` ignored.
+    kind : PointKind, optional
+        Instead of the scan's ``point``.
+    log : callable, optional
+        Receives one-line messages (where the scan runs, how many points are left).
+
+    Returns
+    -------
+    ScanReport
+    """
+    t0 = time.perf_counter()
+    spec = scan if isinstance(scan, ScanSpec) else load_scan(scan)
+    check_choice(cluster, "cluster", CLUSTERS)
+    retries = check_count(spec.retries if retries is None else retries, "retries")
+    for name, value in (("workers", workers), ("threads_per_point", threads_per_point)):
+        if value is not None:
+            check_count(value, name, 1)
+    kind = point_kind(spec.point) if kind is None else kind
+    points = spec.points(kind)
+    where = "client" if client is not None else "scheduler" if scheduler is not None else cluster
+    if where not in ("serial", "client"):  # refused before anything is written
+        require("dask.distributed", "running a scan on Dask (else: --cluster serial)")
+    if where in JOBQUEUE_CLASSES:
+        require("dask_jobqueue", f"--cluster {cluster}")
+    say = log or (lambda message: None)
+    sd = ScanDir(out)
+    if sd.prepare(spec, [p.key for p in points], force=force):
+        say(f"{sd.path} held another scan: taken over (--force); shared points are kept")
+    store = sd.points
+    store.clean()
+    todo = [p for p in points if not store.done(p.key)]
+    say(f"{spec.name}: {len(points)} points, {len(points) - len(todo)} done, {len(todo)} to run")
+    failed: list[str] = []
+    with progress_bar(len(todo), spec.name, "point", enabled=progress and bool(todo)) as bar:
+
+        def finish(key: str, error: str | None) -> None:
+            store.set_error(key, error)
+            if error is not None:
+                failed.append(key)
+                bar.set_postfix(failed=len(failed))
+            bar.update(1)
+
+        if todo and where == "serial":
+            _run_serial(todo, kind, store, retries, threads_per_point or available_cores(), finish)
+        elif todo:
+            with open_client(
+                cluster,
+                scheduler=scheduler,
+                workers=workers,
+                threads_per_point=threads_per_point,
+                options=spec.cluster,
+                log_directory=sd.path.resolve() / "dask-logs",
+                client=client,
+            ) as (dask_client, threads, resources, description):
+                say(description)
+                _run_dask(dask_client, todo, kind, store, retries, threads, resources, finish)
+    return ScanReport(
+        out=sd.path,
+        n_points=len(points),
+        n_skipped=len(points) - len(todo),
+        n_run=len(todo) - len(failed),
+        seconds=time.perf_counter() - t0,
+        cluster=where,
+        failed=tuple(failed),
+    )
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+def threads_from_workers(client) -> int:
+    """Threads per point that keep every host of ``client``'s workers from oversubscribing:
+    each host's cores over the Dask threads of its workers, the least over the hosts."""
+    client.wait_for_workers(1)
+    cores = client.run(available_cores)
+    threads: dict[str, int] = {}
+    host_cores: dict[str, int] = {}
+    for address, w in client.scheduler_info()["workers"].items():
+        threads[w["host"]] = threads.get(w["host"], 0) + w["nthreads"]
+        host_cores[w["host"]] = max(host_cores.get(w["host"], 1), cores.get(address, 1))
+    return min(max(1, host_cores[h] // n) for h, n in threads.items())
+
+
+def _dashboard_address() -> str | None:
+    return ":8787" if importlib.util.find_spec("bokeh") else None  # the dashboard needs bokeh
+
+
+def jobqueue_cluster(
+    cluster: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    threads_per_point: int | None = None,
+    log_directory: str | os.PathLike | None = None,
+):
+    """A dask-jobqueue cluster object and the threads of every point (no job submitted).
+
+    ``options`` is the ``[cluster]`` table: dask-jobqueue's arguments (``cores``,
+    ``processes``, ``memory``, ``walltime``, ``queue``...) and spinsa's own ``jobs`` and
+    ``adapt``, left out here. Every point runs with ``threads_per_point`` threads (default:
+    ``cores // processes``); the jobs write their output to ``log_directory``.
+    """
+    check_choice(cluster, "cluster", tuple(JOBQUEUE_CLASSES))
+    cls = getattr(require("dask_jobqueue", f"--cluster {cluster}"), JOBQUEUE_CLASSES[cluster])
+    opts = {k: v for k, v in dict(options or {}).items() if k not in OWN_KEYS}
+    if "cores" not in opts:
+        raise ValueError(
+            f"--cluster {cluster} needs the cores of one job: add cores = ... (and memory, "
+            "walltime, queue...) to the scan file's [cluster] table"
+        )
+    threads = threads_per_point or max(1, int(opts["cores"]) // int(opts.get("processes", 1)))
+    opts["worker_extra_args"] = [*opts.get("worker_extra_args", []), "--resources", f"{RESOURCE}=1"]
+    exports = [f"export {k}={threads}" for k in THREAD_VARIABLES]
+    opts["job_script_prologue"] = [*opts.get("job_script_prologue", []), *exports]
+    if log_directory is not None:
+        opts.setdefault("log_directory", str(log_directory))
+    opts.setdefault("scheduler_options", {"dashboard_address": _dashboard_address() or ":0"})
+    try:
+        return cls(**opts), threads
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"dask_jobqueue.{cls.__name__} refused the scan file's [cluster] options: {err}"
+        ) from None
+
+
+@contextlib.contextmanager
+def open_client(
+    cluster: str = "local",
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    threads_per_point: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    log_directory: str | os.PathLike | None = None,
+    client: Any = None,
+) -> Iterator[tuple[Any, int, dict | None, str]]:
+    """A Dask client on the cluster asked for, closed (with its cluster) on exit.
+
+    ``cluster`` is ``"local"`` or a batch system (``options``: the ``[cluster]`` table;
+    ``log_directory``: where its jobs write their output); ``scheduler``, the address of a
+    running Dask scheduler (``tcp://host:8786``) or a scheduler file, and ``client``, a
+    client of yours (left open), override it. ``workers``: local worker processes (default:
+    one per core), or batch workers in all (default: ``jobs`` jobs, or ``adapt``).
+
+    Yields
+    ------
+    client, threads, resources, description
+        The client; the threads of every point (``threads_per_point``, default: see the
+        module docstring); the Dask resources every point asks for (or None); one line for
+        the user (workers, threads, dashboard).
+    """
+    if client is not None:
+        threads = threads_per_point or threads_from_workers(client)
+        yield client, threads, None, f"client {client}: {threads} threads per point"
+        return
+    distributed = require("dask.distributed", "running a scan on Dask")
+    with contextlib.ExitStack() as stack:
+        resources = None
+        if scheduler is not None:
+            is_file = str(scheduler).endswith(".json") and Path(scheduler).is_file()
+            kwargs = {"scheduler_file": str(scheduler)} if is_file else {"address": scheduler}
+            client = stack.enter_context(distributed.Client(**kwargs))
+            threads = threads_per_point or threads_from_workers(client)
+            n = len(client.scheduler_info()["workers"])
+            description = f"scheduler {scheduler}: {n} workers now, {threads} threads per point"
+        elif cluster == "local":
+            n = workers or available_cores()
+            threads = threads_per_point or max(1, available_cores() // n)
+            local = distributed.LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                dashboard_address=_dashboard_address(),
+                env=dict.fromkeys(THREAD_VARIABLES, str(threads)),
+            )
+            client = stack.enter_context(distributed.Client(stack.enter_context(local)))
+            plural = "s" if threads > 1 else ""
+            description = (
+                f"local cluster: {n} worker processes × {threads} thread{plural} per point"
+            )
+            if _dashboard_address():
+                description += f", dashboard {client.dashboard_link}"
+        else:
+            opts = dict(options or {})
+            jq, threads = jobqueue_cluster(
+                cluster, opts, threads_per_point=threads_per_point, log_directory=log_directory
+            )
+            stack.callback(jq.close)
+            processes = int(opts.get("processes", 1))
+            if "adapt" in opts and workers is None:
+                jq.adapt(**opts["adapt"])
+                scale = f"adaptive ({opts['adapt']})"
+            elif workers is not None:
+                jq.scale(n=workers)
+                scale = f"{workers} workers in {math.ceil(workers / processes)} jobs"
+            else:
+                jq.scale(jobs=int(opts.get("jobs", 1)))
+                scale = f"{opts.get('jobs', 1)} jobs × {processes} workers"
+            client = stack.enter_context(distributed.Client(jq))
+            resources = {RESOURCE: 1}
+            description = (
+                f"{cluster} cluster: {scale}, {threads} threads per point, "
+                f"dashboard {client.dashboard_link}"
+            )
+        yield client, threads, resources, description
