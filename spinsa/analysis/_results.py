@@ -1,9 +1,10 @@
-"""The common shape of analysis results: frozen dataclasses of arrays and scalars.
+"""What the analysis modules share: the result base class and the argument checks.
 
-Every result of :mod:`spinsa.analysis` derives from :class:`AnalysisResult`. Its fields are
-either numpy arrays (stored as HDF5 datasets) or scalars, strings, ``None`` and tuples of
-those (stored as HDF5 attributes), so a result converts to ``(arrays, attrs)`` and back
-without loss: ``type(r).from_arrays(*r.to_arrays_and_attrs()) == r`` field by field.
+Every result of :mod:`spinsa.analysis` derives from :class:`AnalysisResult`, a frozen
+dataclass whose fields are either numpy arrays (stored as HDF5 datasets) or scalars, strings,
+``None`` and tuples of those (stored as HDF5 attributes), so a result converts to
+``(arrays, attrs)`` and back without loss: ``type(r).from_arrays(r.to_arrays(), r.attrs())``
+equals ``r`` field by field.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["AnalysisResult", "result_class"]
+from spinsa._checks import check_count, check_spins
+
+__all__ = ["AnalysisResult", "bin_edges", "check_states", "check_times", "result_class"]
 
 _REGISTRY: dict[str, type[AnalysisResult]] = {}
 
@@ -34,23 +37,50 @@ def _freeze(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _is_array(annotation: Any) -> bool:
+    return annotation is np.ndarray or str(annotation).startswith(("np.ndarray", "numpy.ndarray"))
+
+
 @dataclasses.dataclass(frozen=True)
 class AnalysisResult:
     """Base class: a frozen dataclass that splits into arrays and attributes.
 
-    Subclasses list in ``_arrays`` the names of their array fields (an optional array may be
-    ``None``; it is then left out of :meth:`to_arrays`); every other field is an attribute
-    (number, string, bool, ``None`` or a tuple of those).
+    The fields annotated ``np.ndarray`` (or ``np.ndarray | None``, an optional array left out
+    of :meth:`to_arrays` when ``None``) are the arrays; a subclass may list them in ``_arrays``
+    instead. Every other field is an attribute (number, string, bool, ``None`` or a tuple of
+    those; a list or an array is stored as a tuple). Each string of ``_same_shape`` names
+    (space-separated) arrays that must share one shape where they are not ``None``; a
+    subclass checks anything else by extending ``__post_init__``.
     """
 
     _arrays: ClassVar[tuple[str, ...]] = ()
+    _same_shape: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
+        if "_arrays" not in cls.__dict__:
+            own = cls.__dict__.get("__annotations__", {})
+            cls._arrays = tuple(name for name, a in own.items() if _is_array(a))
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name not in self._arrays and isinstance(value, (list, np.ndarray)):
+                items = value.tolist() if isinstance(value, np.ndarray) else value
+                object.__setattr__(self, f.name, tuple(items))
+        for group in self._same_shape:
+            present = [(n, getattr(self, n)) for n in group.split() if getattr(self, n) is not None]
+            for name, a in present[1:]:
+                if a.shape != present[0][1].shape:
+                    raise ValueError(
+                        f"{name} must have the shape {present[0][1].shape} of {present[0][0]}, "
+                        f"got {a.shape}"
+                    )
 
     def _freeze_arrays(self) -> None:
-        """Store every array field as a read-only ndarray (call from ``__post_init__``)."""
+        """Store every array field as a read-only ndarray."""
         for name in self._arrays:
             value = getattr(self, name)
             if value is not None:
@@ -94,3 +124,40 @@ class AnalysisResult:
                     value = value.item()
                 kwargs[f.name] = value
         return cls(**kwargs)
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def check_states(x, name: str, dtype=None, ndims=(3, 4)) -> np.ndarray:
+    """Configurations (P, N, d) or recorded states (T, P, N, d) as :func:`check_spins` sees
+    them: finite, real, C-contiguous, float32 unless float64 (or ``dtype``)."""
+    x = np.asarray(x)
+    if x.ndim not in ndims:
+        shapes = {3: "(n_samples, n_tokens, d)", 4: "(n_records, n_samples, n_tokens, d)"}
+        expected = " or ".join(shapes[k] for k in ndims)
+        raise ValueError(f"{name} must have shape {expected}, got shape {x.shape}")
+    return check_spins(x.reshape(-1, *x.shape[-2:]), name, dtype).reshape(x.shape)
+
+
+def check_times(times, n_records: int, of: str = "") -> np.ndarray:
+    """Strictly increasing integer times, one per record; returned as int64."""
+    times = np.asarray(times)
+    if times.shape != (n_records,) or not np.issubdtype(times.dtype, np.integer):
+        raise ValueError(
+            f"times must be an integer array of shape ({n_records},), one per record{of}, "
+            f"got {times.dtype} array of shape {times.shape}"
+        )
+    if n_records > 1 and not np.all(np.diff(times) > 0):
+        raise ValueError("times must be strictly increasing")
+    return times.astype(np.int64)
+
+
+def bin_edges(bins, lo: float, hi: float) -> np.ndarray:
+    """Histogram edges: ``bins`` equal bins from ``lo`` to ``hi``, or ``bins`` as given."""
+    if np.ndim(bins) == 0:
+        return np.linspace(lo, hi, check_count(bins, "bins", 1) + 1)
+    edges = np.asarray(bins, dtype=np.float64)
+    if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
+        raise ValueError("bins must be a positive int or increasing edges (at least 2 values)")
+    return edges

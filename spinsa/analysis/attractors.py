@@ -23,21 +23,23 @@ the attractors, their basin fractions, and how they compare with the training pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from spinsa._checks import check_count, check_positive, check_real
 from spinsa.analysis import _kernels
-from spinsa.analysis._results import AnalysisResult
+from spinsa.analysis._results import AnalysisResult, check_states, check_times
 from spinsa.analysis.overlaps import (
-    _check_configs,
-    _check_times,
+    check_patterns,
     mean_pattern,
     nearest_patterns,
     pixel_correlations,
     target_overlaps,
 )
+from spinsa.model import run
+from spinsa.tasks import as_generator
 
 __all__ = [
     "AttractorReport",
@@ -87,7 +89,7 @@ def lagged_distances(states, max_lag: int) -> np.ndarray:
     ndarray, shape (K, T, P)
         ``out[k - 1, t, p]``; NaN where t < k.
     """
-    states = _check_configs(states, "states", ndims=(4,))
+    states = check_states(states, "states", ndims=(4,))
     max_lag = check_count(max_lag, "max_lag", 1)
     if max_lag >= states.shape[0]:
         raise ValueError(
@@ -111,7 +113,7 @@ def fixed_points(states, tol: float = 1e-5) -> np.ndarray:
     -------
     ndarray of bool, shape (P,)
     """
-    states = _check_configs(states, "states", ndims=(4,))
+    states = check_states(states, "states", ndims=(4,))
     tol = check_positive(tol, "tol")
     if states.shape[0] < 2:
         raise ValueError("states must hold at least 2 records to test for a fixed point")
@@ -142,19 +144,13 @@ class CycleReport(AnalysisResult):
     tol : float
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("period", "convergence_time", "residual", "final_step")
+    _same_shape = ("period convergence_time residual final_step",)
     period: np.ndarray
     convergence_time: np.ndarray
     residual: np.ndarray
     final_step: np.ndarray
     max_period: int = 1
     tol: float = 1e-5
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        for name in self._arrays:
-            if getattr(self, name).shape != self.period.shape:
-                raise ValueError(f"{name} must have the shape {self.period.shape} of period")
 
     @property
     def is_fixed_point(self) -> np.ndarray:
@@ -217,8 +213,8 @@ def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleR
     -------
     CycleReport
     """
-    states = _check_configs(states, "states", ndims=(4,))
-    times = _check_times(times, states.shape[0])
+    states = check_states(states, "states", ndims=(4,))
+    times = check_times(times, states.shape[0])
     max_period = check_count(max_period, "max_period", 1)
     tol = check_positive(tol, "tol")
     if states.shape[0] > 1 and not np.all(np.diff(times) == 1):
@@ -253,17 +249,12 @@ class StateClusters(AnalysisResult):
         Whether |q| was compared (x and -x in one cluster).
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("labels", "representatives", "sizes")
+    _same_shape = ("representatives sizes",)
     labels: np.ndarray
     representatives: np.ndarray
     sizes: np.ndarray
     q_min: float = 0.99
     absolute: bool = False
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        if self.representatives.shape != self.sizes.shape:
-            raise ValueError("representatives and sizes must have the same shape")
 
     @property
     def n_clusters(self) -> int:
@@ -276,19 +267,26 @@ def _unit_rows(states: np.ndarray) -> np.ndarray:
     return np.divide(X, n, out=np.zeros_like(X), where=n > 0)
 
 
-def _relabel(labels: np.ndarray) -> StateClusters:
+def _check_q_min(q_min) -> float:
+    q_min = check_real(q_min, "q_min")
+    if not -1.0 < q_min <= 1.0:
+        raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
+    return q_min
+
+
+def _relabel(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Number clusters by decreasing size (ties: first member first)."""
     valid = labels >= 0
-    old = np.unique(labels[valid])
-    first = np.array([np.flatnonzero(labels == c)[0] for c in old], dtype=np.int64)
-    sizes = np.array([np.count_nonzero(labels == c) for c in old], dtype=np.int64)
+    _, first, inverse, sizes = np.unique(
+        labels[valid], return_index=True, return_inverse=True, return_counts=True
+    )
+    first = np.flatnonzero(valid)[first]
     order = np.lexsort((first, -sizes))
-    new_of_old = np.empty(old.size, dtype=np.int64)
-    new_of_old[order] = np.arange(old.size)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
     out = np.full(labels.shape, -1, dtype=np.int64)
-    if old.size:
-        out[valid] = new_of_old[np.searchsorted(old, labels[valid])]
-    return out, first[order], sizes[order]
+    out[valid] = rank[inverse]
+    return out, first[order].astype(np.int64), sizes[order].astype(np.int64)
 
 
 def cluster_states(states, q_min: float = 0.99, *, absolute: bool = False, include=None):
@@ -315,10 +313,8 @@ def cluster_states(states, q_min: float = 0.99, *, absolute: bool = False, inclu
     -------
     StateClusters
     """
-    states = _check_configs(states, "states", ndims=(3,))
-    q_min = check_real(q_min, "q_min")
-    if not -1.0 < q_min <= 1.0:
-        raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
+    states = check_states(states, "states", ndims=(3,))
+    q_min = _check_q_min(q_min)
     P = states.shape[0]
     if include is None:
         include = np.ones(P, dtype=bool)
@@ -392,22 +388,10 @@ class AttractorReport(AnalysisResult):
     group_names : tuple of str
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "labels",
-        "period",
-        "convergence_time",
-        "final_step",
-        "states",
-        "attractor_period",
-        "basin_size",
-        "basin_fraction",
-        "overlap_mean",
-        "nearest_index",
-        "nearest_overlap",
-        "corr_mean",
-        "corr_nearest",
-        "group_fractions",
-        "group_unconverged",
+    _same_shape = (
+        "labels period convergence_time final_step",
+        "attractor_period basin_size basin_fraction overlap_mean nearest_index nearest_overlap "
+        "corr_mean corr_nearest",
     )
     labels: np.ndarray
     period: np.ndarray
@@ -436,23 +420,12 @@ class AttractorReport(AnalysisResult):
     q_min: float = 0.99
 
     def __post_init__(self):
-        self._freeze_arrays()
-        C = self.basin_size.shape[0]
-        for name in (
-            "attractor_period",
-            "basin_fraction",
-            "overlap_mean",
-            "nearest_index",
-            "nearest_overlap",
-            "corr_mean",
-            "corr_nearest",
-        ):
-            a = getattr(self, name)
-            if a is not None and a.shape != (C,):
-                raise ValueError(f"{name} must have shape ({C},), got {a.shape}")
-        if self.states.shape[:1] != (C,):
-            raise ValueError(f"states must have shape ({C}, N, d), got {self.states.shape}")
-        object.__setattr__(self, "group_names", tuple(str(g) for g in self.group_names))
+        super().__post_init__()
+        if self.states.shape[:1] != self.basin_size.shape or self.basin_size.ndim != 1:
+            raise ValueError(
+                f"states must have shape (C, N, d) and basin_size (C,), got "
+                f"{self.states.shape} and {self.basin_size.shape}"
+            )
 
     @property
     def n_attractors(self) -> int:
@@ -464,8 +437,6 @@ def random_spins(n_samples: int, n_tokens: int, d: int, rng=0, dtype=np.float32)
 
     ``rng`` is a ``np.random.Generator``, an int seed or ``None``.
     """
-    from spinsa.tasks import as_generator
-
     n_samples = check_count(n_samples, "n_samples", 1)
     n_tokens = check_count(n_tokens, "n_tokens", 2)
     d = check_count(d, "d", 1)
@@ -474,36 +445,21 @@ def random_spins(n_samples: int, n_tokens: int, d: int, rng=0, dtype=np.float32)
     return x.astype(dtype)
 
 
-class _UnionFind:
-    def __init__(self, n: int):
-        self.parent = list(range(n))
-
-    def find(self, a: int) -> int:
-        while self.parent[a] != a:
-            self.parent[a] = self.parent[self.parent[a]]
-            a = self.parent[a]
-        return a
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
 def _merge_cycle_phases(labels, phases, period, reps_unit, q_min, absolute):
-    """Join clusters that hold different phases of one cycle."""
-    C = reps_unit.shape[0]
-    uf = _UnionFind(C)
+    """Join clusters that hold different phases of one cycle (connected components of the
+    graph whose edges join a trajectory's cluster to the clusters of its other phases)."""
+    edges = [np.empty((0, 2), dtype=np.int64)]
     for j in range(1, phases.shape[0]):
         who = np.flatnonzero((period > j) & (labels >= 0))
         if who.size == 0:
             continue
         q = _unit_rows(phases[j][who]) @ reps_unit.T
-        if absolute:
-            q = np.abs(q)
-        for s, c in zip(*np.nonzero(q >= q_min), strict=True):
-            uf.union(int(labels[who[s]]), int(c))
-    root = np.array([uf.find(c) for c in range(C)], dtype=np.int64)
+        s, c = np.nonzero((np.abs(q) if absolute else q) >= q_min)
+        edges.append(np.stack([labels[who[s]], c], axis=1))
+    a, b = np.concatenate(edges).T
+    C = reps_unit.shape[0]
+    graph = coo_matrix((np.ones(a.size), (a, b)), shape=(C, C))
+    root = connected_components(graph, directed=False)[1]
     out = labels.copy()
     out[labels >= 0] = root[labels[labels >= 0]]
     return out
@@ -572,9 +528,7 @@ def find_attractors(
     -------
     AttractorReport
     """
-    import spinsa
-
-    x0s = _check_configs(x0s, "x0s", ndims=(3,))
+    x0s = check_states(x0s, "x0s", ndims=(3,))
     lam = check_positive(lam, "lam")
     gamma = check_real(gamma, "gamma")
     max_period = check_count(max_period, "max_period", 1)
@@ -585,21 +539,14 @@ def find_attractors(
             f"it needs steps >= 2 * max_period - 1 = {2 * max_period - 1}"
         )
     tol = check_positive(tol, "tol")
-    q_min = check_real(q_min, "q_min")
-    if not -1.0 < q_min <= 1.0:
-        raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
+    q_min = _check_q_min(q_min)
     P = x0s.shape[0]
     if groups is not None:
         groups = np.asarray(groups)
         if groups.shape != (P,):
             raise ValueError(f"groups must have shape ({P},), one label per initial condition")
     if patterns is not None:
-        patterns = _check_configs(patterns, "patterns", ndims=(3,))
-        if patterns.shape[1:] != x0s.shape[1:]:
-            raise ValueError(
-                f"patterns must have shape (M, {x0s.shape[1]}, {x0s.shape[2]}), "
-                f"got {patterns.shape}"
-            )
+        patterns = check_patterns(x0s, patterns, "patterns")
     if embedding is not None and patterns is None and images is None:
         raise ValueError("embedding needs patterns or images to compare the attractors with")
 
@@ -617,19 +564,8 @@ def find_attractors(
             _kernels.token_max_distance(x, ring[(t - k) % (K + 1)], buf)
             D[k - 1, t] = buf
 
-    spinsa.run(
-        x0s,
-        J,
-        lam,
-        steps,
-        gamma=gamma,
-        norm=norm,
-        record_every=steps,
-        update=update,
-        seed=seed,
-        callback=track,
-        progress=progress,
-    )
+    dynamics = dict(gamma=gamma, norm=norm, update=update, seed=seed, progress=progress)
+    run(x0s, J, lam, steps, record_every=steps, callback=track, **dynamics)
     cycles = _classify(D, np.arange(steps + 1), max_period, tol)
     final = ring[steps % (K + 1)]
     phases = np.stack([ring[(steps - j) % (K + 1)] for j in range(K)])

@@ -15,12 +15,13 @@ comparisons:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
-from spinsa._checks import check_choice, check_count, check_couplings, check_finite, check_spins
-from spinsa.analysis._results import AnalysisResult
+from spinsa._checks import check_choice, check_couplings, check_finite, check_spins
+from spinsa.analysis._results import AnalysisResult, bin_edges
+from spinsa.couplings import hebbian_couplings, row_norms
+from spinsa.tasks import mean_sem
 
 __all__ = [
     "CouplingSpectrum",
@@ -58,19 +59,16 @@ def matched_hebbian(xi, J, match: str = "global") -> np.ndarray:
     ndarray, shape (N, N, d, d)
         In the dtype of ``J``.
     """
-    import spinsa
-
     xi = check_spins(xi, "xi")
     J = check_couplings(J, xi.shape[1], xi.shape[2], name="J")
     check_choice(match, "match", MATCHES)
-    K = np.asarray(spinsa.hebbian_couplings(xi), dtype=J.dtype)
+    K = np.asarray(hebbian_couplings(xi), dtype=J.dtype)
     if match == "global":
         if not np.any(K):
             raise ValueError("the Hebbian couplings of xi are zero: there is no norm to match")
         scale = np.linalg.norm(J.astype(np.float64)) / np.linalg.norm(K.astype(np.float64))
         return (K * scale).astype(J.dtype)
-    rows_J = np.sqrt((J.astype(np.float64) ** 2).sum(axis=(1, 2, 3)))
-    rows_K = np.sqrt((K.astype(np.float64) ** 2).sum(axis=(1, 2, 3)))
+    rows_J, rows_K = row_norms(J), row_norms(K)
     scale = np.divide(rows_J, rows_K, out=np.zeros_like(rows_J), where=rows_K > 0)
     return (K * scale[:, None, None, None]).astype(J.dtype)
 
@@ -156,14 +154,7 @@ class StrengthDistance(AnalysisResult):
         Pairs per bin.
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "distance",
-        "strength",
-        "bin_distance",
-        "mean",
-        "sem",
-        "count",
-    )
+    _same_shape = ("distance strength", "bin_distance mean sem count")
     distance: np.ndarray
     strength: np.ndarray
     bin_distance: np.ndarray
@@ -171,14 +162,14 @@ class StrengthDistance(AnalysisResult):
     sem: np.ndarray
     count: np.ndarray
 
-    def __post_init__(self):
-        self._freeze_arrays()
-        if self.distance.shape != self.strength.shape:
-            raise ValueError("distance and strength must have the same shape")
-        B = self.bin_distance.shape
-        for name in ("mean", "sem", "count"):
-            if getattr(self, name).shape != B:
-                raise ValueError(f"{name} must have the shape {B} of bin_distance")
+
+def _distances(positions, N: int) -> np.ndarray:
+    """|r_i - r_j| for positions of shape (N, D); (N, N) float64."""
+    positions = np.asarray(positions, dtype=np.float64)
+    if positions.ndim != 2 or positions.shape[0] != N:
+        raise ValueError(f"positions must have shape (N, D) with N = {N}, got {positions.shape}")
+    check_finite(positions, "positions")
+    return np.linalg.norm(positions[:, None, :] - positions[None, :, :], axis=-1)
 
 
 def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
@@ -193,53 +184,36 @@ def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
         coordinates.
     bins : int or array_like, optional
         ``None`` (default): one bin per distinct distance (a grid has few); an int: that many
-        equal-width bins; an array: bin edges.
+        equal-width bins; an array: bin edges (pairs outside the edges are left out).
 
     Returns
     -------
     StrengthDistance
     """
     S = pair_strengths(J)
-    N = S.shape[0]
-    positions = np.asarray(positions, dtype=np.float64)
-    if positions.ndim != 2 or positions.shape[0] != N:
-        raise ValueError(f"positions must have shape (N, D) with N = {N}, got {positions.shape}")
-    check_finite(positions, "positions")
-    dist = np.linalg.norm(positions[:, None, :] - positions[None, :, :], axis=-1)
-    off = ~np.eye(N, dtype=bool)
-    dist, strength = dist[off], S[off]
+    off = ~np.eye(S.shape[0], dtype=bool)
+    dist, strength = _distances(positions, S.shape[0])[off], S[off]
     if bins is None:
         keys, which = np.unique(np.round(dist, 9), return_inverse=True)
         n_bins = keys.size
     else:
-        if np.ndim(bins) == 0:
-            edges = np.linspace(dist.min(), dist.max(), check_count(bins, "bins", 1) + 1)
-        else:
-            edges = np.asarray(bins, dtype=np.float64)
-        if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
-            raise ValueError("bins must be a positive int or increasing edges")
+        edges = bin_edges(bins, dist.min(), dist.max())
         which = np.clip(np.searchsorted(edges, dist, side="right") - 1, 0, edges.size - 2)
-        inside = (dist >= edges[0]) & (dist <= edges[-1])
-        which = np.where(inside, which, -1)
+        which[(dist < edges[0]) | (dist > edges[-1])] = -1
         n_bins = edges.size - 1
-    count = np.bincount(which[which >= 0], minlength=n_bins).astype(np.int64)
-    ok = which >= 0
-    total = np.bincount(which[ok], weights=strength[ok], minlength=n_bins)
-    total2 = np.bincount(which[ok], weights=strength[ok] ** 2, minlength=n_bins)
-    dsum = np.bincount(which[ok], weights=dist[ok], minlength=n_bins)
+    order = np.argsort(which, kind="stable")  # pairs grouped by bin, in their own order
+    groups = np.split(strength[order], np.searchsorted(which[order], np.arange(n_bins + 1)))
+    stats = np.array([mean_sem(g) for g in groups[1:-1]]).reshape(-1, 3)
+    dsum = np.bincount(which[which >= 0], weights=dist[which >= 0], minlength=n_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / count
-        var = (total2 - count * mean**2) / (count - 1)
-        sem = np.sqrt(np.maximum(var, 0.0) / count)
-        bin_distance = dsum / count
-    sem[count < 2] = np.nan
+        bin_distance = dsum / stats[:, 2]
     return StrengthDistance(
         distance=dist,
         strength=strength,
         bin_distance=bin_distance,
-        mean=mean,
-        sem=sem,
-        count=count,
+        mean=stats[:, 0],
+        sem=stats[:, 1],
+        count=stats[:, 2].astype(np.int64),
     )
 
 
@@ -278,19 +252,10 @@ class CouplingSpectrum(AnalysisResult):
         Singular values of every block J_ij, decreasing (zero on the diagonal).
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "eigenvalues",
-        "singular_values",
-        "symmetric_eigenvalues",
-        "block_singular_values",
-    )
     eigenvalues: np.ndarray
     singular_values: np.ndarray
     symmetric_eigenvalues: np.ndarray
     block_singular_values: np.ndarray
-
-    def __post_init__(self):
-        self._freeze_arrays()
 
 
 def coupling_spectrum(J) -> CouplingSpectrum:
@@ -347,17 +312,7 @@ class HebbianComparison(AnalysisResult):
     n_patterns : int
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "hebbian",
-        "pair_cosine",
-        "strength",
-        "strength_hebbian",
-        "distance",
-        "singular_values",
-        "singular_values_hebbian",
-        "symmetric_eigenvalues",
-        "symmetric_eigenvalues_hebbian",
-    )
+    _same_shape = ("pair_cosine strength strength_hebbian distance",)
     hebbian: np.ndarray
     pair_cosine: np.ndarray
     strength: np.ndarray
@@ -373,14 +328,6 @@ class HebbianComparison(AnalysisResult):
     norm: float = 0.0
     match: str = "global"
     n_patterns: int = 0
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        N = self.pair_cosine.shape[0]
-        for name in ("pair_cosine", "strength", "strength_hebbian", "distance"):
-            a = getattr(self, name)
-            if a is not None and a.shape != (N, N):
-                raise ValueError(f"{name} must have shape ({N}, {N}), got {a.shape}")
 
 
 def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> HebbianComparison:
@@ -403,14 +350,7 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
     """
     xi = check_spins(xi, "xi")
     J = check_couplings(J, xi.shape[1], xi.shape[2])
-    distance = None
-    if positions is not None:
-        positions = np.asarray(positions, dtype=np.float64)
-        if positions.ndim != 2 or positions.shape[0] != J.shape[0]:
-            raise ValueError(
-                f"positions must have shape (N, D) with N = {J.shape[0]}, got {positions.shape}"
-            )
-        distance = np.linalg.norm(positions[:, None] - positions[None, :], axis=-1)
+    distance = None if positions is None else _distances(positions, J.shape[0])
     K = matched_hebbian(xi, J, match)
     return comparison_of(
         J, K, coupling_spectrum(J), coupling_spectrum(K), distance, match, int(xi.shape[0])

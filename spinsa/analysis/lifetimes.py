@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
-from spinsa._checks import check_count, check_finite, check_real
-from spinsa.analysis._results import AnalysisResult
-from spinsa.tasks import mean_sem
+from spinsa._checks import check_choice, check_count, check_finite, check_real
+from spinsa.analysis._results import AnalysisResult, bin_edges, check_states, check_times
+from spinsa.analysis.overlaps import target_overlaps
+from spinsa.model import run
+from spinsa.tasks import as_generator, mean_sem
 
 __all__ = [
     "LifetimeTable",
@@ -73,16 +74,7 @@ class Lifetimes(AnalysisResult):
         Length of the run, ``times[-1] - times[0]``.
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "t_peak",
-        "peak",
-        "lifetime",
-        "t_enter",
-        "t_leave",
-        "censored",
-        "time_above",
-        "threshold",
-    )
+    _same_shape = ("t_peak peak lifetime t_enter t_leave censored time_above threshold",)
     t_peak: np.ndarray
     peak: np.ndarray
     lifetime: np.ndarray
@@ -95,13 +87,8 @@ class Lifetimes(AnalysisResult):
     duration: int = 0
 
     def __post_init__(self):
-        self._freeze_arrays()
-        if self.criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
-        shape = self.t_peak.shape
-        for name in self._arrays:
-            if getattr(self, name).shape != shape:
-                raise ValueError(f"{name} must have shape {shape}, got {getattr(self, name).shape}")
+        super().__post_init__()
+        check_choice(self.criterion, "criterion", CRITERIA)
 
     @property
     def n_samples(self) -> int:
@@ -110,20 +97,12 @@ class Lifetimes(AnalysisResult):
 
 def _check_curves(q, times, name: str) -> tuple[np.ndarray, np.ndarray]:
     q = np.asarray(q, dtype=np.float64)
-    if q.ndim != 2:
-        raise ValueError(f"{name} must have shape (n_records, n_samples), got shape {q.shape}")
-    if q.shape[0] < 1 or q.shape[1] < 1:
-        raise ValueError(f"{name} must hold at least one record and one sample, got {q.shape}")
-    check_finite(q, name)
-    times = np.asarray(times)
-    if times.shape != (q.shape[0],) or not np.issubdtype(times.dtype, np.integer):
+    if q.ndim != 2 or q.shape[0] < 1 or q.shape[1] < 1:
         raise ValueError(
-            f"times must be an integer array of shape ({q.shape[0]},), one per record of "
-            f"{name}, got {times.dtype} array of shape {times.shape}"
+            f"{name} must have shape (n_records >= 1, n_samples >= 1), got shape {q.shape}"
         )
-    if q.shape[0] > 1 and not np.all(np.diff(times) > 0):
-        raise ValueError("times must be strictly increasing")
-    return q, times.astype(np.int64)
+    check_finite(q, name)
+    return q, check_times(times, q.shape[0], of=f" of {name}")
 
 
 def _lifetimes(q, times, cond, peak_index, threshold, criterion) -> Lifetimes:
@@ -245,20 +224,9 @@ class LifetimeTable(AnalysisResult):
     criterion : str
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "levels",
-        "n_samples",
-        "lifetime_mean",
-        "lifetime_sem",
-        "lifetime_median",
-        "peak_mean",
-        "peak_sem",
-        "t_peak_mean",
-        "t_peak_sem",
-        "fraction_transient",
-        "fraction_censored",
-        "bin_edges",
-        "counts",
+    _same_shape = (
+        "levels n_samples lifetime_mean lifetime_sem lifetime_median peak_mean peak_sem "
+        "t_peak_mean t_peak_sem fraction_transient fraction_censored",
     )
     levels: np.ndarray
     n_samples: np.ndarray
@@ -276,21 +244,25 @@ class LifetimeTable(AnalysisResult):
     criterion: str = "overlap"
 
     def __post_init__(self):
-        self._freeze_arrays()
-        L = self.levels.shape[0]
-        for name in self._arrays[:-2]:
-            if getattr(self, name).shape != (L,):
-                raise ValueError(f"{name} must have shape ({L},), got {getattr(self, name).shape}")
-        if self.counts.shape != (L, self.bin_edges.shape[0] - 1):
-            raise ValueError(
-                f"counts must have shape ({L}, {self.bin_edges.shape[0] - 1}), "
-                f"got {self.counts.shape}"
-            )
+        super().__post_init__()
+        expected = (*self.levels.shape, self.bin_edges.shape[0] - 1)
+        if self.counts.shape != expected:
+            raise ValueError(f"counts must have shape (L, B) = {expected}, got {self.counts.shape}")
 
 
-def _mean_sem(a: np.ndarray) -> tuple[float, float]:
-    mean, sem, _ = mean_sem(a)
-    return float(mean), float(sem)
+def _row(r: Lifetimes, edges: np.ndarray) -> dict:
+    """One row of a :class:`LifetimeTable` (one corruption level)."""
+    row = {
+        "n_samples": r.n_samples,
+        "lifetime_median": float(np.median(r.lifetime)),
+        "fraction_transient": float(np.mean((r.lifetime > 0) & ~r.censored)),
+        "fraction_censored": float(np.mean(r.censored)),
+        "counts": np.histogram(r.lifetime, bins=edges)[0],
+    }
+    for name in ("lifetime", "peak", "t_peak"):
+        mean, sem, _ = mean_sem(getattr(r, name))
+        row[f"{name}_mean"], row[f"{name}_sem"] = float(mean), float(sem)
+    return row
 
 
 def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> LifetimeTable:
@@ -303,8 +275,9 @@ def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> Li
     levels : array_like, shape (L,)
         The corruption level of each.
     bins : int or array_like, optional
-        Histogram bins: a number of bins or explicit edges. By default one bin per integer
-        lifetime from 0 to the longest run (``np.arange(duration + 2) - 0.5``).
+        Histogram bins: a number of bins (from 0 to the longest lifetime, at least 1) or
+        explicit edges. By default one bin per integer lifetime from 0 to the longest run
+        (``np.arange(duration + 2) - 0.5``).
 
     Returns
     -------
@@ -323,41 +296,19 @@ def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> Li
     if len(criteria) > 1:
         raise ValueError(f"all results must have the same criterion, got {sorted(criteria)}")
     if bins is None:
-        top = max(r.duration for r in lifetimes)
-        edges = np.arange(top + 2, dtype=np.float64) - 0.5
-    elif np.ndim(bins) == 0:
-        nb = check_count(bins, "bins", 1)
-        top = max(float(r.lifetime.max()) for r in lifetimes)
-        edges = np.linspace(0.0, max(top, 1.0), nb + 1)
+        edges = np.arange(max(r.duration for r in lifetimes) + 2, dtype=np.float64) - 0.5
     else:
-        edges = np.asarray(bins, dtype=np.float64)
-        if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
-            raise ValueError("bins must be increasing edges (at least 2 values)")
-    rows: dict[str, list] = {k: [] for k in LifetimeTable._arrays[1:-2]}
-    counts = []
-    for r in lifetimes:
-        rows["n_samples"].append(r.n_samples)
-        mean, sem = _mean_sem(r.lifetime)
-        rows["lifetime_mean"].append(mean)
-        rows["lifetime_sem"].append(sem)
-        rows["lifetime_median"].append(float(np.median(r.lifetime)))
-        mean, sem = _mean_sem(r.peak)
-        rows["peak_mean"].append(mean)
-        rows["peak_sem"].append(sem)
-        mean, sem = _mean_sem(r.t_peak)
-        rows["t_peak_mean"].append(mean)
-        rows["t_peak_sem"].append(sem)
-        rows["fraction_transient"].append(float(np.mean((r.lifetime > 0) & ~r.censored)))
-        rows["fraction_censored"].append(float(np.mean(r.censored)))
-        counts.append(np.histogram(r.lifetime, bins=edges)[0])
+        edges = bin_edges(
+            bins, 0.0, max(1.0, *(float(r.lifetime.max(initial=0)) for r in lifetimes))
+        )
+    rows = [_row(r, edges) for r in lifetimes]
+    columns = {k: np.asarray([row[k] for row in rows]) for k in rows[0]}
     return LifetimeTable(
         levels=levels,
         bin_edges=edges,
-        counts=np.asarray(counts, dtype=np.int64),
         criterion=lifetimes[0].criterion,
         **{
-            k: np.asarray(v, dtype=np.int64 if k == "n_samples" else np.float64)
-            for k, v in rows.items()
+            k: v.astype(np.float64 if v.dtype.kind == "f" else np.int64) for k, v in columns.items()
         },
     )
 
@@ -412,11 +363,7 @@ def lifetimes_vs_corruption(
     table : LifetimeTable
     per_level : list of Lifetimes, length L
     """
-    import spinsa
-    from spinsa.analysis.overlaps import _check_configs, target_overlaps
-    from spinsa.tasks import as_generator
-
-    targets = _check_configs(targets, "targets", ndims=(3,))
+    targets = check_states(targets, "targets", ndims=(3,))
     steps = check_count(steps, "steps", 1)
     levels = np.asarray(levels, dtype=np.float64).reshape(-1)
     for key in ("record_every", "callback"):
@@ -436,6 +383,6 @@ def lifetimes_vs_corruption(
         def record(t, x, m=m):
             m[t] = target_overlaps(x, targets)
 
-        spinsa.run(x0, J, lam, steps, record_every=steps, callback=record, **run_kwargs)
+        run(x0, J, lam, steps, record_every=steps, callback=record, **run_kwargs)
         per_level.append(overlap_lifetimes(m, np.arange(steps + 1), threshold))
     return summarize_lifetimes(per_level, levels, bins=bins), per_level

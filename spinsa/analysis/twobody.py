@@ -36,12 +36,12 @@ The diagonal blocks J_ii are ignored (treated as zero), as everywhere in spinsa.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 import numpy as np
 from scipy import special
+from scipy.optimize import minimize
 
 from spinsa._checks import (
     check_choice,
@@ -52,6 +52,8 @@ from spinsa._checks import (
     check_spins,
 )
 from spinsa.analysis._results import AnalysisResult
+from spinsa.analysis.hebbian import coupling_cosine, pair_cosines
+from spinsa.couplings import hebbian_couplings
 
 __all__ = [
     "TwoBodyFit",
@@ -387,7 +389,6 @@ class TwoBodyFit(AnalysisResult):
     backend : str
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("J",)
     J: np.ndarray
     loss: float = float("nan")
     objective: float = float("nan")
@@ -402,45 +403,33 @@ class TwoBodyFit(AnalysisResult):
     backend: str = "lbfgs"
 
     def __post_init__(self):
-        self._freeze_arrays()
+        super().__post_init__()
         if self.J.ndim != 4:
             raise ValueError(f"J must have shape (N, N, d, d), got {self.J.shape}")
 
 
-def _fit_lbfgs(X, M0, N, d, beta, l2, norm, max_iter, tol) -> dict[str, Any]:
-    from scipy.optimize import minimize
-
+def _fit_lbfgs(X, M0, N, d, beta, l2, norm, max_iter, tol) -> dict:
+    """L-BFGS on the (N d, N d) matrix: with the penalty, or on the direction W of
+    J = norm W / |W| (the gradient projected on the tangent space of the sphere)."""
     shape = M0.shape
-    if norm is None:
 
-        def fun(v):
-            M = v.reshape(shape)
-            loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
-            return loss + 0.5 * l2 * np.vdot(v, v), (G + l2 * M).ravel()
+    def fun(v):
+        if norm is None:
+            loss, G = _nll_and_grad_matrix(X, v.reshape(shape), N, d, beta)
+            return loss + 0.5 * l2 * np.vdot(v, v), (G + l2 * v.reshape(shape)).ravel()
+        r = np.linalg.norm(v)
+        u = v / r
+        loss, G = _nll_and_grad_matrix(X, norm * u.reshape(shape), N, d, beta)
+        g = G.ravel()
+        return loss, (norm / r) * (g - np.vdot(g, u) * u)
 
-        def to_J(v):
-            return v.reshape(shape)
-
-    else:
-
-        def to_J(v):
-            return norm * v.reshape(shape) / np.linalg.norm(v)
-
-        def fun(v):
-            r = np.linalg.norm(v)
-            u = v / r
-            loss, G = _nll_and_grad_matrix(X, norm * u.reshape(shape), N, d, beta)
-            g = G.ravel()
-            return loss, (norm / r) * (g - np.vdot(g, u) * u)
-
-    res = minimize(
-        fun,
-        M0.ravel(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": max_iter, "ftol": tol, "gtol": tol * 1e-2, "maxcor": 20},
+    options = {"maxiter": max_iter, "ftol": tol, "gtol": tol * 1e-2, "maxcor": 20}
+    res = minimize(fun, M0.ravel(), jac=True, method="L-BFGS-B", options=options)
+    M = (
+        res.x.reshape(shape)
+        if norm is None
+        else norm * res.x.reshape(shape) / np.linalg.norm(res.x)
     )
-    M = to_J(res.x)
     loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
     if norm is None:
         objective = loss + 0.5 * l2 * float(np.vdot(M, M))
@@ -460,7 +449,7 @@ def _fit_lbfgs(X, M0, N, d, beta, l2, norm, max_iter, tol) -> dict[str, Any]:
     }
 
 
-_FITTERS: dict[str, Callable[..., dict[str, Any]]] = {"lbfgs": _fit_lbfgs}
+_FITTERS = {"lbfgs": _fit_lbfgs}
 
 
 def fit_twobody(
@@ -527,20 +516,8 @@ def fit_twobody(
         if norm is not None and not np.any(M0):
             raise ValueError("J0 must be non-zero when the norm is fixed")
     out = _FITTERS[backend](xi.reshape(P, N * d), M0, N, d, beta, l2, norm, max_iter, tol)
-    return TwoBodyFit(
-        J=_blocks(out["M"], N, d),
-        loss=out["loss"],
-        objective=out["objective"],
-        grad_norm=out["grad_norm"],
-        beta=beta,
-        l2=l2,
-        norm=norm,
-        n_iter=out["n_iter"],
-        converged=out["converged"],
-        message=out["message"],
-        n_patterns=P,
-        backend=backend,
-    )
+    J = _blocks(out.pop("M"), N, d)
+    return TwoBodyFit(J=J, beta=beta, l2=l2, norm=norm, n_patterns=P, backend=backend, **out)
 
 
 # --------------------------------------------------------------------------- versus Hebb
@@ -570,15 +547,7 @@ class TwoBodyVsHebbian(AnalysisResult):
     norm : float or None
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "n_patterns",
-        "cosine",
-        "mean_pair_cosine",
-        "loss_fit",
-        "loss_hebbian",
-        "norm_fit",
-        "converged",
-    )
+    _same_shape = ("n_patterns cosine mean_pair_cosine loss_fit loss_hebbian norm_fit converged",)
     n_patterns: np.ndarray
     cosine: np.ndarray
     mean_pair_cosine: np.ndarray
@@ -589,12 +558,6 @@ class TwoBodyVsHebbian(AnalysisResult):
     beta: float = 1.0
     l2: float | None = None
     norm: float | None = None
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        for name in self._arrays:
-            if getattr(self, name).shape != self.n_patterns.shape:
-                raise ValueError(f"{name} must have the shape {self.n_patterns.shape}")
 
 
 def twobody_vs_hebbian(
@@ -622,31 +585,29 @@ def twobody_vs_hebbian(
     -------
     TwoBodyVsHebbian
     """
-    import spinsa
-    from spinsa.analysis.hebbian import coupling_cosine, pair_cosines
-
     xi = check_spins(xi, "xi", dtype=np.float64)
     Ps = [check_count(p, "n_patterns[k]", 1) for p in n_patterns]
     if not Ps or max(Ps) > xi.shape[0]:
         raise ValueError(
             f"n_patterns must be a non-empty list of values in [1, {xi.shape[0]}], got {Ps}"
         )
-    rows: dict[str, list] = {k: [] for k in TwoBodyVsHebbian._arrays}
+    rows = []
     for P in Ps:
         sub = xi[:P]
         fit = fit_twobody(sub, beta, l2=l2, norm=norm, max_iter=max_iter, tol=tol)
-        K = np.asarray(spinsa.hebbian_couplings(sub), dtype=np.float64)
-        r = float(np.linalg.norm(fit.J))
+        K = np.asarray(hebbian_couplings(sub), dtype=np.float64)
         nK = float(np.linalg.norm(K))
-        K_matched = K * (r / nK) if nK > 0 else K
-        cos = pair_cosines(fit.J, K)
-        rows["n_patterns"].append(P)
-        rows["cosine"].append(coupling_cosine(fit.J, K))
-        rows["mean_pair_cosine"].append(float(np.nanmean(cos)))
-        rows["loss_fit"].append(fit.loss)
-        rows["loss_hebbian"].append(twobody_nll(sub, K_matched, beta))
-        rows["norm_fit"].append(r)
-        rows["converged"].append(fit.converged)
-    return TwoBodyVsHebbian(
-        **{k: np.asarray(v) for k, v in rows.items()}, beta=beta, l2=l2, norm=norm
-    )
+        K_matched = K * (float(np.linalg.norm(fit.J)) / nK) if nK > 0 else K
+        rows.append(
+            {
+                "n_patterns": P,
+                "cosine": coupling_cosine(fit.J, K),
+                "mean_pair_cosine": float(np.nanmean(pair_cosines(fit.J, K))),
+                "loss_fit": fit.loss,
+                "loss_hebbian": twobody_nll(sub, K_matched, beta),
+                "norm_fit": float(np.linalg.norm(fit.J)),
+                "converged": fit.converged,
+            }
+        )
+    columns = {k: np.asarray([row[k] for row in rows]) for k in rows[0]}
+    return TwoBodyVsHebbian(**columns, beta=beta, l2=l2, norm=norm)
