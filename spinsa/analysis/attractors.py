@@ -59,28 +59,16 @@ __all__ = [
 
 
 def step_sizes(states) -> np.ndarray:
-    """max_i |x_i(t+1) - x_i(t)| between consecutive records.
-
-    Parameters
-    ----------
-    states : ndarray, shape (T, P, N, d)
-        Recorded states, T >= 2.
-
-    Returns
-    -------
-    ndarray, shape (T - 1, P)
-        Entry k compares record k + 1 with record k.
-    """
+    """D(x(t+1), x(t)) between consecutive records: states (T >= 2, P, N, d) -> (T - 1, P)."""
     return lagged_distances(states, 1)[0, 1:]
 
 
 def lagged_distances(states, max_lag: int) -> np.ndarray:
-    """max_i |x_i(t) - x_i(t - k)| for every record t and lag k = 1..max_lag.
+    """D(x(t), x(t - k)) for every record t and lag k = 1..max_lag (counted in records).
 
     Parameters
     ----------
     states : ndarray, shape (T, P, N, d)
-        Recorded states (lags are counted in records).
     max_lag : int
         Largest lag K, 1 <= K < T.
 
@@ -101,18 +89,8 @@ def lagged_distances(states, max_lag: int) -> np.ndarray:
 
 
 def fixed_points(states, tol: float = 1e-5) -> np.ndarray:
-    """Whether each trajectory ended on a fixed point: max_i |x_i(T) - x_i(T-1)| < tol.
-
-    Parameters
-    ----------
-    states : ndarray, shape (T, P, N, d)
-        Recorded states whose last two records are consecutive steps.
-    tol : float
-
-    Returns
-    -------
-    ndarray of bool, shape (P,)
-    """
+    """Whether each trajectory ended on a fixed point, D(x(T), x(T-1)) < tol: states
+    (T >= 2, P, N, d) whose last two records are consecutive steps -> (P,) bool."""
     states = check_states(states, "states", ndims=(4,))
     tol = check_positive(tol, "tol")
     if states.shape[0] < 2:
@@ -127,13 +105,12 @@ def fixed_points(states, tol: float = 1e-5) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CycleReport(AnalysisResult):
-    """Period and convergence time of every trajectory.
+    """Period and convergence time of every trajectory (see the module docstring).
 
     Attributes
     ----------
     period : ndarray of int64, shape (P,)
-        Smallest k <= max_period with x(t) = x(t - k) (within tol) at the end; 1 for a fixed
-        point, 0 when none was found (not converged, or a longer cycle).
+        1 for a fixed point, k for a k-cycle, 0 when none of period <= max_period was found.
     convergence_time : ndarray of int64, shape (P,)
         First time from which the trajectory stays on its cycle; -1 when period is 0.
     residual : ndarray of float64, shape (P,)
@@ -206,8 +183,7 @@ def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleR
     max_period : int
         Largest period K looked for; needs T >= 2K records to check every phase.
     tol : float
-        Distance (max over tokens of the Euclidean distance) below which two configurations
-        are the same.
+        Distance D below which two configurations are the same.
 
     Returns
     -------
@@ -224,8 +200,7 @@ def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleR
         )
     if states.shape[0] < 2:
         raise ValueError("states must hold at least 2 records")
-    K = min(max_period, states.shape[0] - 1)
-    D = lagged_distances(states, K)
+    D = lagged_distances(states, min(max_period, states.shape[0] - 1))
     return _classify(D, times, max_period, tol)
 
 
@@ -316,16 +291,11 @@ def cluster_states(states, q_min: float = 0.99, *, absolute: bool = False, inclu
     states = check_states(states, "states", ndims=(3,))
     q_min = _check_q_min(q_min)
     P = states.shape[0]
-    if include is None:
-        include = np.ones(P, dtype=bool)
-    include = np.asarray(include)
+    include = np.ones(P, dtype=bool) if include is None else np.asarray(include)
     if include.shape != (P,) or include.dtype != np.bool_:
         raise ValueError(f"include must be a bool array of shape ({P},)")
     labels = _leader(_unit_rows(states), q_min, absolute, include)
-    labels, reps, sizes = _relabel(labels)
-    return StateClusters(
-        labels=labels, representatives=reps, sizes=sizes, q_min=q_min, absolute=bool(absolute)
-    )
+    return StateClusters(*_relabel(labels), q_min=q_min, absolute=bool(absolute))
 
 
 def _leader(X: np.ndarray, q_min: float, absolute: bool, include: np.ndarray) -> np.ndarray:
@@ -350,9 +320,8 @@ def _leader(X: np.ndarray, q_min: float, absolute: bool, include: np.ndarray) ->
 
 @dataclass(frozen=True)
 class AttractorReport(AnalysisResult):
-    """The attractors reached from a set of initial conditions.
-
-    Per initial condition (P of them):
+    """The attractors reached from P initial conditions (the arguments of
+    :func:`find_attractors` are kept as attributes: ``lam``, ``gamma``, ``norm``...).
 
     Attributes
     ----------
@@ -361,12 +330,9 @@ class AttractorReport(AnalysisResult):
         cycle of period <= max_period within the run.
     period, convergence_time, final_step : ndarray, shape (P,)
         As in :class:`CycleReport`.
-
-    Per attractor (C of them, by decreasing basin):
-
     states : ndarray, shape (C, N, d)
-        A representative configuration (the final state of the attractor's lowest-index
-        trajectory; one phase of it for a cycle).
+        The C attractors, by decreasing basin: the final state of each one's lowest-index
+        trajectory (one phase of it for a cycle).
     attractor_period : ndarray of int64, shape (C,)
     basin_size : ndarray of int64, shape (C,)
     basin_fraction : ndarray of float64, shape (C,)
@@ -379,13 +345,11 @@ class AttractorReport(AnalysisResult):
     corr_mean, corr_nearest : ndarray, shape (C,), or None
         Pixel correlation of the decoded attractor with the mean training image (the
         "average digit") and with the nearest training image (given an embedding).
-
-    Per group of initial conditions (G of them, when ``groups`` was given):
-
-    group_fractions : ndarray, shape (G, C), or None
-        Fraction of the group's initial conditions in each basin.
-    group_unconverged : ndarray, shape (G,), or None
+    group_fractions, group_unconverged : ndarray, shape (G, C) and (G,), or None
+        Per group of initial conditions (when ``groups`` was given): the fraction of its
+        members in each basin, and unconverged.
     group_names : tuple of str
+    fraction_unconverged : float
     """
 
     _same_shape = (
@@ -496,24 +460,18 @@ def find_attractors(
 
     Parameters
     ----------
-    J : ndarray, shape (N, N, d, d)
-        Couplings.
-    lam : float
-        Inverse temperature of the dynamics.
+    J, lam
+        Couplings, shape (N, N, d, d), and the inverse temperature of the dynamics.
     x0s : ndarray, shape (P, N, d)
         Initial conditions (test images, corrupted images, :func:`random_spins`...).
     steps : int
         Steps per trajectory, at least 2 * max_period - 1.
     gamma, norm, update, seed, progress
         Passed to :func:`spinsa.run`.
-    max_period : int
-        Longest cycle looked for.
-    tol : float
-        Distance under which two states are equal (see :func:`find_cycles`).
-    q_min : float
-        Overlap above which two final states belong to one attractor.
-    absolute : bool
-        Treat x and -x as one attractor, and rank training patterns by |overlap|.
+    max_period, tol
+        As in :func:`find_cycles`.
+    q_min, absolute
+        As in :func:`cluster_states`; ``absolute`` also ranks training patterns by |overlap|.
     patterns : ndarray, shape (M, N, d), optional
         Training patterns: gives ``overlap_mean``, ``nearest_index``, ``nearest_overlap``.
     embedding : PatchEmbedding, optional

@@ -52,8 +52,8 @@ from spinsa._checks import (
     check_spins,
 )
 from spinsa.analysis._results import AnalysisResult
-from spinsa.analysis.hebbian import coupling_cosine, pair_cosines
-from spinsa.couplings import hebbian_couplings
+from spinsa.analysis.hebbian import coupling_cosine, coupling_matrix, pair_cosines
+from spinsa.couplings import hebbian_couplings, zero_diagonal
 
 __all__ = [
     "TwoBodyFit",
@@ -127,14 +127,12 @@ def _hankel_sum(nu: float, kappa: np.ndarray) -> np.ndarray:
 
 
 def _log_bessel(nu: float, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """f_nu(kappa) = log(I_nu(kappa) / kappa^nu) and f_{nu+1}(kappa) - f_nu(kappa).
+    """f_nu(kappa) = log(I_nu(kappa) / kappa^nu) and f_{nu+1}(kappa) - f_nu(kappa), 1-d kappa.
 
-    ``kappa`` is 1-d and >= 0. Both are finite at kappa = 0, where the difference is
-    -log(2 (nu + 1)). Three regimes, chosen so that nu and nu + 1 share one: the power
-    series for kappa <= 2 sqrt(nu + 1) (and wherever ive underflows), Hankel's
-    large-argument expansion for kappa >= max(1e8, 100 ((nu + 1)^2 + 1)) (scipy's ive
-    returns NaN above ~1e9), and scipy's exponentially scaled ive in between. The
-    difference is formed from the ratio of the two Bessel functions, never from two large
+    Both are finite at kappa = 0 (the difference is -log(2 (nu + 1)) there). The regimes of
+    the module docstring are chosen so that nu and nu + 1 share one: the series for
+    kappa <= 2 sqrt(nu + 1), Hankel's expansion for kappa >= max(1e8, 100 ((nu + 1)^2 + 1)).
+    The difference comes from the ratio of the two Bessel functions, never from two large
     logarithms, so A_d(kappa) = kappa exp(difference) keeps full relative precision.
     """
     f = np.empty_like(kappa)
@@ -172,12 +170,15 @@ def _log_bessel(nu: float, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return f, dlog
 
 
-def _as_kappa(kappa) -> np.ndarray:
+def _bessel_of(kappa, d: int):
+    """Checked d and kappa (>= 0), and f, dlog of :func:`_log_bessel` in kappa's shape."""
+    d = check_count(d, "d", 1)
     kappa = np.asarray(kappa, dtype=np.float64)
     check_finite(kappa, "kappa")
     if np.any(kappa < 0):
         raise ValueError("kappa must be >= 0 (it is beta |h|)")
-    return kappa
+    f, dlog = _log_bessel(0.5 * d - 1.0, kappa.reshape(-1))
+    return d, kappa, f.reshape(kappa.shape), dlog.reshape(kappa.shape)
 
 
 def log_partition(kappa, d: int) -> np.ndarray:
@@ -197,16 +198,9 @@ def log_partition(kappa, d: int) -> np.ndarray:
         kappa >= 0, equal to :func:`log_sphere_area` at 0 and ~ kappa - ((d-1)/2) log kappa
         for large kappa.
     """
-    d = check_count(d, "d", 1)
-    kappa = _as_kappa(kappa)
-    flat = kappa.reshape(-1)
-    out = 0.5 * d * math.log(2.0 * math.pi) + _log_bessel(0.5 * d - 1.0, flat)[0]
-    return out.reshape(kappa.shape)
-
-
-def _ratio_over_kappa(kappa: np.ndarray, d: int) -> np.ndarray:
-    """A_d(kappa) / kappa = I_{d/2}(kappa) / (kappa I_{d/2-1}(kappa)); 1/d at kappa = 0."""
-    return np.exp(_log_bessel(0.5 * d - 1.0, kappa)[1])
+    d, _, f, _ = _bessel_of(kappa, d)
+    f += 0.5 * d * math.log(2.0 * math.pi)  # in place: a 0-d kappa gives a 0-d array
+    return f
 
 
 def mean_resultant_length(kappa, d: int) -> np.ndarray:
@@ -224,10 +218,10 @@ def mean_resultant_length(kappa, d: int) -> np.ndarray:
     ndarray of float64, shape of ``kappa``, values in [0, 1)
         ~ kappa / d for small kappa, 1 - (d - 1) / (2 kappa) for large kappa.
     """
-    d = check_count(d, "d", 1)
-    kappa = _as_kappa(kappa)
-    flat = kappa.reshape(-1)
-    return (flat * _ratio_over_kappa(flat, d)).reshape(kappa.shape)
+    _, kappa, _, ratio = _bessel_of(kappa, d)
+    np.exp(ratio, out=ratio)  # A_d(kappa) / kappa, 1/d at kappa = 0
+    ratio *= kappa
+    return ratio
 
 
 def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
@@ -263,11 +257,7 @@ def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
 
 def _matrix(J: np.ndarray) -> np.ndarray:
     """(N d, N d) matrix of J with the diagonal blocks set to zero (a copy, float64)."""
-    N, _, d, _ = J.shape
-    M = J.astype(np.float64).transpose(0, 2, 1, 3).reshape(N * d, N * d).copy()
-    for i in range(N):
-        M[i * d : (i + 1) * d, i * d : (i + 1) * d] = 0.0
-    return M
+    return coupling_matrix(zero_diagonal(J.astype(np.float64)))
 
 
 def _blocks(M: np.ndarray, N: int, d: int) -> np.ndarray:
@@ -276,17 +266,8 @@ def _blocks(M: np.ndarray, N: int, d: int) -> np.ndarray:
 
 
 def twobody_fields(x, J) -> np.ndarray:
-    """h_i = sum_{j != i} J_ij x_j, the two-body local fields.
-
-    Parameters
-    ----------
-    x : ndarray, shape (P, N, d)
-    J : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    ndarray of float64, shape (P, N, d)
-    """
+    """h_i = sum_{j != i} J_ij x_j, the two-body local fields: x (P, N, d), J (N, N, d, d)
+    -> (P, N, d) float64."""
     x = check_spins(x, dtype=np.float64)
     J = check_couplings(J, x.shape[1], x.shape[2], dtype=np.float64)
     P, N, d = x.shape
@@ -294,19 +275,8 @@ def twobody_fields(x, J) -> np.ndarray:
 
 
 def twobody_log_likelihoods(xi, J, beta: float = 1.0) -> np.ndarray:
-    """log p(xi^mu_i | xi^mu_{-i}) for every pattern and token.
-
-    Parameters
-    ----------
-    xi : ndarray, shape (P, N, d)
-        Patterns of unit spins.
-    J : ndarray, shape (N, N, d, d)
-    beta : float
-
-    Returns
-    -------
-    ndarray of float64, shape (P, N)
-    """
+    """log p(xi^mu_i | xi^mu_{-i}) for every pattern and token: xi (P, N, d) of unit spins,
+    J (N, N, d, d) -> (P, N) float64."""
     return twobody_log_density(xi, twobody_fields(xi, J), beta)
 
 
@@ -364,7 +334,8 @@ def twobody_nll(xi, J, beta: float = 1.0) -> float:
 
 @dataclass(frozen=True)
 class TwoBodyFit(AnalysisResult):
-    """Pseudo-likelihood optimum of the two-body model.
+    """Pseudo-likelihood optimum of the two-body model (the arguments of :func:`fit_twobody`
+    are kept as attributes: ``beta``, ``l2``, ``norm``, ``backend``).
 
     Attributes
     ----------
@@ -377,16 +348,9 @@ class TwoBodyFit(AnalysisResult):
     grad_norm : float
         Norm of the gradient of the objective at the optimum (projected on the sphere
         |J| = norm when the norm is fixed).
-    beta : float
-    l2 : float or None
-    norm : float or None
-        The fixed Frobenius norm, if any.
-    n_iter : int
-    converged : bool
-    message : str
-        The optimiser's message.
+    n_iter, converged, message
+        The optimiser's iterations, success and message.
     n_patterns : int
-    backend : str
     """
 
     J: np.ndarray
@@ -409,40 +373,34 @@ class TwoBodyFit(AnalysisResult):
 
 
 def _fit_lbfgs(X, M0, N, d, beta, l2, norm, max_iter, tol) -> dict:
-    """L-BFGS on the (N d, N d) matrix: with the penalty, or on the direction W of
-    J = norm W / |W| (the gradient projected on the tangent space of the sphere)."""
-    shape = M0.shape
+    """Full-batch L-BFGS on the (N d, N d) matrix M: on M itself with the penalty, or on a
+    direction v with M = norm v / |v| when the norm is fixed."""
 
-    def fun(v):
-        if norm is None:
-            loss, G = _nll_and_grad_matrix(X, v.reshape(shape), N, d, beta)
-            return loss + 0.5 * l2 * np.vdot(v, v), (G + l2 * v.reshape(shape)).ravel()
-        r = np.linalg.norm(v)
-        u = v / r
-        loss, G = _nll_and_grad_matrix(X, norm * u.reshape(shape), N, d, beta)
+    def evaluate(v):
+        """The loss, the objective, its gradient in v, and M."""
+        r = 1.0 if norm is None else np.linalg.norm(v)
+        M = v.reshape(M0.shape) if norm is None else norm * (v / r).reshape(M0.shape)
+        loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
         g = G.ravel()
-        return loss, (norm / r) * (g - np.vdot(g, u) * u)
+        if norm is None:
+            return loss, loss + 0.5 * l2 * np.vdot(v, v), g + l2 * v, M
+        u = v / r  # the gradient in v is the tangent part of g, scaled by norm / |v|
+        return loss, loss, (norm / r) * (g - np.vdot(g, u) * u), M
 
     options = {"maxiter": max_iter, "ftol": tol, "gtol": tol * 1e-2, "maxcor": 20}
+
+    def fun(v):
+        return evaluate(v)[1:3]
+
     res = minimize(fun, M0.ravel(), jac=True, method="L-BFGS-B", options=options)
-    M = (
-        res.x.reshape(shape)
-        if norm is None
-        else norm * res.x.reshape(shape) / np.linalg.norm(res.x)
-    )
-    loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
-    if norm is None:
-        objective = loss + 0.5 * l2 * float(np.vdot(M, M))
-        gvec = (G + l2 * M).ravel()
-    else:
-        objective = loss
-        u = (M / norm).ravel()
-        gvec = G.ravel() - np.vdot(G.ravel(), u) * u
+    loss, objective, grad, M = evaluate(res.x)
+    # the gradient on the sphere |J| = norm, in J's units
+    scale = 1.0 if norm is None else np.linalg.norm(res.x) / norm
     return {
         "M": M,
         "loss": loss,
         "objective": float(objective),
-        "grad_norm": float(np.linalg.norm(gvec)),
+        "grad_norm": float(np.linalg.norm(grad) * scale),
         "n_iter": int(res.nit),
         "converged": bool(res.success),
         "message": str(res.message),
@@ -535,16 +493,13 @@ class TwoBodyVsHebbian(AnalysisResult):
         Global cosine <J*, J^Hebb>_F / (|J*| |J^Hebb|).
     mean_pair_cosine : ndarray of float64, shape (K,)
         Mean over pairs i != j of cos(J*_ij, J^Hebb_ij).
-    loss_fit : ndarray of float64, shape (K,)
-        L(J*).
-    loss_hebbian : ndarray of float64, shape (K,)
-        L of the Hebbian couplings rescaled to |J*|: what Hebb loses at equal norm.
+    loss_fit, loss_hebbian : ndarray of float64, shape (K,)
+        L(J*), and L of the Hebbian couplings rescaled to |J*| (what Hebb loses at equal norm).
     norm_fit : ndarray of float64, shape (K,)
         |J*|_F.
     converged : ndarray of bool, shape (K,)
-    beta : float
-    l2 : float or None
-    norm : float or None
+    beta, l2, norm
+        As given to :func:`fit_twobody`.
     """
 
     _same_shape = ("n_patterns cosine mean_pair_cosine loss_fit loss_hebbian norm_fit converged",)
@@ -593,21 +548,11 @@ def twobody_vs_hebbian(
         )
     rows = []
     for P in Ps:
-        sub = xi[:P]
-        fit = fit_twobody(sub, beta, l2=l2, norm=norm, max_iter=max_iter, tol=tol)
-        K = np.asarray(hebbian_couplings(sub), dtype=np.float64)
-        nK = float(np.linalg.norm(K))
-        K_matched = K * (float(np.linalg.norm(fit.J)) / nK) if nK > 0 else K
-        rows.append(
-            {
-                "n_patterns": P,
-                "cosine": coupling_cosine(fit.J, K),
-                "mean_pair_cosine": float(np.nanmean(pair_cosines(fit.J, K))),
-                "loss_fit": fit.loss,
-                "loss_hebbian": twobody_nll(sub, K_matched, beta),
-                "norm_fit": float(np.linalg.norm(fit.J)),
-                "converged": fit.converged,
-            }
-        )
-    columns = {k: np.asarray([row[k] for row in rows]) for k in rows[0]}
-    return TwoBodyVsHebbian(**columns, beta=beta, l2=l2, norm=norm)
+        fit = fit_twobody(xi[:P], beta, l2=l2, norm=norm, max_iter=max_iter, tol=tol)
+        K = np.asarray(hebbian_couplings(xi[:P]), dtype=np.float64)
+        r, nK = float(np.linalg.norm(fit.J)), float(np.linalg.norm(K))
+        loss_hebbian = twobody_nll(xi[:P], K * (r / nK) if nK > 0 else K, beta)
+        cos = float(np.nanmean(pair_cosines(fit.J, K)))
+        rows.append((P, coupling_cosine(fit.J, K), cos, fit.loss, loss_hebbian, r, fit.converged))
+    columns = map(np.asarray, zip(*rows, strict=True))  # in the order of the array fields
+    return TwoBodyVsHebbian(*columns, beta=beta, l2=l2, norm=norm)
