@@ -16,8 +16,6 @@ import numpy as np
 
 from spinsa._checks import check_count, check_spins
 
-__all__ = ["AnalysisResult", "bin_edges", "check_states", "check_times", "result_class"]
-
 _REGISTRY: dict[str, type[AnalysisResult]] = {}
 
 
@@ -138,6 +136,17 @@ def check_states(x, name: str, dtype=None, ndims=(3, 4)) -> np.ndarray:
         expected = " or ".join(shapes[k] for k in ndims)
         raise ValueError(f"{name} must have shape {expected}, got shape {x.shape}")
     return check_spins(x.reshape(-1, *x.shape[-2:]), name, dtype).reshape(x.shape)
+
+
+def check_patterns(x: np.ndarray, xi, name: str = "xi") -> np.ndarray:
+    """Patterns (M >= 1, N, d) with the tokens and spin dimension of ``x``, in its dtype."""
+    xi = check_states(xi, name, x.dtype, ndims=(3,))
+    if xi.shape[1:] != x.shape[-2:] or xi.shape[0] < 1:
+        raise ValueError(
+            f"{name} must have shape (n_patterns >= 1, {x.shape[-2]}, {x.shape[-1]}) to match "
+            f"the states' (n_tokens, d) = {x.shape[-2:]}, got shape {xi.shape}"
+        )
+    return xi
 
 
 def check_times(times, n_records: int, of: str = "") -> np.ndarray:

@@ -30,9 +30,8 @@ from scipy.sparse.csgraph import connected_components
 
 from spinsa._checks import check_count, check_positive, check_real
 from spinsa.analysis import _kernels
-from spinsa.analysis._results import AnalysisResult, check_states, check_times
+from spinsa.analysis._results import AnalysisResult, check_patterns, check_states, check_times
 from spinsa.analysis.overlaps import (
-    check_patterns,
     mean_pattern,
     nearest_patterns,
     pixel_correlations,
@@ -40,20 +39,6 @@ from spinsa.analysis.overlaps import (
 )
 from spinsa.model import run
 from spinsa.tasks import as_generator
-
-__all__ = [
-    "AttractorReport",
-    "CycleReport",
-    "StateClusters",
-    "cluster_states",
-    "find_attractors",
-    "find_cycles",
-    "fixed_points",
-    "lagged_distances",
-    "random_spins",
-    "step_sizes",
-]
-
 
 # --------------------------------------------------------------------------- distances
 
@@ -555,14 +540,11 @@ def find_attractors(
             fields["corr_nearest"] = pixel_correlations(decoded, train[fields["nearest_index"]])
     if groups is not None:
         names, inverse = np.unique(groups, return_inverse=True)
-        G, C = names.size, reps.size
-        gf = np.zeros((G, C))
-        gu = np.zeros(G)
-        for g in range(G):
-            mine = labels[inverse == g]
-            gf[g] = np.bincount(mine[mine >= 0], minlength=C) / mine.size
-            gu[g] = np.mean(mine < 0)
-        fields.update(group_fractions=gf, group_unconverged=gu, group_names=tuple(map(str, names)))
+        share = np.zeros((names.size, reps.size + 1))  # column 0: unconverged
+        np.add.at(share, (inverse, labels + 1), 1)
+        share /= share.sum(axis=1, keepdims=True)
+        fields.update(group_fractions=share[:, 1:], group_unconverged=share[:, 0])
+        fields["group_names"] = tuple(map(str, names))
     return AttractorReport(
         labels=labels,
         period=cycles.period,

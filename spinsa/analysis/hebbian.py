@@ -23,21 +23,6 @@ from spinsa.analysis._results import AnalysisResult, bin_edges
 from spinsa.couplings import hebbian_couplings, row_norms
 from spinsa.tasks import mean_sem
 
-__all__ = [
-    "CouplingSpectrum",
-    "HebbianComparison",
-    "StrengthDistance",
-    "compare_with_hebbian",
-    "comparison_of",
-    "coupling_cosine",
-    "coupling_matrix",
-    "coupling_spectrum",
-    "matched_hebbian",
-    "pair_cosines",
-    "pair_strengths",
-    "strength_vs_distance",
-]
-
 MATCHES = ("global", "rows")
 
 
@@ -80,33 +65,15 @@ def _check_pair(J, K) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pair_strengths(J) -> np.ndarray:
-    """|J_ij|_F, the Frobenius norm of every d x d block.
-
-    Parameters
-    ----------
-    J : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    ndarray of float64, shape (N, N)
-        Zero on the diagonal.
-    """
+    """|J_ij|_F, the Frobenius norm of every d x d block: J (N, N, d, d) -> (N, N) float64
+    (zero on the diagonal)."""
     J = check_couplings(J, dtype=np.float64)
     return np.sqrt((J**2).sum(axis=(2, 3)))
 
 
 def pair_cosines(J, K) -> np.ndarray:
-    """Cosine similarity of the blocks J_ij and K_ij, for every pair of tokens.
-
-    Parameters
-    ----------
-    J, K : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    ndarray of float64, shape (N, N)
-        <J_ij, K_ij>_F / (|J_ij|_F |K_ij|_F); NaN on the diagonal and where a block is zero.
-    """
+    """<J_ij, K_ij>_F / (|J_ij|_F |K_ij|_F) for every pair of tokens: J, K (N, N, d, d) ->
+    (N, N) float64, NaN on the diagonal and where a block is zero."""
     J, K = _check_pair(J, K)
     num = np.einsum("ijab,ijab->ij", J, K)
     den = np.sqrt((J**2).sum(axis=(2, 3)) * (K**2).sum(axis=(2, 3)))
@@ -117,17 +84,7 @@ def pair_cosines(J, K) -> np.ndarray:
 
 
 def coupling_cosine(J, K) -> float:
-    """Global cosine similarity <J, K>_F / (|J|_F |K|_F) of two sets of couplings.
-
-    Parameters
-    ----------
-    J, K : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    float
-        NaN if either is zero.
-    """
+    """Global cosine <J, K>_F / (|J|_F |K|_F) of J, K (N, N, d, d); NaN if either is zero."""
     J, K = _check_pair(J, K)
     den = np.linalg.norm(J) * np.linalg.norm(K)
     return float(np.vdot(J, K) / den) if den > 0 else float("nan")
@@ -142,10 +99,8 @@ class StrengthDistance(AnalysisResult):
 
     Attributes
     ----------
-    distance : ndarray of float64, shape (N (N - 1),)
-        |r_i - r_j| for every ordered pair i != j.
-    strength : ndarray of float64, shape (N (N - 1),)
-        |J_ij|_F for the same pairs.
+    distance, strength : ndarray of float64, shape (N (N - 1),)
+        |r_i - r_j| and |J_ij|_F for every ordered pair i != j.
     bin_distance : ndarray of float64, shape (B,)
         Distance of each bin (its mean distance).
     mean, sem : ndarray of float64, shape (B,)
@@ -221,16 +176,7 @@ def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
 
 
 def coupling_matrix(J) -> np.ndarray:
-    """The (N d) x (N d) matrix M[i d + a, j d + b] = J[i, j, a, b].
-
-    Parameters
-    ----------
-    J : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    ndarray, shape (N d, N d)
-    """
+    """The (N d, N d) matrix M[i d + a, j d + b] = J[i, j, a, b] of J (N, N, d, d)."""
     J = check_couplings(J)
     N, _, d, _ = J.shape
     return J.transpose(0, 2, 1, 3).reshape(N * d, N * d)
@@ -259,16 +205,7 @@ class CouplingSpectrum(AnalysisResult):
 
 
 def coupling_spectrum(J) -> CouplingSpectrum:
-    """Eigenvalues and singular values of the couplings seen as one (N d) x (N d) matrix.
-
-    Parameters
-    ----------
-    J : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    CouplingSpectrum
-    """
+    """Eigenvalues and singular values of J (N, N, d, d) seen as one (N d, N d) matrix M."""
     M = coupling_matrix(np.asarray(J, dtype=np.float64))
     ev = np.linalg.eigvals(M)
     ev = ev[np.lexsort((-ev.imag, -ev.real))]
@@ -300,8 +237,8 @@ class HebbianComparison(AnalysisResult):
         |J_ij|_F and |K_ij|_F.
     distance : ndarray of float64, shape (N, N), or None
         |r_i - r_j| when positions were given.
-    singular_values, singular_values_hebbian : ndarray of float64, shape (N d,)
-    symmetric_eigenvalues, symmetric_eigenvalues_hebbian : ndarray of float64, shape (N d,)
+    singular_values, symmetric_eigenvalues : ndarray of float64, shape (N d,)
+        As in :class:`CouplingSpectrum`; with the suffix ``_hebbian``, those of K.
     global_cosine : float
         <J, K>_F / (|J| |K|).
     mean_pair_cosine, median_pair_cosine : float
@@ -358,27 +295,11 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
 
 
 def comparison_of(J, K, spectrum, spectrum_hebbian, distance, match, n_patterns):
-    """The :class:`HebbianComparison` of couplings J with (matched) Hebbian couplings K.
+    """The :class:`HebbianComparison` of J with the matched Hebbian K (N, N, d, d), given
+    their :func:`coupling_spectrum` and the (N, N) ``distance`` of the tokens (or None).
 
     The assembly step of :func:`compare_with_hebbian`, for callers that already hold K and
     both spectra (the analysis driver stores them too); inputs are not checked again.
-
-    Parameters
-    ----------
-    J, K : ndarray, shape (N, N, d, d)
-        Couplings and Hebbian couplings.
-    spectrum, spectrum_hebbian : CouplingSpectrum
-        :func:`coupling_spectrum` of J and of K.
-    distance : ndarray, shape (N, N), or None
-        Distances between the tokens.
-    match : str
-        How K was rescaled.
-    n_patterns : int
-        Patterns K was built from.
-
-    Returns
-    -------
-    HebbianComparison
     """
     cos = pair_cosines(J, K)
     valid = cos[np.isfinite(cos)]

@@ -34,42 +34,27 @@ from spinsa.analysis.overlaps import target_overlaps
 from spinsa.model import run
 from spinsa.tasks import as_generator, mean_sem
 
-__all__ = [
-    "LifetimeTable",
-    "Lifetimes",
-    "error_lifetimes",
-    "lifetimes_vs_corruption",
-    "overlap_lifetimes",
-    "summarize_lifetimes",
-]
-
 CRITERIA = ("overlap", "error")
 
 
 @dataclass(frozen=True)
 class Lifetimes(AnalysisResult):
-    """Peak and lifetime of the transient of every trajectory.
+    """Peak and lifetime of the transient of every trajectory (see the module docstring).
 
     Attributes
     ----------
-    t_peak : ndarray of int64, shape (P,)
-        First time of maximal overlap (or minimal error).
-    peak : ndarray of float64, shape (P,)
-        The maximal overlap (or minimal error).
-    lifetime : ndarray of int64, shape (P,)
-        ``t_leave - t_enter`` (see the module docstring); 0 if the condition never holds.
-    t_enter, t_leave : ndarray of int64, shape (P,)
-        Start of the stretch that holds the peak, and first recorded time after it where the
-        condition fails (the last time if it never does).
+    t_peak, peak : ndarray, shape (P,)
+        First time of the maximal overlap (or minimal error), int64, and that value.
+    lifetime, t_enter, t_leave : ndarray of int64, shape (P,)
+        The stretch of time that holds the peak: ``lifetime = t_leave - t_enter``.
     censored : ndarray of bool, shape (P,)
         The condition still holds at the end of the run: the lifetime is a lower bound.
     time_above : ndarray of int64, shape (P,)
         Total time, over all stretches, during which the condition holds.
     threshold : ndarray of float64, shape (P,)
-        The threshold each curve was compared with (the same for all with ``"overlap"``; the
-        error at t = 0, or the given baseline, with ``"error"``).
+        The threshold of each curve (the error at t = 0, or the baseline, with ``"error"``).
     criterion : {"overlap", "error"}
-        ``"overlap"``: condition q(t) > threshold; ``"error"``: q(t) < threshold.
+        The condition: q(t) > threshold (``"overlap"``) or q(t) < threshold (``"error"``).
     duration : int
         Length of the run, ``times[-1] - times[0]``.
     """
@@ -155,7 +140,7 @@ def overlap_lifetimes(m, times, threshold: float = 0.9) -> Lifetimes:
     Returns
     -------
     Lifetimes
-        ``criterion = "overlap"``; ``t_peak`` is the first time of max m.
+        With ``criterion = "overlap"``.
     """
     m, times = _check_curves(m, times, "m")
     threshold = check_real(threshold, "threshold")
@@ -179,21 +164,16 @@ def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
     Returns
     -------
     Lifetimes
-        ``criterion = "error"``; ``peak`` is the minimal error and ``t_peak`` its first time.
+        With ``criterion = "error"``: ``peak`` is the minimal error.
     """
     errors, times = _check_curves(errors, times, "errors")
-    if baseline is None:
-        base = errors[0].copy()
-    else:
-        base = np.asarray(baseline, dtype=np.float64)
-        if base.ndim > 1 or (base.ndim == 1 and base.shape != (errors.shape[1],)):
-            raise ValueError(
-                f"baseline must be a number or have shape ({errors.shape[1]},), "
-                f"got shape {base.shape}"
-            )
-        check_finite(base, "baseline")
-    cond = errors < base
-    return _lifetimes(errors, times, cond, np.argmin(errors, axis=0), base, "error")
+    base = errors[0].copy() if baseline is None else np.asarray(baseline, dtype=np.float64)
+    if base.shape not in ((), (errors.shape[1],)):
+        raise ValueError(
+            f"baseline must be a number or have shape ({errors.shape[1]},), got shape {base.shape}"
+        )
+    check_finite(base, "baseline")
+    return _lifetimes(errors, times, errors < base, np.argmin(errors, axis=0), base, "error")
 
 
 # --------------------------------------------------------------------------- summaries
@@ -209,10 +189,9 @@ class LifetimeTable(AnalysisResult):
         Corruption level of each row (fraction masked, noise variance...).
     n_samples : ndarray of int64, shape (L,)
     lifetime_mean, lifetime_sem, lifetime_median : ndarray of float64, shape (L,)
-        Mean, its standard error (std / sqrt(n), ddof = 1) and median of the lifetimes.
-    peak_mean, peak_sem : ndarray of float64, shape (L,)
-        Mean and standard error of the peak overlap (or minimal error).
-    t_peak_mean, t_peak_sem : ndarray of float64, shape (L,)
+        Mean, standard error (:func:`spinsa.tasks.mean_sem`) and median of the lifetimes.
+    peak_mean, peak_sem, t_peak_mean, t_peak_sem : ndarray of float64, shape (L,)
+        The same for the peak overlap (or minimal error) and its time.
     fraction_transient : ndarray of float64, shape (L,)
         Fraction with a finite stretch: lifetime > 0 and not censored.
     fraction_censored : ndarray of float64, shape (L,)
@@ -336,10 +315,8 @@ def lifetimes_vs_corruption(
 
     Parameters
     ----------
-    J : ndarray, shape (N, N, d, d)
-        Couplings (fitted, Hebbian, random).
-    lam : float
-        Inverse temperature of the dynamics.
+    J, lam
+        Couplings, shape (N, N, d, d), and the inverse temperature of the dynamics.
     targets : ndarray, shape (P, N, d)
         Clean configurations (e.g. embedded test images).
     corrupt : callable
@@ -356,7 +333,7 @@ def lifetimes_vs_corruption(
     bins : optional
         Histogram bins of :func:`summarize_lifetimes`.
     **run_kwargs
-        Passed to :func:`spinsa.run` (``gamma``, ``norm``, ``update``, ``seed``).
+        Passed to :func:`spinsa.run` (``gamma``, ``norm``, ``update``, ``seed``, ``progress``).
 
     Returns
     -------

@@ -22,33 +22,10 @@ import numpy as np
 
 from spinsa._checks import check_choice, check_count, check_finite
 from spinsa._torch import import_torch, resolve_device
-from spinsa.analysis._results import AnalysisResult, check_states, check_times
-
-__all__ = [
-    "NearestPatterns",
-    "OverlapTrace",
-    "decoded_correlations",
-    "mean_pattern",
-    "nearest_patterns",
-    "overlaps",
-    "pixel_correlations",
-    "target_overlaps",
-    "trajectory_overlaps",
-]
+from spinsa.analysis._results import AnalysisResult, check_patterns, check_states, check_times
 
 #: Memory for one chunk of the (rows, M) overlap block, in bytes.
 CHUNK_BYTES = 64 * 2**20
-
-
-def check_patterns(x: np.ndarray, xi, name: str = "xi") -> np.ndarray:
-    """Patterns (M >= 1, N, d) with the tokens and spin dimension of ``x``, in its dtype."""
-    xi = check_states(xi, name, x.dtype, ndims=(3,))
-    if xi.shape[1:] != x.shape[-2:] or xi.shape[0] < 1:
-        raise ValueError(
-            f"{name} must have shape (n_patterns >= 1, {x.shape[-2]}, {x.shape[-1]}) to match "
-            f"the states' (n_tokens, d) = {x.shape[-2:]}, got shape {xi.shape}"
-        )
-    return xi
 
 
 # --------------------------------------------------------------------------- overlaps

@@ -17,14 +17,6 @@ import numpy as np
 from spinsa._checks import check_count, check_finite
 from spinsa.analysis._results import AnalysisResult, bin_edges
 
-__all__ = [
-    "PatchVariances",
-    "PatchVarianceHistograms",
-    "masked_patch_variances",
-    "patch_pixels",
-    "patch_variance_histograms",
-]
-
 
 def patch_pixels(images, patch: int) -> np.ndarray:
     """Pixels of every patch, with the token order of :class:`spinsa.PatchEmbedding`.

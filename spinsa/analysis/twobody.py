@@ -55,21 +55,6 @@ from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.hebbian import coupling_cosine, coupling_matrix, pair_cosines
 from spinsa.couplings import hebbian_couplings, zero_diagonal
 
-__all__ = [
-    "TwoBodyFit",
-    "TwoBodyVsHebbian",
-    "fit_twobody",
-    "log_partition",
-    "log_sphere_area",
-    "mean_resultant_length",
-    "twobody_fields",
-    "twobody_log_density",
-    "twobody_log_likelihoods",
-    "twobody_nll",
-    "twobody_nll_and_grad",
-    "twobody_vs_hebbian",
-]
-
 _SERIES_TERMS = 20  # enough for z = kappa^2 / 4 <= nu + 1: term k <= 1/k!
 _IVE_FLOOR = 1e-290  # below this, ive is (close to) underflowing: use the series
 _HANKEL_FROM = 1e8  # large-argument expansion from here (and kappa >> nu^2)
@@ -151,22 +136,17 @@ def _log_bessel(nu: float, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t0, t1 = _hankel_sum(nu, k), _hankel_sum(nu + 1.0, k)
         f[huge] = np.log(t0) - 0.5 * np.log(2.0 * np.pi * k) + k - nu * np.log(k)
         dlog[huge] = np.log(t1 / t0) - np.log(k)
-    mid = ~small & ~huge
-    if mid.any():
-        k = kappa[mid]
-        v0, v1 = special.ive(nu, k), special.ive(nu + 1.0, k)
-        ok = np.isfinite(v0) & np.isfinite(v1) & (v0 > _IVE_FLOOR) & (v1 > _IVE_FLOOR)
-        fm = np.empty_like(k)
-        dm = np.empty_like(k)
-        fm[ok] = np.log(v0[ok]) + k[ok] - nu * np.log(k[ok])
-        dm[ok] = np.log(v1[ok] / v0[ok]) - np.log(k[ok])
-        if not ok.all():
-            z = 0.25 * k[~ok] ** 2
-            l0, l1 = _log_series_any(z, nu), _log_series_any(z, nu + 1.0)
-            fm[~ok] = head + l0
-            dm[~ok] = shift + l1 - l0
-        f[mid] = fm
-        dlog[mid] = dm
+    mid = np.flatnonzero(~small & ~huge)
+    v0, v1 = special.ive(nu, kappa[mid]), special.ive(nu + 1.0, kappa[mid])
+    ok = np.isfinite(v0) & np.isfinite(v1) & (v0 > _IVE_FLOOR) & (v1 > _IVE_FLOOR)
+    k = kappa[mid[ok]]
+    f[mid[ok]] = np.log(v0[ok]) + k - nu * np.log(k)
+    dlog[mid[ok]] = np.log(v1[ok] / v0[ok]) - np.log(k)
+    if not ok.all():  # ive underflows (large nu): the series, summed in logs
+        z = 0.25 * kappa[mid[~ok]] ** 2
+        l0, l1 = _log_series_any(z, nu), _log_series_any(z, nu + 1.0)
+        f[mid[~ok]] = head + l0
+        dlog[mid[~ok]] = shift + l1 - l0
     return f, dlog
 
 
