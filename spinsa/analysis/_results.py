@@ -28,17 +28,6 @@ def result_class(name: str) -> type[AnalysisResult]:
         raise ValueError(f"unknown analysis result type {name!r}; known types: {known}") from None
 
 
-def _freeze(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a)
-    if a.flags.writeable and a.base is None:
-        a.flags.writeable = False
-    return a
-
-
-def _is_array(annotation: Any) -> bool:
-    return annotation is np.ndarray or str(annotation).startswith(("np.ndarray", "numpy.ndarray"))
-
-
 @dataclasses.dataclass(frozen=True)
 class AnalysisResult:
     """Base class: a frozen dataclass that splits into arrays and attributes.
@@ -58,16 +47,16 @@ class AnalysisResult:
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
         if "_arrays" not in cls.__dict__:
-            own = cls.__dict__.get("__annotations__", {})
-            cls._arrays = tuple(name for name, a in own.items() if _is_array(a))
+            own = cls.__dict__.get("__annotations__", {}).items()
+            cls._arrays = tuple(name for name, a in own if "ndarray" in str(a))
 
     def __post_init__(self):
         self._freeze_arrays()
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name not in self._arrays and isinstance(value, (list, np.ndarray)):
-                items = value.tolist() if isinstance(value, np.ndarray) else value
-                object.__setattr__(self, f.name, tuple(items))
+                value = value.tolist() if isinstance(value, np.ndarray) else value
+                object.__setattr__(self, f.name, tuple(value) if isinstance(value, list) else value)
         for group in self._same_shape:
             present = [(n, getattr(self, n)) for n in group.split() if getattr(self, n) is not None]
             for name, a in present[1:]:
@@ -82,7 +71,9 @@ class AnalysisResult:
         for name in self._arrays:
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(self, name, _freeze(np.array(value)))
+                value = np.array(value)  # a copy, so that freezing it leaves the caller's alone
+                value.flags.writeable = False
+                object.__setattr__(self, name, value)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The array fields, by name (optional arrays that are ``None`` are left out)."""
@@ -112,19 +103,10 @@ class AnalysisResult:
             if f.name in cls._arrays:
                 value = arrays.get(f.name)
                 kwargs[f.name] = None if value is None else np.asarray(value)
-            elif f.name in attrs:
+            elif f.name in attrs:  # lists and arrays become tuples in __post_init__
                 value = attrs[f.name]
-                if isinstance(value, list):
-                    value = tuple(value)
-                elif isinstance(value, np.ndarray):
-                    value = tuple(value.tolist())
-                elif isinstance(value, np.generic):
-                    value = value.item()
-                kwargs[f.name] = value
+                kwargs[f.name] = value.item() if isinstance(value, np.generic) else value
         return cls(**kwargs)
-
-
-# --------------------------------------------------------------------------- argument checks
 
 
 def check_states(x, name: str, dtype=None, ndims=(3, 4)) -> np.ndarray:

@@ -40,8 +40,6 @@ from spinsa.analysis.overlaps import (
 from spinsa.model import run
 from spinsa.tasks import as_generator
 
-# --------------------------------------------------------------------------- distances
-
 
 def step_sizes(states) -> np.ndarray:
     """D(x(t+1), x(t)) between consecutive records: states (T >= 2, P, N, d) -> (T - 1, P)."""
@@ -76,16 +74,10 @@ def lagged_distances(states, max_lag: int) -> np.ndarray:
 def fixed_points(states, tol: float = 1e-5) -> np.ndarray:
     """Whether each trajectory ended on a fixed point, D(x(T), x(T-1)) < tol: states
     (T >= 2, P, N, d) whose last two records are consecutive steps -> (P,) bool."""
-    states = check_states(states, "states", ndims=(4,))
-    tol = check_positive(tol, "tol")
+    states, tol = check_states(states, "states", ndims=(4,)), check_positive(tol, "tol")
     if states.shape[0] < 2:
         raise ValueError("states must hold at least 2 records to test for a fixed point")
-    out = np.empty(states.shape[1], dtype=states.dtype)
-    _kernels.token_max_distance(states[-1], states[-2], out)
-    return out < tol
-
-
-# --------------------------------------------------------------------------- cycles
+    return step_sizes(states[-2:])[-1] < tol  # the last step only
 
 
 @dataclass(frozen=True)
@@ -146,14 +138,8 @@ def _classify(D: np.ndarray, times: np.ndarray, max_period: int, tol: float) -> 
         period[new] = k
         residual[new] = res[new]
         conv[new] = times[first_good[new]]
-    return CycleReport(
-        period=period,
-        convergence_time=conv,
-        residual=residual,
-        final_step=D[0, T - 1].astype(np.float64),
-        max_period=int(max_period),
-        tol=float(tol),
-    )
+    final_step = D[0, T - 1].astype(np.float64)
+    return CycleReport(period, conv, residual, final_step, int(max_period), float(tol))
 
 
 def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleReport:
@@ -169,10 +155,6 @@ def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleR
         Largest period K looked for; needs T >= 2K records to check every phase.
     tol : float
         Distance D below which two configurations are the same.
-
-    Returns
-    -------
-    CycleReport
     """
     states = check_states(states, "states", ndims=(4,))
     times = check_times(times, states.shape[0])
@@ -187,9 +169,6 @@ def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleR
         raise ValueError("states must hold at least 2 records")
     D = lagged_distances(states, min(max_period, states.shape[0] - 1))
     return _classify(D, times, max_period, tol)
-
-
-# --------------------------------------------------------------------------- clustering
 
 
 @dataclass(frozen=True)
@@ -288,19 +267,12 @@ def _leader(X: np.ndarray, q_min: float, absolute: bool, include: np.ndarray) ->
     todo = np.flatnonzero(include)
     c = 0
     while todo.size:
-        r = todo[0]
-        q = X[todo] @ X[r]
-        if absolute:
-            q = np.abs(q)
-        take = q >= q_min
+        q = X[todo] @ X[todo[0]]
+        take = (np.abs(q) if absolute else q) >= q_min
         take[0] = True  # a zero configuration still belongs to its own cluster
         labels[todo[take]] = c
-        todo = todo[~take]
-        c += 1
+        todo, c = todo[~take], c + 1
     return labels
-
-
-# --------------------------------------------------------------------------- attractors
 
 
 @dataclass(frozen=True)
@@ -407,11 +379,8 @@ def _merge_cycle_phases(labels, phases, period, reps_unit, q_min, absolute):
         edges.append(np.stack([labels[who[s]], c], axis=1))
     a, b = np.concatenate(edges).T
     C = reps_unit.shape[0]
-    graph = coo_matrix((np.ones(a.size), (a, b)), shape=(C, C))
-    root = connected_components(graph, directed=False)[1]
-    out = labels.copy()
-    out[labels >= 0] = root[labels[labels >= 0]]
-    return out
+    root = connected_components(coo_matrix((np.ones(a.size), (a, b)), shape=(C, C)))[1]
+    return np.where(labels >= 0, root[np.maximum(labels, 0)], -1)
 
 
 def find_attractors(
@@ -466,10 +435,6 @@ def find_attractors(
     groups : array_like, shape (P,), optional
         A label per initial condition ("test", "masked", "random"...): gives basin fractions
         per group.
-
-    Returns
-    -------
-    AttractorReport
     """
     x0s = check_states(x0s, "x0s", ndims=(3,))
     lam = check_positive(lam, "lam")
@@ -484,10 +449,8 @@ def find_attractors(
     tol = check_positive(tol, "tol")
     q_min = _check_q_min(q_min)
     P = x0s.shape[0]
-    if groups is not None:
-        groups = np.asarray(groups)
-        if groups.shape != (P,):
-            raise ValueError(f"groups must have shape ({P},), one label per initial condition")
+    if groups is not None and np.shape(groups) != (P,):
+        raise ValueError(f"groups must have shape ({P},), one label per initial condition")
     if patterns is not None:
         patterns = check_patterns(x0s, patterns, "patterns")
     if embedding is not None and patterns is None and images is None:

@@ -32,7 +32,6 @@ def matched_hebbian(xi, J, match: str = "global") -> np.ndarray:
     Parameters
     ----------
     xi : ndarray, shape (P, N, d)
-        Patterns.
     J : ndarray, shape (N, N, d, d)
         The couplings to match.
     match : {"global", "rows"}
@@ -90,9 +89,6 @@ def coupling_cosine(J, K) -> float:
     return float(np.vdot(J, K) / den) if den > 0 else float("nan")
 
 
-# --------------------------------------------------------------------------- geometry
-
-
 @dataclass(frozen=True)
 class StrengthDistance(AnalysisResult):
     """Coupling strength |J_ij| against the distance between patches i and j.
@@ -133,17 +129,12 @@ def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
     Parameters
     ----------
     J : ndarray, shape (N, N, d, d)
-        Couplings.
     positions : ndarray, shape (N, D)
         Position of every token, e.g. ``PatchEmbedding.token_positions()`` (pixels) or grid
         coordinates.
     bins : int or array_like, optional
         ``None`` (default): one bin per distinct distance (a grid has few); an int: that many
         equal-width bins; an array: bin edges (pairs outside the edges are left out).
-
-    Returns
-    -------
-    StrengthDistance
     """
     S = pair_strengths(J)
     off = ~np.eye(S.shape[0], dtype=bool)
@@ -157,22 +148,14 @@ def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
         which[(dist < edges[0]) | (dist > edges[-1])] = -1
         n_bins = edges.size - 1
     order = np.argsort(which, kind="stable")  # pairs grouped by bin, in their own order
-    groups = np.split(strength[order], np.searchsorted(which[order], np.arange(n_bins + 1)))
-    stats = np.array([mean_sem(g) for g in groups[1:-1]]).reshape(-1, 3)
-    dsum = np.bincount(which[which >= 0], weights=dist[which >= 0], minlength=n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        bin_distance = dsum / stats[:, 2]
-    return StrengthDistance(
-        distance=dist,
-        strength=strength,
-        bin_distance=bin_distance,
-        mean=stats[:, 0],
-        sem=stats[:, 1],
-        count=stats[:, 2].astype(np.int64),
-    )
+    split = np.searchsorted(which[order], np.arange(n_bins + 1))  # bin b: split[b]:split[b+1]
 
+    def per_bin(values) -> np.ndarray:  # (B, 3): mean, sem, count
+        return np.array([mean_sem(v) for v in np.split(values[order], split)[1:-1]]).reshape(-1, 3)
 
-# --------------------------------------------------------------------------- spectra
+    mean, sem, count = per_bin(strength).T
+    bin_distance = per_bin(dist)[:, 0]
+    return StrengthDistance(dist, strength, bin_distance, mean, sem, count.astype(np.int64))
 
 
 def coupling_matrix(J) -> np.ndarray:
@@ -218,9 +201,6 @@ def coupling_spectrum(J) -> CouplingSpectrum:
         symmetric_eigenvalues=sym.copy(),
         block_singular_values=block,
     )
-
-
-# --------------------------------------------------------------------------- summary
 
 
 @dataclass(frozen=True)
@@ -280,10 +260,6 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
         Token positions, for the distance matrix.
     match : {"global", "rows"}
         How the Hebbian couplings are rescaled (:func:`matched_hebbian`).
-
-    Returns
-    -------
-    HebbianComparison
     """
     xi = check_spins(xi, "xi")
     J = check_couplings(J, xi.shape[1], xi.shape[2])

@@ -82,10 +82,8 @@ class Lifetimes(AnalysisResult):
 
 def _check_curves(q, times, name: str) -> tuple[np.ndarray, np.ndarray]:
     q = np.asarray(q, dtype=np.float64)
-    if q.ndim != 2 or q.shape[0] < 1 or q.shape[1] < 1:
-        raise ValueError(
-            f"{name} must have shape (n_records >= 1, n_samples >= 1), got shape {q.shape}"
-        )
+    if q.ndim != 2 or 0 in q.shape:
+        raise ValueError(f"{name} must have shape (n_records, n_samples), got shape {q.shape}")
     check_finite(q, name)
     return q, check_times(times, q.shape[0], of=f" of {name}")
 
@@ -156,7 +154,7 @@ def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
         Reconstruction error of every trajectory at the recorded times (e.g. the
         mean squared pixel error of :func:`spinsa.tasks.reconstruction_errors`).
     times : ndarray of int, shape (T,)
-        Recorded times, strictly increasing; ``times[0]`` is normally 0.
+        As in :func:`overlap_lifetimes`; ``times[0]`` is normally 0.
     baseline : float or ndarray of shape (P,), optional
         The trajectory counts as "better than its input" while error(t) < baseline; by
         default the error of the corrupted input itself, ``errors[0]``.
@@ -174,9 +172,6 @@ def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
         )
     check_finite(base, "baseline")
     return _lifetimes(errors, times, errors < base, np.argmin(errors, axis=0), base, "error")
-
-
-# --------------------------------------------------------------------------- summaries
 
 
 @dataclass(frozen=True)
@@ -232,11 +227,11 @@ class LifetimeTable(AnalysisResult):
 def _row(r: Lifetimes, edges: np.ndarray) -> dict:
     """One row of a :class:`LifetimeTable` (one corruption level)."""
     row = {
-        "n_samples": r.n_samples,
+        "n_samples": np.int64(r.n_samples),
         "lifetime_median": float(np.median(r.lifetime)),
         "fraction_transient": float(np.mean((r.lifetime > 0) & ~r.censored)),
         "fraction_censored": float(np.mean(r.censored)),
-        "counts": np.histogram(r.lifetime, bins=edges)[0],
+        "counts": np.histogram(r.lifetime, bins=edges)[0].astype(np.int64),
     }
     for name in ("lifetime", "peak", "t_peak"):
         mean, sem, _ = mean_sem(getattr(r, name))
@@ -249,18 +244,12 @@ def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> Li
 
     Parameters
     ----------
-    lifetimes : sequence of Lifetimes, length L
-        One result per corruption level, all with the same criterion.
-    levels : array_like, shape (L,)
-        The corruption level of each.
+    lifetimes, levels : sequence of Lifetimes and array_like, length L
+        One result per corruption level (all with the same criterion), and the levels.
     bins : int or array_like, optional
         Histogram bins: a number of bins (from 0 to the longest lifetime, at least 1) or
         explicit edges. By default one bin per integer lifetime from 0 to the longest run
         (``np.arange(duration + 2) - 0.5``).
-
-    Returns
-    -------
-    LifetimeTable
     """
     lifetimes = list(lifetimes)
     if not lifetimes or not all(isinstance(r, Lifetimes) for r in lifetimes):
@@ -277,22 +266,11 @@ def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> Li
     if bins is None:
         edges = np.arange(max(r.duration for r in lifetimes) + 2, dtype=np.float64) - 0.5
     else:
-        edges = bin_edges(
-            bins, 0.0, max(1.0, *(float(r.lifetime.max(initial=0)) for r in lifetimes))
-        )
+        top = max(1.0, *(float(r.lifetime.max(initial=0)) for r in lifetimes))
+        edges = bin_edges(bins, 0.0, top)
     rows = [_row(r, edges) for r in lifetimes]
     columns = {k: np.asarray([row[k] for row in rows]) for k in rows[0]}
-    return LifetimeTable(
-        levels=levels,
-        bin_edges=edges,
-        criterion=lifetimes[0].criterion,
-        **{
-            k: v.astype(np.float64 if v.dtype.kind == "f" else np.int64) for k, v in columns.items()
-        },
-    )
-
-
-# --------------------------------------------------------------------------- driver
+    return LifetimeTable(levels, bin_edges=edges, criterion=lifetimes[0].criterion, **columns)
 
 
 def lifetimes_vs_corruption(
@@ -323,15 +301,12 @@ def lifetimes_vs_corruption(
         ``corrupt(targets, level, rng) -> x0`` of shape (P, N, d): the corrupted initial
         conditions at one level (e.g. ``lambda x, f, g: spinsa.tasks.mask_tokens(x, f, g)[0]``).
     levels : array_like, shape (L,)
-        Corruption levels.
     steps : int
-        Steps per run.
-    threshold : float
-        Overlap threshold of :func:`overlap_lifetimes`.
+        Steps of every run.
+    threshold, bins
+        As in :func:`overlap_lifetimes` and :func:`summarize_lifetimes`.
     rng : np.random.Generator, int or None
         Source of the corruptions (and of the async update order if not given a ``seed``).
-    bins : optional
-        Histogram bins of :func:`summarize_lifetimes`.
     **run_kwargs
         Passed to :func:`spinsa.run` (``gamma``, ``norm``, ``update``, ``seed``, ``progress``).
 

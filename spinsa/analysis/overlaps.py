@@ -28,24 +28,12 @@ from spinsa.analysis._results import AnalysisResult, check_patterns, check_state
 CHUNK_BYTES = 64 * 2**20
 
 
-# --------------------------------------------------------------------------- overlaps
-
-
 def mean_pattern(xi, project: bool = True) -> np.ndarray:
-    """The mean of a set of patterns, optionally projected token by token on the sphere.
+    """The mean (N, d) of patterns xi (M, N, d), optionally projected token by token.
 
-    Parameters
-    ----------
-    xi : ndarray, shape (M, N, d)
-        Patterns.
-    project : bool
-        If True (default), every token of the mean is divided by its norm (tokens of zero
-        norm stay zero): the extrinsic mean on S^{d-1}, a configuration of unit spins whose
-        overlap with itself is 1. If False, the plain arithmetic mean (1/M) sum_mu xi^mu.
-
-    Returns
-    -------
-    ndarray, shape (N, d)
+    With ``project`` (default) every token of the mean is divided by its norm (tokens of zero
+    norm stay zero): the extrinsic mean on S^{d-1}, a configuration of unit spins whose
+    overlap with itself is 1. Otherwise the plain arithmetic mean (1/M) sum_mu xi^mu.
     """
     m = check_states(xi, "xi", ndims=(3,)).mean(axis=0)
     if project:
@@ -107,7 +95,6 @@ def overlaps(x, xi, *, chunk_size: int | None = None, backend: str = "numpy", de
     backend : {"numpy", "torch"}
         ``"torch"`` runs the products with torch on ``device`` (default: CUDA if available).
     device : str, optional
-        Torch device.
 
     Returns
     -------
@@ -186,20 +173,12 @@ def nearest_patterns(
 
     Parameters
     ----------
-    x : ndarray, shape (P, N, d) or (T, P, N, d)
-        Configurations.
-    xi : ndarray, shape (M, N, d)
-        Stored patterns.
+    x, xi, chunk_size, backend, device
+        As in :func:`overlaps`. Memory: one (chunk_size, M) block at a time.
     absolute : bool
         Rank patterns by |m| instead of m. The energy is even in x (x -> -x leaves every
         score unchanged), so -xi is as much a stored state as xi; images, whose embedding
         lies in one orthant, never need this.
-    chunk_size, backend, device
-        As in :func:`overlaps`. Memory: one (chunk_size, M) block at a time.
-
-    Returns
-    -------
-    NearestPatterns
     """
     x, xi, blocks = _overlap_blocks(x, xi, chunk_size, backend, device)
     index = np.empty(x.shape[:-2], dtype=np.int64)
@@ -211,9 +190,6 @@ def nearest_patterns(
     return NearestPatterns(index, value, absolute=bool(absolute), n_patterns=int(xi.shape[0]))
 
 
-# --------------------------------------------------------------------------- trajectories
-
-
 @dataclass(frozen=True)
 class OverlapTrace(AnalysisResult):
     """Overlaps along trajectories: with each one's target, and with the nearest pattern.
@@ -221,7 +197,6 @@ class OverlapTrace(AnalysisResult):
     Attributes
     ----------
     times : ndarray of int64, shape (T,)
-        Recorded times.
     target : ndarray, shape (T, P), or None
         m(x_p(t), target_p).
     nearest_index, nearest_overlap : ndarray, shape (T, P), or None
@@ -242,10 +217,7 @@ class OverlapTrace(AnalysisResult):
         arrays = (self.target, self.nearest_index, self.nearest_overlap)
         shape = next((a.shape for a in arrays if a is not None), (self.times.size, 0))
         if self.times.ndim != 1 or len(shape) != 2 or shape[0] != self.times.size:
-            raise ValueError(
-                f"times must have shape (T,) and the overlaps (T, n_samples), got times of "
-                f"shape {self.times.shape} and overlaps of shape {shape}"
-            )
+            raise ValueError(f"times must have shape (T,) and overlaps (T, P), got {shape}")
 
 
 def trajectory_overlaps(
@@ -263,20 +235,14 @@ def trajectory_overlaps(
 
     Parameters
     ----------
-    states : ndarray, shape (T, P, N, d)
-        Recorded states (``Trajectory.states``).
-    times : ndarray of int, shape (T,)
-        Their times (``Trajectory.times``).
+    states, times : ndarray, shape (T, P, N, d) and (T,)
+        Recorded states and their times (``Trajectory.states``, ``Trajectory.times``).
     targets : ndarray, shape (P, N, d), optional
         One target per trajectory (the clean version of its initial condition).
     patterns : ndarray, shape (M, N, d), optional
         Stored patterns to search for the nearest one at every t.
     absolute, chunk_size, backend, device
         As in :func:`nearest_patterns`.
-
-    Returns
-    -------
-    OverlapTrace
     """
     states = check_states(states, "states", ndims=(4,))
     times = check_times(times, states.shape[0])
@@ -289,9 +255,6 @@ def trajectory_overlaps(
         near = nearest_patterns(states, patterns, **kw)
         index, value = near.index, near.overlap
     return OverlapTrace(times, target, index, value, absolute=bool(absolute))
-
-
-# --------------------------------------------------------------------------- pixel space
 
 
 def pixel_correlations(images, clean) -> np.ndarray:
@@ -331,12 +294,11 @@ def pixel_correlations(images, clean) -> np.ndarray:
 
 
 def decoded_correlations(states, clean_images, embedding) -> np.ndarray:
-    """Correlation of decoded configurations with the clean images, record by record.
+    """:func:`pixel_correlations` of decoded configurations, record by record.
 
     Parameters
     ----------
     states : ndarray, shape (P, N, d) or (T, P, N, d)
-        Configurations.
     clean_images : ndarray, shape (P, H, W[, C])
         The clean image of every sample.
     embedding : PatchEmbedding
@@ -345,7 +307,6 @@ def decoded_correlations(states, clean_images, embedding) -> np.ndarray:
     Returns
     -------
     ndarray of float64, shape (P,) or (T, P)
-        See :func:`pixel_correlations`.
     """
     states = check_states(states, "states")
     if not callable(getattr(embedding, "decode", None)):

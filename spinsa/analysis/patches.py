@@ -19,20 +19,11 @@ from spinsa.analysis._results import AnalysisResult, bin_edges
 
 
 def patch_pixels(images, patch: int) -> np.ndarray:
-    """Pixels of every patch, with the token order of :class:`spinsa.PatchEmbedding`.
+    """Pixels of every patch of images (P, H, W[, C]) -> (P, N, patch * patch * C).
 
-    Parameters
-    ----------
-    images : ndarray, shape (P, H, W) or (P, H, W, C)
-        Images; ``patch`` must divide H and W.
-    patch : int
-        Side of the square patches.
-
-    Returns
-    -------
-    ndarray, shape (P, N, patch * patch * C)
-        Token k = grid row ``k // (W / patch)``, grid column ``k % (W / patch)``; inside a
-        token, pixels row-major, channels last.
+    The side ``patch`` of the square patches must divide H and W. Tokens follow
+    :class:`spinsa.PatchEmbedding`: token k = grid row ``k // (W / patch)``, grid column
+    ``k % (W / patch)``; inside a token, pixels row-major, channels last.
     """
     images = np.asarray(images, dtype=np.float64)
     patch = check_count(patch, "patch", 1)
@@ -58,10 +49,8 @@ class PatchVariances(AnalysisResult):
     variance : ndarray of float64, shape (K,)
         One value per masked (image, token), in image-major order: the population variance
         (ddof = 0) of the patch's patch² · C pixel values.
-    sample : ndarray of int64, shape (K,)
-        Image of each value.
-    token : ndarray of int64, shape (K,)
-        Token of each value.
+    sample, token : ndarray of int64, shape (K,)
+        Image and token of each value.
     patch : int
     """
 
@@ -77,17 +66,11 @@ def masked_patch_variances(images, mask, patch: int) -> PatchVariances:
 
     Parameters
     ----------
-    images : ndarray, shape (P, H, W) or (P, H, W, C)
-        Predicted images (e.g. ``embedding.decode(trajectory.final)``) or, for reference,
-        the clean images.
+    images, patch
+        As in :func:`patch_pixels`: predicted images (e.g.
+        ``embedding.decode(trajectory.final)``) or, for reference, the clean images.
     mask : ndarray of bool, shape (P, N)
         True for the masked tokens (as returned by :func:`spinsa.tasks.mask_tokens`).
-    patch : int
-        Side of the patches.
-
-    Returns
-    -------
-    PatchVariances
     """
     pixels = patch_pixels(images, patch)
     mask = np.asarray(mask)
@@ -97,12 +80,8 @@ def masked_patch_variances(images, mask, patch: int) -> PatchVariances:
             f"got {mask.dtype} array of shape {mask.shape}"
         )
     sample, token = np.nonzero(mask)
-    return PatchVariances(
-        variance=pixels[sample, token].var(axis=-1),
-        sample=sample.astype(np.int64),
-        token=token.astype(np.int64),
-        patch=int(patch),
-    )
+    variance = pixels[sample, token].var(axis=-1)
+    return PatchVariances(variance, sample.astype(np.int64), token.astype(np.int64), int(patch))
 
 
 @dataclass(frozen=True)
@@ -112,7 +91,6 @@ class PatchVarianceHistograms(AnalysisResult):
     Attributes
     ----------
     bin_edges : ndarray of float64, shape (B + 1,)
-        Common edges.
     counts : ndarray of int64, shape (M, B)
     density : ndarray of float64, shape (M, B)
         Normalised so that sum(density * widths) = 1 per model (values outside the edges
@@ -152,10 +130,6 @@ def patch_variance_histograms(
     range : (float, float), optional
         Range of the bins; default: 0 to the largest variance (at least 0.25, the largest
         possible variance of values in [0, 1]).
-
-    Returns
-    -------
-    PatchVarianceHistograms
     """
     if not results or not all(isinstance(v, PatchVariances) for v in results.values()):
         raise ValueError("results must be a non-empty mapping of names to PatchVariances")

@@ -48,7 +48,6 @@ def save_analysis(
     name : str
         Name of the analysis (``"overlaps"``, ``"attractors/hebbian"``...).
     result : AnalysisResult
-        Any result of :mod:`spinsa.analysis`.
     attrs : mapping, optional
         Extra attributes (e.g. the source of the couplings), not named like a field.
     overwrite : bool

@@ -61,9 +61,6 @@ _HANKEL_FROM = 1e8  # large-argument expansion from here (and kappa >> nu^2)
 _MAX_SERIES_TERMS = 10**6
 
 
-# --------------------------------------------------------------------------- Bessel functions
-
-
 def log_sphere_area(d: int) -> float:
     """log of the area of S^{d-1}: log(2 pi^{d/2} / Gamma(d/2)).  (d = 1: log 2, two points.)"""
     d = check_count(d, "d", 1)
@@ -188,10 +185,8 @@ def mean_resultant_length(kappa, d: int) -> np.ndarray:
 
     Parameters
     ----------
-    kappa : array_like
-        Concentrations >= 0.
-    d : int
-        Spin dimension.
+    kappa, d
+        As in :func:`log_partition`.
 
     Returns
     -------
@@ -214,7 +209,6 @@ def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
     h : array_like, shape broadcastable with ``x``
         Local fields.
     beta : float
-        Inverse temperature.
 
     Returns
     -------
@@ -230,9 +224,6 @@ def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
         raise ValueError("x and h must have a last axis of length d")
     kappa = beta * np.linalg.norm(h, axis=-1)
     return beta * np.einsum("...a,...a->...", x, h) - log_partition(kappa, x.shape[-1])
-
-
-# --------------------------------------------------------------------------- the objective
 
 
 def _matrix(J: np.ndarray) -> np.ndarray:
@@ -278,7 +269,7 @@ def _nll_and_grad_matrix(X: np.ndarray, M: np.ndarray, N: int, d: int, beta: flo
 
 
 def twobody_nll_and_grad(xi, J, beta: float = 1.0) -> tuple[float, np.ndarray]:
-    """Negative log pseudo-likelihood of the two-body model and its gradient in J.
+    """The negative log pseudo-likelihood L(J) and its gradient (see the module docstring).
 
     Parameters
     ----------
@@ -287,14 +278,12 @@ def twobody_nll_and_grad(xi, J, beta: float = 1.0) -> tuple[float, np.ndarray]:
     J : ndarray, shape (N, N, d, d)
         Couplings (diagonal blocks ignored).
     beta : float
-        Inverse temperature.
 
     Returns
     -------
     loss : float
-        L(J) = -(1/P) sum_mu sum_i log p(xi^mu_i | xi^mu_{-i}).
     grad : ndarray of float64, shape (N, N, d, d)
-        dL/dJ_ij = (1/P) sum_mu beta (A_d(kappa) h_i/|h_i| - xi_i) xi_j^T; zero diagonal blocks.
+        dL/dJ, with zero diagonal blocks.
     """
     xi = check_spins(xi, "xi", dtype=np.float64)
     J = check_couplings(J, xi.shape[1], xi.shape[2], dtype=np.float64)
@@ -307,9 +296,6 @@ def twobody_nll_and_grad(xi, J, beta: float = 1.0) -> tuple[float, np.ndarray]:
 def twobody_nll(xi, J, beta: float = 1.0) -> float:
     """L(J) of :func:`twobody_nll_and_grad`, without the gradient."""
     return float(-twobody_log_likelihoods(xi, J, beta).sum() / np.shape(xi)[0])
-
-
-# --------------------------------------------------------------------------- fitting
 
 
 @dataclass(frozen=True)
@@ -416,19 +402,13 @@ def fit_twobody(
         Fixed Frobenius norm |J|_F = norm (the parametrisation J = norm W / |W|).
         Exactly one of ``l2`` and ``norm`` must be given.
     J0 : ndarray, shape (N, N, d, d), optional
-        Starting point. Default: 0 with ``l2``; a seeded random direction with ``norm`` (not
-        the Hebbian one, so that agreement with Hebb is not built in).
+        Starting point. Default: 0 with ``l2``; with ``norm`` a random direction drawn with
+        ``seed`` (not the Hebbian one, so that agreement with Hebb is not built in).
     backend : {"lbfgs"}
         Full-batch scipy L-BFGS on the closed-form gradient.
-    max_iter : int
-    tol : float
-        Relative tolerance on the objective (``ftol`` of L-BFGS-B).
+    max_iter, tol : int, float
+        Iterations, and relative tolerance on the objective (``ftol`` of L-BFGS-B).
     seed : int
-        Seed of the random start with ``norm``.
-
-    Returns
-    -------
-    TwoBodyFit
     """
     xi = check_spins(xi, "xi", dtype=np.float64)
     beta = check_positive(beta, "beta")
@@ -444,21 +424,14 @@ def fit_twobody(
     tol = check_positive(tol, "tol")
     P, N, d = xi.shape
     if J0 is None:
-        if norm is None:
-            M0 = np.zeros((N * d, N * d))
-        else:
-            rng = np.random.default_rng(seed)
-            M0 = _matrix(rng.standard_normal((N, N, d, d)))
-    else:
-        M0 = _matrix(check_couplings(J0, N, d, dtype=np.float64, name="J0"))
-        if norm is not None and not np.any(M0):
-            raise ValueError("J0 must be non-zero when the norm is fixed")
+        shape = (N, N, d, d)
+        J0 = np.zeros(shape) if norm is None else np.random.default_rng(seed).standard_normal(shape)
+    M0 = _matrix(check_couplings(J0, N, d, dtype=np.float64, name="J0"))
+    if norm is not None and not np.any(M0):
+        raise ValueError("J0 must be non-zero when the norm is fixed")
     out = _FITTERS[backend](xi.reshape(P, N * d), M0, N, d, beta, l2, norm, max_iter, tol)
     J = _blocks(out.pop("M"), N, d)
     return TwoBodyFit(J=J, beta=beta, l2=l2, norm=norm, n_patterns=P, backend=backend, **out)
-
-
-# --------------------------------------------------------------------------- versus Hebb
 
 
 @dataclass(frozen=True)
@@ -469,10 +442,8 @@ class TwoBodyVsHebbian(AnalysisResult):
     ----------
     n_patterns : ndarray of int64, shape (K,)
         P for each fit (the first P patterns).
-    cosine : ndarray of float64, shape (K,)
-        Global cosine <J*, J^Hebb>_F / (|J*| |J^Hebb|).
-    mean_pair_cosine : ndarray of float64, shape (K,)
-        Mean over pairs i != j of cos(J*_ij, J^Hebb_ij).
+    cosine, mean_pair_cosine : ndarray of float64, shape (K,)
+        <J*, J^Hebb>_F / (|J*| |J^Hebb|), and the mean over pairs i != j of cos(J*_ij, J^Hebb_ij).
     loss_fit, loss_hebbian : ndarray of float64, shape (K,)
         L(J*), and L of the Hebbian couplings rescaled to |J*| (what Hebb loses at equal norm).
     norm_fit : ndarray of float64, shape (K,)
@@ -515,10 +486,6 @@ def twobody_vs_hebbian(
         The values of P, each between 1 and P_max.
     beta, l2, norm, max_iter, tol
         As in :func:`fit_twobody`.
-
-    Returns
-    -------
-    TwoBodyVsHebbian
     """
     xi = check_spins(xi, "xi", dtype=np.float64)
     Ps = [check_count(p, "n_patterns[k]", 1) for p in n_patterns]
