@@ -1,9 +1,10 @@
-"""The common shape of analysis results: frozen dataclasses of arrays and scalars.
+"""What the analysis modules share: the result base class and the argument checks.
 
-Every result of :mod:`spinsa.analysis` derives from :class:`AnalysisResult`. Its fields are
-either numpy arrays (stored as HDF5 datasets) or scalars, strings, ``None`` and tuples of
-those (stored as HDF5 attributes), so a result converts to ``(arrays, attrs)`` and back
-without loss: ``type(r).from_arrays(*r.to_arrays_and_attrs()) == r`` field by field.
+Every result of :mod:`spinsa.analysis` derives from :class:`AnalysisResult`, a frozen
+dataclass whose fields are either numpy arrays (stored as HDF5 datasets) or scalars, strings,
+``None`` and tuples of those (stored as HDF5 attributes), so a result converts to
+``(arrays, attrs)`` and back without loss: ``type(r).from_arrays(r.to_arrays(), r.attrs())``
+equals ``r`` field by field.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["AnalysisResult", "result_class"]
+from spinsa._checks import check_count, check_spins
 
 _REGISTRY: dict[str, type[AnalysisResult]] = {}
 
@@ -27,34 +28,52 @@ def result_class(name: str) -> type[AnalysisResult]:
         raise ValueError(f"unknown analysis result type {name!r}; known types: {known}") from None
 
 
-def _freeze(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a)
-    if a.flags.writeable and a.base is None:
-        a.flags.writeable = False
-    return a
-
-
 @dataclasses.dataclass(frozen=True)
 class AnalysisResult:
     """Base class: a frozen dataclass that splits into arrays and attributes.
 
-    Subclasses list in ``_arrays`` the names of their array fields (an optional array may be
-    ``None``; it is then left out of :meth:`to_arrays`); every other field is an attribute
-    (number, string, bool, ``None`` or a tuple of those).
+    The fields annotated ``np.ndarray`` (or ``np.ndarray | None``, an optional array left out
+    of :meth:`to_arrays` when ``None``) are the arrays; a subclass may list them in ``_arrays``
+    instead. Every other field is an attribute (number, string, bool, ``None`` or a tuple of
+    those; a list or an array is stored as a tuple). Each string of ``_same_shape`` names
+    (space-separated) arrays that must share one shape where they are not ``None``; a
+    subclass checks anything else by extending ``__post_init__``.
     """
 
     _arrays: ClassVar[tuple[str, ...]] = ()
+    _same_shape: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
+        if "_arrays" not in cls.__dict__:
+            own = cls.__dict__.get("__annotations__", {}).items()
+            cls._arrays = tuple(name for name, a in own if "ndarray" in str(a))
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name not in self._arrays and isinstance(value, (list, np.ndarray)):
+                value = value.tolist() if isinstance(value, np.ndarray) else value
+                object.__setattr__(self, f.name, tuple(value) if isinstance(value, list) else value)
+        for group in self._same_shape:
+            present = [(n, getattr(self, n)) for n in group.split() if getattr(self, n) is not None]
+            for name, a in present[1:]:
+                if a.shape != present[0][1].shape:
+                    raise ValueError(
+                        f"{name} must have the shape {present[0][1].shape} of {present[0][0]}, "
+                        f"got {a.shape}"
+                    )
 
     def _freeze_arrays(self) -> None:
-        """Store every array field as a read-only ndarray (call from ``__post_init__``)."""
+        """Store every array field as a read-only ndarray."""
         for name in self._arrays:
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(self, name, _freeze(np.array(value)))
+                value = np.array(value)  # a copy, so that freezing it leaves the caller's alone
+                value.flags.writeable = False
+                object.__setattr__(self, name, value)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The array fields, by name (optional arrays that are ``None`` are left out)."""
@@ -84,13 +103,52 @@ class AnalysisResult:
             if f.name in cls._arrays:
                 value = arrays.get(f.name)
                 kwargs[f.name] = None if value is None else np.asarray(value)
-            elif f.name in attrs:
+            elif f.name in attrs:  # lists and arrays become tuples in __post_init__
                 value = attrs[f.name]
-                if isinstance(value, list):
-                    value = tuple(value)
-                elif isinstance(value, np.ndarray):
-                    value = tuple(value.tolist())
-                elif isinstance(value, np.generic):
-                    value = value.item()
-                kwargs[f.name] = value
+                kwargs[f.name] = value.item() if isinstance(value, np.generic) else value
         return cls(**kwargs)
+
+
+def check_states(x, name: str, dtype=None, ndims=(3, 4)) -> np.ndarray:
+    """Configurations (P, N, d) or recorded states (T, P, N, d) as :func:`check_spins` sees
+    them: finite, real, C-contiguous, float32 unless float64 (or ``dtype``)."""
+    x = np.asarray(x)
+    if x.ndim not in ndims:
+        shapes = {3: "(n_samples, n_tokens, d)", 4: "(n_records, n_samples, n_tokens, d)"}
+        expected = " or ".join(shapes[k] for k in ndims)
+        raise ValueError(f"{name} must have shape {expected}, got shape {x.shape}")
+    return check_spins(x.reshape(-1, *x.shape[-2:]), name, dtype).reshape(x.shape)
+
+
+def check_patterns(x: np.ndarray, xi, name: str = "xi") -> np.ndarray:
+    """Patterns (M >= 1, N, d) with the tokens and spin dimension of ``x``, in its dtype."""
+    xi = check_states(xi, name, x.dtype, ndims=(3,))
+    if xi.shape[1:] != x.shape[-2:] or xi.shape[0] < 1:
+        raise ValueError(
+            f"{name} must have shape (n_patterns >= 1, {x.shape[-2]}, {x.shape[-1]}) to match "
+            f"the states' (n_tokens, d) = {x.shape[-2:]}, got shape {xi.shape}"
+        )
+    return xi
+
+
+def check_times(times, n_records: int, of: str = "") -> np.ndarray:
+    """Strictly increasing integer times, one per record; returned as int64."""
+    times = np.asarray(times)
+    if times.shape != (n_records,) or not np.issubdtype(times.dtype, np.integer):
+        raise ValueError(
+            f"times must be an integer array of shape ({n_records},), one per record{of}, "
+            f"got {times.dtype} array of shape {times.shape}"
+        )
+    if n_records > 1 and not np.all(np.diff(times) > 0):
+        raise ValueError("times must be strictly increasing")
+    return times.astype(np.int64)
+
+
+def bin_edges(bins, lo: float, hi: float) -> np.ndarray:
+    """Histogram edges: ``bins`` equal bins from ``lo`` to ``hi``, or ``bins`` as given."""
+    if np.ndim(bins) == 0:
+        return np.linspace(lo, hi, check_count(bins, "bins", 1) + 1)
+    edges = np.asarray(bins, dtype=np.float64)
+    if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
+        raise ValueError("bins must be a positive int or increasing edges (at least 2 values)")
+    return edges

@@ -23,62 +23,35 @@ the attractors, their basin fractions, and how they compare with the training pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from spinsa._checks import check_count, check_positive, check_real
 from spinsa.analysis import _kernels
-from spinsa.analysis._results import AnalysisResult
+from spinsa.analysis._results import AnalysisResult, check_patterns, check_states, check_times
 from spinsa.analysis.overlaps import (
-    _check_configs,
-    _check_times,
     mean_pattern,
     nearest_patterns,
     pixel_correlations,
     target_overlaps,
 )
-
-__all__ = [
-    "AttractorReport",
-    "CycleReport",
-    "StateClusters",
-    "cluster_states",
-    "find_attractors",
-    "find_cycles",
-    "fixed_points",
-    "lagged_distances",
-    "random_spins",
-    "step_sizes",
-]
-
-
-# --------------------------------------------------------------------------- distances
+from spinsa.model import run
+from spinsa.tasks import as_generator
 
 
 def step_sizes(states) -> np.ndarray:
-    """max_i |x_i(t+1) - x_i(t)| between consecutive records.
-
-    Parameters
-    ----------
-    states : ndarray, shape (T, P, N, d)
-        Recorded states, T >= 2.
-
-    Returns
-    -------
-    ndarray, shape (T - 1, P)
-        Entry k compares record k + 1 with record k.
-    """
+    """D(x(t+1), x(t)) between consecutive records: states (T >= 2, P, N, d) -> (T - 1, P)."""
     return lagged_distances(states, 1)[0, 1:]
 
 
 def lagged_distances(states, max_lag: int) -> np.ndarray:
-    """max_i |x_i(t) - x_i(t - k)| for every record t and lag k = 1..max_lag.
+    """D(x(t), x(t - k)) for every record t and lag k = 1..max_lag (counted in records).
 
     Parameters
     ----------
     states : ndarray, shape (T, P, N, d)
-        Recorded states (lags are counted in records).
     max_lag : int
         Largest lag K, 1 <= K < T.
 
@@ -87,7 +60,7 @@ def lagged_distances(states, max_lag: int) -> np.ndarray:
     ndarray, shape (K, T, P)
         ``out[k - 1, t, p]``; NaN where t < k.
     """
-    states = _check_configs(states, "states", ndims=(4,))
+    states = check_states(states, "states", ndims=(4,))
     max_lag = check_count(max_lag, "max_lag", 1)
     if max_lag >= states.shape[0]:
         raise ValueError(
@@ -99,39 +72,22 @@ def lagged_distances(states, max_lag: int) -> np.ndarray:
 
 
 def fixed_points(states, tol: float = 1e-5) -> np.ndarray:
-    """Whether each trajectory ended on a fixed point: max_i |x_i(T) - x_i(T-1)| < tol.
-
-    Parameters
-    ----------
-    states : ndarray, shape (T, P, N, d)
-        Recorded states whose last two records are consecutive steps.
-    tol : float
-
-    Returns
-    -------
-    ndarray of bool, shape (P,)
-    """
-    states = _check_configs(states, "states", ndims=(4,))
-    tol = check_positive(tol, "tol")
+    """Whether each trajectory ended on a fixed point, D(x(T), x(T-1)) < tol: states
+    (T >= 2, P, N, d) whose last two records are consecutive steps -> (P,) bool."""
+    states, tol = check_states(states, "states", ndims=(4,)), check_positive(tol, "tol")
     if states.shape[0] < 2:
         raise ValueError("states must hold at least 2 records to test for a fixed point")
-    out = np.empty(states.shape[1], dtype=states.dtype)
-    _kernels.token_max_distance(states[-1], states[-2], out)
-    return out < tol
-
-
-# --------------------------------------------------------------------------- cycles
+    return step_sizes(states[-2:])[-1] < tol  # the last step only
 
 
 @dataclass(frozen=True)
 class CycleReport(AnalysisResult):
-    """Period and convergence time of every trajectory.
+    """Period and convergence time of every trajectory (see the module docstring).
 
     Attributes
     ----------
     period : ndarray of int64, shape (P,)
-        Smallest k <= max_period with x(t) = x(t - k) (within tol) at the end; 1 for a fixed
-        point, 0 when none was found (not converged, or a longer cycle).
+        1 for a fixed point, k for a k-cycle, 0 when none of period <= max_period was found.
     convergence_time : ndarray of int64, shape (P,)
         First time from which the trajectory stays on its cycle; -1 when period is 0.
     residual : ndarray of float64, shape (P,)
@@ -142,19 +98,13 @@ class CycleReport(AnalysisResult):
     tol : float
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("period", "convergence_time", "residual", "final_step")
+    _same_shape = ("period convergence_time residual final_step",)
     period: np.ndarray
     convergence_time: np.ndarray
     residual: np.ndarray
     final_step: np.ndarray
     max_period: int = 1
     tol: float = 1e-5
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        for name in self._arrays:
-            if getattr(self, name).shape != self.period.shape:
-                raise ValueError(f"{name} must have the shape {self.period.shape} of period")
 
     @property
     def is_fixed_point(self) -> np.ndarray:
@@ -188,14 +138,8 @@ def _classify(D: np.ndarray, times: np.ndarray, max_period: int, tol: float) -> 
         period[new] = k
         residual[new] = res[new]
         conv[new] = times[first_good[new]]
-    return CycleReport(
-        period=period,
-        convergence_time=conv,
-        residual=residual,
-        final_step=D[0, T - 1].astype(np.float64),
-        max_period=int(max_period),
-        tol=float(tol),
-    )
+    final_step = D[0, T - 1].astype(np.float64)
+    return CycleReport(period, conv, residual, final_step, int(max_period), float(tol))
 
 
 def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleReport:
@@ -210,15 +154,10 @@ def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleR
     max_period : int
         Largest period K looked for; needs T >= 2K records to check every phase.
     tol : float
-        Distance (max over tokens of the Euclidean distance) below which two configurations
-        are the same.
-
-    Returns
-    -------
-    CycleReport
+        Distance D below which two configurations are the same.
     """
-    states = _check_configs(states, "states", ndims=(4,))
-    times = _check_times(times, states.shape[0])
+    states = check_states(states, "states", ndims=(4,))
+    times = check_times(times, states.shape[0])
     max_period = check_count(max_period, "max_period", 1)
     tol = check_positive(tol, "tol")
     if states.shape[0] > 1 and not np.all(np.diff(times) == 1):
@@ -228,12 +167,8 @@ def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleR
         )
     if states.shape[0] < 2:
         raise ValueError("states must hold at least 2 records")
-    K = min(max_period, states.shape[0] - 1)
-    D = lagged_distances(states, K)
+    D = lagged_distances(states, min(max_period, states.shape[0] - 1))
     return _classify(D, times, max_period, tol)
-
-
-# --------------------------------------------------------------------------- clustering
 
 
 @dataclass(frozen=True)
@@ -253,17 +188,12 @@ class StateClusters(AnalysisResult):
         Whether |q| was compared (x and -x in one cluster).
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("labels", "representatives", "sizes")
+    _same_shape = ("representatives sizes",)
     labels: np.ndarray
     representatives: np.ndarray
     sizes: np.ndarray
     q_min: float = 0.99
     absolute: bool = False
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        if self.representatives.shape != self.sizes.shape:
-            raise ValueError("representatives and sizes must have the same shape")
 
     @property
     def n_clusters(self) -> int:
@@ -276,19 +206,26 @@ def _unit_rows(states: np.ndarray) -> np.ndarray:
     return np.divide(X, n, out=np.zeros_like(X), where=n > 0)
 
 
-def _relabel(labels: np.ndarray) -> StateClusters:
+def _check_q_min(q_min) -> float:
+    q_min = check_real(q_min, "q_min")
+    if not -1.0 < q_min <= 1.0:
+        raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
+    return q_min
+
+
+def _relabel(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Number clusters by decreasing size (ties: first member first)."""
     valid = labels >= 0
-    old = np.unique(labels[valid])
-    first = np.array([np.flatnonzero(labels == c)[0] for c in old], dtype=np.int64)
-    sizes = np.array([np.count_nonzero(labels == c) for c in old], dtype=np.int64)
+    _, first, inverse, sizes = np.unique(
+        labels[valid], return_index=True, return_inverse=True, return_counts=True
+    )
+    first = np.flatnonzero(valid)[first]
     order = np.lexsort((first, -sizes))
-    new_of_old = np.empty(old.size, dtype=np.int64)
-    new_of_old[order] = np.arange(old.size)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
     out = np.full(labels.shape, -1, dtype=np.int64)
-    if old.size:
-        out[valid] = new_of_old[np.searchsorted(old, labels[valid])]
-    return out, first[order], sizes[order]
+    out[valid] = rank[inverse]
+    return out, first[order].astype(np.int64), sizes[order].astype(np.int64)
 
 
 def cluster_states(states, q_min: float = 0.99, *, absolute: bool = False, include=None):
@@ -315,21 +252,14 @@ def cluster_states(states, q_min: float = 0.99, *, absolute: bool = False, inclu
     -------
     StateClusters
     """
-    states = _check_configs(states, "states", ndims=(3,))
-    q_min = check_real(q_min, "q_min")
-    if not -1.0 < q_min <= 1.0:
-        raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
+    states = check_states(states, "states", ndims=(3,))
+    q_min = _check_q_min(q_min)
     P = states.shape[0]
-    if include is None:
-        include = np.ones(P, dtype=bool)
-    include = np.asarray(include)
+    include = np.ones(P, dtype=bool) if include is None else np.asarray(include)
     if include.shape != (P,) or include.dtype != np.bool_:
         raise ValueError(f"include must be a bool array of shape ({P},)")
     labels = _leader(_unit_rows(states), q_min, absolute, include)
-    labels, reps, sizes = _relabel(labels)
-    return StateClusters(
-        labels=labels, representatives=reps, sizes=sizes, q_min=q_min, absolute=bool(absolute)
-    )
+    return StateClusters(*_relabel(labels), q_min=q_min, absolute=bool(absolute))
 
 
 def _leader(X: np.ndarray, q_min: float, absolute: bool, include: np.ndarray) -> np.ndarray:
@@ -337,26 +267,18 @@ def _leader(X: np.ndarray, q_min: float, absolute: bool, include: np.ndarray) ->
     todo = np.flatnonzero(include)
     c = 0
     while todo.size:
-        r = todo[0]
-        q = X[todo] @ X[r]
-        if absolute:
-            q = np.abs(q)
-        take = q >= q_min
+        q = X[todo] @ X[todo[0]]
+        take = (np.abs(q) if absolute else q) >= q_min
         take[0] = True  # a zero configuration still belongs to its own cluster
         labels[todo[take]] = c
-        todo = todo[~take]
-        c += 1
+        todo, c = todo[~take], c + 1
     return labels
-
-
-# --------------------------------------------------------------------------- attractors
 
 
 @dataclass(frozen=True)
 class AttractorReport(AnalysisResult):
-    """The attractors reached from a set of initial conditions.
-
-    Per initial condition (P of them):
+    """The attractors reached from P initial conditions (the arguments of
+    :func:`find_attractors` are kept as attributes: ``lam``, ``gamma``, ``norm``...).
 
     Attributes
     ----------
@@ -365,12 +287,9 @@ class AttractorReport(AnalysisResult):
         cycle of period <= max_period within the run.
     period, convergence_time, final_step : ndarray, shape (P,)
         As in :class:`CycleReport`.
-
-    Per attractor (C of them, by decreasing basin):
-
     states : ndarray, shape (C, N, d)
-        A representative configuration (the final state of the attractor's lowest-index
-        trajectory; one phase of it for a cycle).
+        The C attractors, by decreasing basin: the final state of each one's lowest-index
+        trajectory (one phase of it for a cycle).
     attractor_period : ndarray of int64, shape (C,)
     basin_size : ndarray of int64, shape (C,)
     basin_fraction : ndarray of float64, shape (C,)
@@ -383,31 +302,17 @@ class AttractorReport(AnalysisResult):
     corr_mean, corr_nearest : ndarray, shape (C,), or None
         Pixel correlation of the decoded attractor with the mean training image (the
         "average digit") and with the nearest training image (given an embedding).
-
-    Per group of initial conditions (G of them, when ``groups`` was given):
-
-    group_fractions : ndarray, shape (G, C), or None
-        Fraction of the group's initial conditions in each basin.
-    group_unconverged : ndarray, shape (G,), or None
+    group_fractions, group_unconverged : ndarray, shape (G, C) and (G,), or None
+        Per group of initial conditions (when ``groups`` was given): the fraction of its
+        members in each basin, and unconverged.
     group_names : tuple of str
+    fraction_unconverged : float
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "labels",
-        "period",
-        "convergence_time",
-        "final_step",
-        "states",
-        "attractor_period",
-        "basin_size",
-        "basin_fraction",
-        "overlap_mean",
-        "nearest_index",
-        "nearest_overlap",
-        "corr_mean",
-        "corr_nearest",
-        "group_fractions",
-        "group_unconverged",
+    _same_shape = (
+        "labels period convergence_time final_step",
+        "attractor_period basin_size basin_fraction overlap_mean nearest_index nearest_overlap "
+        "corr_mean corr_nearest",
     )
     labels: np.ndarray
     period: np.ndarray
@@ -436,23 +341,12 @@ class AttractorReport(AnalysisResult):
     q_min: float = 0.99
 
     def __post_init__(self):
-        self._freeze_arrays()
-        C = self.basin_size.shape[0]
-        for name in (
-            "attractor_period",
-            "basin_fraction",
-            "overlap_mean",
-            "nearest_index",
-            "nearest_overlap",
-            "corr_mean",
-            "corr_nearest",
-        ):
-            a = getattr(self, name)
-            if a is not None and a.shape != (C,):
-                raise ValueError(f"{name} must have shape ({C},), got {a.shape}")
-        if self.states.shape[:1] != (C,):
-            raise ValueError(f"states must have shape ({C}, N, d), got {self.states.shape}")
-        object.__setattr__(self, "group_names", tuple(str(g) for g in self.group_names))
+        super().__post_init__()
+        if self.states.shape[:1] != self.basin_size.shape or self.basin_size.ndim != 1:
+            raise ValueError(
+                f"states must have shape (C, N, d) and basin_size (C,), got "
+                f"{self.states.shape} and {self.basin_size.shape}"
+            )
 
     @property
     def n_attractors(self) -> int:
@@ -464,8 +358,6 @@ def random_spins(n_samples: int, n_tokens: int, d: int, rng=0, dtype=np.float32)
 
     ``rng`` is a ``np.random.Generator``, an int seed or ``None``.
     """
-    from spinsa.tasks import as_generator
-
     n_samples = check_count(n_samples, "n_samples", 1)
     n_tokens = check_count(n_tokens, "n_tokens", 2)
     d = check_count(d, "d", 1)
@@ -474,39 +366,21 @@ def random_spins(n_samples: int, n_tokens: int, d: int, rng=0, dtype=np.float32)
     return x.astype(dtype)
 
 
-class _UnionFind:
-    def __init__(self, n: int):
-        self.parent = list(range(n))
-
-    def find(self, a: int) -> int:
-        while self.parent[a] != a:
-            self.parent[a] = self.parent[self.parent[a]]
-            a = self.parent[a]
-        return a
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
 def _merge_cycle_phases(labels, phases, period, reps_unit, q_min, absolute):
-    """Join clusters that hold different phases of one cycle."""
-    C = reps_unit.shape[0]
-    uf = _UnionFind(C)
+    """Join clusters that hold different phases of one cycle (connected components of the
+    graph whose edges join a trajectory's cluster to the clusters of its other phases)."""
+    edges = [np.empty((0, 2), dtype=np.int64)]
     for j in range(1, phases.shape[0]):
         who = np.flatnonzero((period > j) & (labels >= 0))
         if who.size == 0:
             continue
         q = _unit_rows(phases[j][who]) @ reps_unit.T
-        if absolute:
-            q = np.abs(q)
-        for s, c in zip(*np.nonzero(q >= q_min), strict=True):
-            uf.union(int(labels[who[s]]), int(c))
-    root = np.array([uf.find(c) for c in range(C)], dtype=np.int64)
-    out = labels.copy()
-    out[labels >= 0] = root[labels[labels >= 0]]
-    return out
+        s, c = np.nonzero((np.abs(q) if absolute else q) >= q_min)
+        edges.append(np.stack([labels[who[s]], c], axis=1))
+    a, b = np.concatenate(edges).T
+    C = reps_unit.shape[0]
+    root = connected_components(coo_matrix((np.ones(a.size), (a, b)), shape=(C, C)))[1]
+    return np.where(labels >= 0, root[np.maximum(labels, 0)], -1)
 
 
 def find_attractors(
@@ -540,24 +414,18 @@ def find_attractors(
 
     Parameters
     ----------
-    J : ndarray, shape (N, N, d, d)
-        Couplings.
-    lam : float
-        Inverse temperature of the dynamics.
+    J, lam
+        Couplings, shape (N, N, d, d), and the inverse temperature of the dynamics.
     x0s : ndarray, shape (P, N, d)
         Initial conditions (test images, corrupted images, :func:`random_spins`...).
     steps : int
         Steps per trajectory, at least 2 * max_period - 1.
     gamma, norm, update, seed, progress
         Passed to :func:`spinsa.run`.
-    max_period : int
-        Longest cycle looked for.
-    tol : float
-        Distance under which two states are equal (see :func:`find_cycles`).
-    q_min : float
-        Overlap above which two final states belong to one attractor.
-    absolute : bool
-        Treat x and -x as one attractor, and rank training patterns by |overlap|.
+    max_period, tol
+        As in :func:`find_cycles`.
+    q_min, absolute
+        As in :func:`cluster_states`; ``absolute`` also ranks training patterns by |overlap|.
     patterns : ndarray, shape (M, N, d), optional
         Training patterns: gives ``overlap_mean``, ``nearest_index``, ``nearest_overlap``.
     embedding : PatchEmbedding, optional
@@ -567,14 +435,8 @@ def find_attractors(
     groups : array_like, shape (P,), optional
         A label per initial condition ("test", "masked", "random"...): gives basin fractions
         per group.
-
-    Returns
-    -------
-    AttractorReport
     """
-    import spinsa
-
-    x0s = _check_configs(x0s, "x0s", ndims=(3,))
+    x0s = check_states(x0s, "x0s", ndims=(3,))
     lam = check_positive(lam, "lam")
     gamma = check_real(gamma, "gamma")
     max_period = check_count(max_period, "max_period", 1)
@@ -585,21 +447,12 @@ def find_attractors(
             f"it needs steps >= 2 * max_period - 1 = {2 * max_period - 1}"
         )
     tol = check_positive(tol, "tol")
-    q_min = check_real(q_min, "q_min")
-    if not -1.0 < q_min <= 1.0:
-        raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
+    q_min = _check_q_min(q_min)
     P = x0s.shape[0]
-    if groups is not None:
-        groups = np.asarray(groups)
-        if groups.shape != (P,):
-            raise ValueError(f"groups must have shape ({P},), one label per initial condition")
+    if groups is not None and np.shape(groups) != (P,):
+        raise ValueError(f"groups must have shape ({P},), one label per initial condition")
     if patterns is not None:
-        patterns = _check_configs(patterns, "patterns", ndims=(3,))
-        if patterns.shape[1:] != x0s.shape[1:]:
-            raise ValueError(
-                f"patterns must have shape (M, {x0s.shape[1]}, {x0s.shape[2]}), "
-                f"got {patterns.shape}"
-            )
+        patterns = check_patterns(x0s, patterns, "patterns")
     if embedding is not None and patterns is None and images is None:
         raise ValueError("embedding needs patterns or images to compare the attractors with")
 
@@ -617,19 +470,8 @@ def find_attractors(
             _kernels.token_max_distance(x, ring[(t - k) % (K + 1)], buf)
             D[k - 1, t] = buf
 
-    spinsa.run(
-        x0s,
-        J,
-        lam,
-        steps,
-        gamma=gamma,
-        norm=norm,
-        record_every=steps,
-        update=update,
-        seed=seed,
-        callback=track,
-        progress=progress,
-    )
+    dynamics = dict(gamma=gamma, norm=norm, update=update, seed=seed, progress=progress)
+    run(x0s, J, lam, steps, record_every=steps, callback=track, **dynamics)
     cycles = _classify(D, np.arange(steps + 1), max_period, tol)
     final = ring[steps % (K + 1)]
     phases = np.stack([ring[(steps - j) % (K + 1)] for j in range(K)])
@@ -661,14 +503,11 @@ def find_attractors(
             fields["corr_nearest"] = pixel_correlations(decoded, train[fields["nearest_index"]])
     if groups is not None:
         names, inverse = np.unique(groups, return_inverse=True)
-        G, C = names.size, reps.size
-        gf = np.zeros((G, C))
-        gu = np.zeros(G)
-        for g in range(G):
-            mine = labels[inverse == g]
-            gf[g] = np.bincount(mine[mine >= 0], minlength=C) / mine.size
-            gu[g] = np.mean(mine < 0)
-        fields.update(group_fractions=gf, group_unconverged=gu, group_names=tuple(map(str, names)))
+        share = np.zeros((names.size, reps.size + 1))  # column 0: unconverged
+        np.add.at(share, (inverse, labels + 1), 1)
+        share /= share.sum(axis=1, keepdims=True)
+        fields.update(group_fractions=share[:, 1:], group_unconverged=share[:, 0])
+        fields["group_names"] = tuple(map(str, names))
     return AttractorReport(
         labels=labels,
         period=cycles.period,

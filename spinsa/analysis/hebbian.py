@@ -15,27 +15,13 @@ comparisons:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
-from spinsa._checks import check_choice, check_count, check_couplings, check_finite, check_spins
-from spinsa.analysis._results import AnalysisResult
-
-__all__ = [
-    "CouplingSpectrum",
-    "HebbianComparison",
-    "StrengthDistance",
-    "compare_with_hebbian",
-    "comparison_of",
-    "coupling_cosine",
-    "coupling_matrix",
-    "coupling_spectrum",
-    "matched_hebbian",
-    "pair_cosines",
-    "pair_strengths",
-    "strength_vs_distance",
-]
+from spinsa._checks import check_choice, check_couplings, check_finite, check_spins
+from spinsa.analysis._results import AnalysisResult, bin_edges
+from spinsa.couplings import hebbian_couplings, row_norms
+from spinsa.tasks import mean_sem
 
 MATCHES = ("global", "rows")
 
@@ -46,7 +32,6 @@ def matched_hebbian(xi, J, match: str = "global") -> np.ndarray:
     Parameters
     ----------
     xi : ndarray, shape (P, N, d)
-        Patterns.
     J : ndarray, shape (N, N, d, d)
         The couplings to match.
     match : {"global", "rows"}
@@ -58,19 +43,16 @@ def matched_hebbian(xi, J, match: str = "global") -> np.ndarray:
     ndarray, shape (N, N, d, d)
         In the dtype of ``J``.
     """
-    import spinsa
-
     xi = check_spins(xi, "xi")
     J = check_couplings(J, xi.shape[1], xi.shape[2], name="J")
     check_choice(match, "match", MATCHES)
-    K = np.asarray(spinsa.hebbian_couplings(xi), dtype=J.dtype)
+    K = np.asarray(hebbian_couplings(xi), dtype=J.dtype)
     if match == "global":
         if not np.any(K):
             raise ValueError("the Hebbian couplings of xi are zero: there is no norm to match")
         scale = np.linalg.norm(J.astype(np.float64)) / np.linalg.norm(K.astype(np.float64))
         return (K * scale).astype(J.dtype)
-    rows_J = np.sqrt((J.astype(np.float64) ** 2).sum(axis=(1, 2, 3)))
-    rows_K = np.sqrt((K.astype(np.float64) ** 2).sum(axis=(1, 2, 3)))
+    rows_J, rows_K = row_norms(J), row_norms(K)
     scale = np.divide(rows_J, rows_K, out=np.zeros_like(rows_J), where=rows_K > 0)
     return (K * scale[:, None, None, None]).astype(J.dtype)
 
@@ -82,33 +64,15 @@ def _check_pair(J, K) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pair_strengths(J) -> np.ndarray:
-    """|J_ij|_F, the Frobenius norm of every d x d block.
-
-    Parameters
-    ----------
-    J : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    ndarray of float64, shape (N, N)
-        Zero on the diagonal.
-    """
+    """|J_ij|_F, the Frobenius norm of every d x d block: J (N, N, d, d) -> (N, N) float64
+    (zero on the diagonal)."""
     J = check_couplings(J, dtype=np.float64)
     return np.sqrt((J**2).sum(axis=(2, 3)))
 
 
 def pair_cosines(J, K) -> np.ndarray:
-    """Cosine similarity of the blocks J_ij and K_ij, for every pair of tokens.
-
-    Parameters
-    ----------
-    J, K : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    ndarray of float64, shape (N, N)
-        <J_ij, K_ij>_F / (|J_ij|_F |K_ij|_F); NaN on the diagonal and where a block is zero.
-    """
+    """<J_ij, K_ij>_F / (|J_ij|_F |K_ij|_F) for every pair of tokens: J, K (N, N, d, d) ->
+    (N, N) float64, NaN on the diagonal and where a block is zero."""
     J, K = _check_pair(J, K)
     num = np.einsum("ijab,ijab->ij", J, K)
     den = np.sqrt((J**2).sum(axis=(2, 3)) * (K**2).sum(axis=(2, 3)))
@@ -119,23 +83,10 @@ def pair_cosines(J, K) -> np.ndarray:
 
 
 def coupling_cosine(J, K) -> float:
-    """Global cosine similarity <J, K>_F / (|J|_F |K|_F) of two sets of couplings.
-
-    Parameters
-    ----------
-    J, K : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    float
-        NaN if either is zero.
-    """
+    """Global cosine <J, K>_F / (|J|_F |K|_F) of J, K (N, N, d, d); NaN if either is zero."""
     J, K = _check_pair(J, K)
     den = np.linalg.norm(J) * np.linalg.norm(K)
     return float(np.vdot(J, K) / den) if den > 0 else float("nan")
-
-
-# --------------------------------------------------------------------------- geometry
 
 
 @dataclass(frozen=True)
@@ -144,10 +95,8 @@ class StrengthDistance(AnalysisResult):
 
     Attributes
     ----------
-    distance : ndarray of float64, shape (N (N - 1),)
-        |r_i - r_j| for every ordered pair i != j.
-    strength : ndarray of float64, shape (N (N - 1),)
-        |J_ij|_F for the same pairs.
+    distance, strength : ndarray of float64, shape (N (N - 1),)
+        |r_i - r_j| and |J_ij|_F for every ordered pair i != j.
     bin_distance : ndarray of float64, shape (B,)
         Distance of each bin (its mean distance).
     mean, sem : ndarray of float64, shape (B,)
@@ -156,14 +105,7 @@ class StrengthDistance(AnalysisResult):
         Pairs per bin.
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "distance",
-        "strength",
-        "bin_distance",
-        "mean",
-        "sem",
-        "count",
-    )
+    _same_shape = ("distance strength", "bin_distance mean sem count")
     distance: np.ndarray
     strength: np.ndarray
     bin_distance: np.ndarray
@@ -171,14 +113,14 @@ class StrengthDistance(AnalysisResult):
     sem: np.ndarray
     count: np.ndarray
 
-    def __post_init__(self):
-        self._freeze_arrays()
-        if self.distance.shape != self.strength.shape:
-            raise ValueError("distance and strength must have the same shape")
-        B = self.bin_distance.shape
-        for name in ("mean", "sem", "count"):
-            if getattr(self, name).shape != B:
-                raise ValueError(f"{name} must have the shape {B} of bin_distance")
+
+def _distances(positions, N: int) -> np.ndarray:
+    """|r_i - r_j| for positions of shape (N, D); (N, N) float64."""
+    positions = np.asarray(positions, dtype=np.float64)
+    if positions.ndim != 2 or positions.shape[0] != N:
+        raise ValueError(f"positions must have shape (N, D) with N = {N}, got {positions.shape}")
+    check_finite(positions, "positions")
+    return np.linalg.norm(positions[:, None, :] - positions[None, :, :], axis=-1)
 
 
 def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
@@ -187,76 +129,37 @@ def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
     Parameters
     ----------
     J : ndarray, shape (N, N, d, d)
-        Couplings.
     positions : ndarray, shape (N, D)
         Position of every token, e.g. ``PatchEmbedding.token_positions()`` (pixels) or grid
         coordinates.
     bins : int or array_like, optional
         ``None`` (default): one bin per distinct distance (a grid has few); an int: that many
-        equal-width bins; an array: bin edges.
-
-    Returns
-    -------
-    StrengthDistance
+        equal-width bins; an array: bin edges (pairs outside the edges are left out).
     """
     S = pair_strengths(J)
-    N = S.shape[0]
-    positions = np.asarray(positions, dtype=np.float64)
-    if positions.ndim != 2 or positions.shape[0] != N:
-        raise ValueError(f"positions must have shape (N, D) with N = {N}, got {positions.shape}")
-    check_finite(positions, "positions")
-    dist = np.linalg.norm(positions[:, None, :] - positions[None, :, :], axis=-1)
-    off = ~np.eye(N, dtype=bool)
-    dist, strength = dist[off], S[off]
+    off = ~np.eye(S.shape[0], dtype=bool)
+    dist, strength = _distances(positions, S.shape[0])[off], S[off]
     if bins is None:
         keys, which = np.unique(np.round(dist, 9), return_inverse=True)
         n_bins = keys.size
     else:
-        if np.ndim(bins) == 0:
-            edges = np.linspace(dist.min(), dist.max(), check_count(bins, "bins", 1) + 1)
-        else:
-            edges = np.asarray(bins, dtype=np.float64)
-        if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
-            raise ValueError("bins must be a positive int or increasing edges")
+        edges = bin_edges(bins, dist.min(), dist.max())
         which = np.clip(np.searchsorted(edges, dist, side="right") - 1, 0, edges.size - 2)
-        inside = (dist >= edges[0]) & (dist <= edges[-1])
-        which = np.where(inside, which, -1)
+        which[(dist < edges[0]) | (dist > edges[-1])] = -1
         n_bins = edges.size - 1
-    count = np.bincount(which[which >= 0], minlength=n_bins).astype(np.int64)
-    ok = which >= 0
-    total = np.bincount(which[ok], weights=strength[ok], minlength=n_bins)
-    total2 = np.bincount(which[ok], weights=strength[ok] ** 2, minlength=n_bins)
-    dsum = np.bincount(which[ok], weights=dist[ok], minlength=n_bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / count
-        var = (total2 - count * mean**2) / (count - 1)
-        sem = np.sqrt(np.maximum(var, 0.0) / count)
-        bin_distance = dsum / count
-    sem[count < 2] = np.nan
-    return StrengthDistance(
-        distance=dist,
-        strength=strength,
-        bin_distance=bin_distance,
-        mean=mean,
-        sem=sem,
-        count=count,
-    )
+    order = np.argsort(which, kind="stable")  # pairs grouped by bin, in their own order
+    split = np.searchsorted(which[order], np.arange(n_bins + 1))  # bin b: split[b]:split[b+1]
 
+    def per_bin(values) -> np.ndarray:  # (B, 3): mean, sem, count
+        return np.array([mean_sem(v) for v in np.split(values[order], split)[1:-1]]).reshape(-1, 3)
 
-# --------------------------------------------------------------------------- spectra
+    mean, sem, count = per_bin(strength).T
+    bin_distance = per_bin(dist)[:, 0]
+    return StrengthDistance(dist, strength, bin_distance, mean, sem, count.astype(np.int64))
 
 
 def coupling_matrix(J) -> np.ndarray:
-    """The (N d) x (N d) matrix M[i d + a, j d + b] = J[i, j, a, b].
-
-    Parameters
-    ----------
-    J : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    ndarray, shape (N d, N d)
-    """
+    """The (N d, N d) matrix M[i d + a, j d + b] = J[i, j, a, b] of J (N, N, d, d)."""
     J = check_couplings(J)
     N, _, d, _ = J.shape
     return J.transpose(0, 2, 1, 3).reshape(N * d, N * d)
@@ -278,32 +181,14 @@ class CouplingSpectrum(AnalysisResult):
         Singular values of every block J_ij, decreasing (zero on the diagonal).
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "eigenvalues",
-        "singular_values",
-        "symmetric_eigenvalues",
-        "block_singular_values",
-    )
     eigenvalues: np.ndarray
     singular_values: np.ndarray
     symmetric_eigenvalues: np.ndarray
     block_singular_values: np.ndarray
 
-    def __post_init__(self):
-        self._freeze_arrays()
-
 
 def coupling_spectrum(J) -> CouplingSpectrum:
-    """Eigenvalues and singular values of the couplings seen as one (N d) x (N d) matrix.
-
-    Parameters
-    ----------
-    J : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    CouplingSpectrum
-    """
+    """Eigenvalues and singular values of J (N, N, d, d) seen as one (N d, N d) matrix M."""
     M = coupling_matrix(np.asarray(J, dtype=np.float64))
     ev = np.linalg.eigvals(M)
     ev = ev[np.lexsort((-ev.imag, -ev.real))]
@@ -316,9 +201,6 @@ def coupling_spectrum(J) -> CouplingSpectrum:
         symmetric_eigenvalues=sym.copy(),
         block_singular_values=block,
     )
-
-
-# --------------------------------------------------------------------------- summary
 
 
 @dataclass(frozen=True)
@@ -335,8 +217,8 @@ class HebbianComparison(AnalysisResult):
         |J_ij|_F and |K_ij|_F.
     distance : ndarray of float64, shape (N, N), or None
         |r_i - r_j| when positions were given.
-    singular_values, singular_values_hebbian : ndarray of float64, shape (N d,)
-    symmetric_eigenvalues, symmetric_eigenvalues_hebbian : ndarray of float64, shape (N d,)
+    singular_values, symmetric_eigenvalues : ndarray of float64, shape (N d,)
+        As in :class:`CouplingSpectrum`; with the suffix ``_hebbian``, those of K.
     global_cosine : float
         <J, K>_F / (|J| |K|).
     mean_pair_cosine, median_pair_cosine : float
@@ -347,17 +229,7 @@ class HebbianComparison(AnalysisResult):
     n_patterns : int
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "hebbian",
-        "pair_cosine",
-        "strength",
-        "strength_hebbian",
-        "distance",
-        "singular_values",
-        "singular_values_hebbian",
-        "symmetric_eigenvalues",
-        "symmetric_eigenvalues_hebbian",
-    )
+    _same_shape = ("pair_cosine strength strength_hebbian distance",)
     hebbian: np.ndarray
     pair_cosine: np.ndarray
     strength: np.ndarray
@@ -374,14 +246,6 @@ class HebbianComparison(AnalysisResult):
     match: str = "global"
     n_patterns: int = 0
 
-    def __post_init__(self):
-        self._freeze_arrays()
-        N = self.pair_cosine.shape[0]
-        for name in ("pair_cosine", "strength", "strength_hebbian", "distance"):
-            a = getattr(self, name)
-            if a is not None and a.shape != (N, N):
-                raise ValueError(f"{name} must have shape ({N}, {N}), got {a.shape}")
-
 
 def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> HebbianComparison:
     """Everything :mod:`spinsa.analysis.hebbian` measures, for J against Hebb(xi).
@@ -396,21 +260,10 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
         Token positions, for the distance matrix.
     match : {"global", "rows"}
         How the Hebbian couplings are rescaled (:func:`matched_hebbian`).
-
-    Returns
-    -------
-    HebbianComparison
     """
     xi = check_spins(xi, "xi")
     J = check_couplings(J, xi.shape[1], xi.shape[2])
-    distance = None
-    if positions is not None:
-        positions = np.asarray(positions, dtype=np.float64)
-        if positions.ndim != 2 or positions.shape[0] != J.shape[0]:
-            raise ValueError(
-                f"positions must have shape (N, D) with N = {J.shape[0]}, got {positions.shape}"
-            )
-        distance = np.linalg.norm(positions[:, None] - positions[None, :], axis=-1)
+    distance = None if positions is None else _distances(positions, J.shape[0])
     K = matched_hebbian(xi, J, match)
     return comparison_of(
         J, K, coupling_spectrum(J), coupling_spectrum(K), distance, match, int(xi.shape[0])
@@ -418,27 +271,11 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
 
 
 def comparison_of(J, K, spectrum, spectrum_hebbian, distance, match, n_patterns):
-    """The :class:`HebbianComparison` of couplings J with (matched) Hebbian couplings K.
+    """The :class:`HebbianComparison` of J with the matched Hebbian K (N, N, d, d), given
+    their :func:`coupling_spectrum` and the (N, N) ``distance`` of the tokens (or None).
 
     The assembly step of :func:`compare_with_hebbian`, for callers that already hold K and
     both spectra (the analysis driver stores them too); inputs are not checked again.
-
-    Parameters
-    ----------
-    J, K : ndarray, shape (N, N, d, d)
-        Couplings and Hebbian couplings.
-    spectrum, spectrum_hebbian : CouplingSpectrum
-        :func:`coupling_spectrum` of J and of K.
-    distance : ndarray, shape (N, N), or None
-        Distances between the tokens.
-    match : str
-        How K was rescaled.
-    n_patterns : int
-        Patterns K was built from.
-
-    Returns
-    -------
-    HebbianComparison
     """
     cos = pair_cosines(J, K)
     valid = cos[np.isfinite(cos)]

@@ -25,64 +25,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
-from spinsa._checks import check_count, check_finite, check_real
-from spinsa.analysis._results import AnalysisResult
-from spinsa.tasks import mean_sem
-
-__all__ = [
-    "LifetimeTable",
-    "Lifetimes",
-    "error_lifetimes",
-    "lifetimes_vs_corruption",
-    "overlap_lifetimes",
-    "summarize_lifetimes",
-]
+from spinsa._checks import check_choice, check_count, check_finite, check_real
+from spinsa.analysis._results import AnalysisResult, bin_edges, check_states, check_times
+from spinsa.analysis.overlaps import target_overlaps
+from spinsa.model import run
+from spinsa.tasks import as_generator, mean_sem
 
 CRITERIA = ("overlap", "error")
 
 
 @dataclass(frozen=True)
 class Lifetimes(AnalysisResult):
-    """Peak and lifetime of the transient of every trajectory.
+    """Peak and lifetime of the transient of every trajectory (see the module docstring).
 
     Attributes
     ----------
-    t_peak : ndarray of int64, shape (P,)
-        First time of maximal overlap (or minimal error).
-    peak : ndarray of float64, shape (P,)
-        The maximal overlap (or minimal error).
-    lifetime : ndarray of int64, shape (P,)
-        ``t_leave - t_enter`` (see the module docstring); 0 if the condition never holds.
-    t_enter, t_leave : ndarray of int64, shape (P,)
-        Start of the stretch that holds the peak, and first recorded time after it where the
-        condition fails (the last time if it never does).
+    t_peak, peak : ndarray, shape (P,)
+        First time of the maximal overlap (or minimal error), int64, and that value.
+    lifetime, t_enter, t_leave : ndarray of int64, shape (P,)
+        The stretch of time that holds the peak: ``lifetime = t_leave - t_enter``.
     censored : ndarray of bool, shape (P,)
         The condition still holds at the end of the run: the lifetime is a lower bound.
     time_above : ndarray of int64, shape (P,)
         Total time, over all stretches, during which the condition holds.
     threshold : ndarray of float64, shape (P,)
-        The threshold each curve was compared with (the same for all with ``"overlap"``; the
-        error at t = 0, or the given baseline, with ``"error"``).
+        The threshold of each curve (the error at t = 0, or the baseline, with ``"error"``).
     criterion : {"overlap", "error"}
-        ``"overlap"``: condition q(t) > threshold; ``"error"``: q(t) < threshold.
+        The condition: q(t) > threshold (``"overlap"``) or q(t) < threshold (``"error"``).
     duration : int
         Length of the run, ``times[-1] - times[0]``.
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "t_peak",
-        "peak",
-        "lifetime",
-        "t_enter",
-        "t_leave",
-        "censored",
-        "time_above",
-        "threshold",
-    )
+    _same_shape = ("t_peak peak lifetime t_enter t_leave censored time_above threshold",)
     t_peak: np.ndarray
     peak: np.ndarray
     lifetime: np.ndarray
@@ -95,13 +72,8 @@ class Lifetimes(AnalysisResult):
     duration: int = 0
 
     def __post_init__(self):
-        self._freeze_arrays()
-        if self.criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
-        shape = self.t_peak.shape
-        for name in self._arrays:
-            if getattr(self, name).shape != shape:
-                raise ValueError(f"{name} must have shape {shape}, got {getattr(self, name).shape}")
+        super().__post_init__()
+        check_choice(self.criterion, "criterion", CRITERIA)
 
     @property
     def n_samples(self) -> int:
@@ -110,20 +82,10 @@ class Lifetimes(AnalysisResult):
 
 def _check_curves(q, times, name: str) -> tuple[np.ndarray, np.ndarray]:
     q = np.asarray(q, dtype=np.float64)
-    if q.ndim != 2:
+    if q.ndim != 2 or 0 in q.shape:
         raise ValueError(f"{name} must have shape (n_records, n_samples), got shape {q.shape}")
-    if q.shape[0] < 1 or q.shape[1] < 1:
-        raise ValueError(f"{name} must hold at least one record and one sample, got {q.shape}")
     check_finite(q, name)
-    times = np.asarray(times)
-    if times.shape != (q.shape[0],) or not np.issubdtype(times.dtype, np.integer):
-        raise ValueError(
-            f"times must be an integer array of shape ({q.shape[0]},), one per record of "
-            f"{name}, got {times.dtype} array of shape {times.shape}"
-        )
-    if q.shape[0] > 1 and not np.all(np.diff(times) > 0):
-        raise ValueError("times must be strictly increasing")
-    return q, times.astype(np.int64)
+    return q, check_times(times, q.shape[0], of=f" of {name}")
 
 
 def _lifetimes(q, times, cond, peak_index, threshold, criterion) -> Lifetimes:
@@ -176,7 +138,7 @@ def overlap_lifetimes(m, times, threshold: float = 0.9) -> Lifetimes:
     Returns
     -------
     Lifetimes
-        ``criterion = "overlap"``; ``t_peak`` is the first time of max m.
+        With ``criterion = "overlap"``.
     """
     m, times = _check_curves(m, times, "m")
     threshold = check_real(threshold, "threshold")
@@ -192,7 +154,7 @@ def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
         Reconstruction error of every trajectory at the recorded times (e.g. the
         mean squared pixel error of :func:`spinsa.tasks.reconstruction_errors`).
     times : ndarray of int, shape (T,)
-        Recorded times, strictly increasing; ``times[0]`` is normally 0.
+        As in :func:`overlap_lifetimes`; ``times[0]`` is normally 0.
     baseline : float or ndarray of shape (P,), optional
         The trajectory counts as "better than its input" while error(t) < baseline; by
         default the error of the corrupted input itself, ``errors[0]``.
@@ -200,24 +162,16 @@ def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
     Returns
     -------
     Lifetimes
-        ``criterion = "error"``; ``peak`` is the minimal error and ``t_peak`` its first time.
+        With ``criterion = "error"``: ``peak`` is the minimal error.
     """
     errors, times = _check_curves(errors, times, "errors")
-    if baseline is None:
-        base = errors[0].copy()
-    else:
-        base = np.asarray(baseline, dtype=np.float64)
-        if base.ndim > 1 or (base.ndim == 1 and base.shape != (errors.shape[1],)):
-            raise ValueError(
-                f"baseline must be a number or have shape ({errors.shape[1]},), "
-                f"got shape {base.shape}"
-            )
-        check_finite(base, "baseline")
-    cond = errors < base
-    return _lifetimes(errors, times, cond, np.argmin(errors, axis=0), base, "error")
-
-
-# --------------------------------------------------------------------------- summaries
+    base = errors[0].copy() if baseline is None else np.asarray(baseline, dtype=np.float64)
+    if base.shape not in ((), (errors.shape[1],)):
+        raise ValueError(
+            f"baseline must be a number or have shape ({errors.shape[1]},), got shape {base.shape}"
+        )
+    check_finite(base, "baseline")
+    return _lifetimes(errors, times, errors < base, np.argmin(errors, axis=0), base, "error")
 
 
 @dataclass(frozen=True)
@@ -230,10 +184,9 @@ class LifetimeTable(AnalysisResult):
         Corruption level of each row (fraction masked, noise variance...).
     n_samples : ndarray of int64, shape (L,)
     lifetime_mean, lifetime_sem, lifetime_median : ndarray of float64, shape (L,)
-        Mean, its standard error (std / sqrt(n), ddof = 1) and median of the lifetimes.
-    peak_mean, peak_sem : ndarray of float64, shape (L,)
-        Mean and standard error of the peak overlap (or minimal error).
-    t_peak_mean, t_peak_sem : ndarray of float64, shape (L,)
+        Mean, standard error (:func:`spinsa.tasks.mean_sem`) and median of the lifetimes.
+    peak_mean, peak_sem, t_peak_mean, t_peak_sem : ndarray of float64, shape (L,)
+        The same for the peak overlap (or minimal error) and its time.
     fraction_transient : ndarray of float64, shape (L,)
         Fraction with a finite stretch: lifetime > 0 and not censored.
     fraction_censored : ndarray of float64, shape (L,)
@@ -245,20 +198,9 @@ class LifetimeTable(AnalysisResult):
     criterion : str
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "levels",
-        "n_samples",
-        "lifetime_mean",
-        "lifetime_sem",
-        "lifetime_median",
-        "peak_mean",
-        "peak_sem",
-        "t_peak_mean",
-        "t_peak_sem",
-        "fraction_transient",
-        "fraction_censored",
-        "bin_edges",
-        "counts",
+    _same_shape = (
+        "levels n_samples lifetime_mean lifetime_sem lifetime_median peak_mean peak_sem "
+        "t_peak_mean t_peak_sem fraction_transient fraction_censored",
     )
     levels: np.ndarray
     n_samples: np.ndarray
@@ -276,21 +218,25 @@ class LifetimeTable(AnalysisResult):
     criterion: str = "overlap"
 
     def __post_init__(self):
-        self._freeze_arrays()
-        L = self.levels.shape[0]
-        for name in self._arrays[:-2]:
-            if getattr(self, name).shape != (L,):
-                raise ValueError(f"{name} must have shape ({L},), got {getattr(self, name).shape}")
-        if self.counts.shape != (L, self.bin_edges.shape[0] - 1):
-            raise ValueError(
-                f"counts must have shape ({L}, {self.bin_edges.shape[0] - 1}), "
-                f"got {self.counts.shape}"
-            )
+        super().__post_init__()
+        expected = (*self.levels.shape, self.bin_edges.shape[0] - 1)
+        if self.counts.shape != expected:
+            raise ValueError(f"counts must have shape (L, B) = {expected}, got {self.counts.shape}")
 
 
-def _mean_sem(a: np.ndarray) -> tuple[float, float]:
-    mean, sem, _ = mean_sem(a)
-    return float(mean), float(sem)
+def _row(r: Lifetimes, edges: np.ndarray) -> dict:
+    """One row of a :class:`LifetimeTable` (one corruption level)."""
+    row = {
+        "n_samples": np.int64(r.n_samples),
+        "lifetime_median": float(np.median(r.lifetime)),
+        "fraction_transient": float(np.mean((r.lifetime > 0) & ~r.censored)),
+        "fraction_censored": float(np.mean(r.censored)),
+        "counts": np.histogram(r.lifetime, bins=edges)[0].astype(np.int64),
+    }
+    for name in ("lifetime", "peak", "t_peak"):
+        mean, sem, _ = mean_sem(getattr(r, name))
+        row[f"{name}_mean"], row[f"{name}_sem"] = float(mean), float(sem)
+    return row
 
 
 def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> LifetimeTable:
@@ -298,17 +244,12 @@ def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> Li
 
     Parameters
     ----------
-    lifetimes : sequence of Lifetimes, length L
-        One result per corruption level, all with the same criterion.
-    levels : array_like, shape (L,)
-        The corruption level of each.
+    lifetimes, levels : sequence of Lifetimes and array_like, length L
+        One result per corruption level (all with the same criterion), and the levels.
     bins : int or array_like, optional
-        Histogram bins: a number of bins or explicit edges. By default one bin per integer
-        lifetime from 0 to the longest run (``np.arange(duration + 2) - 0.5``).
-
-    Returns
-    -------
-    LifetimeTable
+        Histogram bins: a number of bins (from 0 to the longest lifetime, at least 1) or
+        explicit edges. By default one bin per integer lifetime from 0 to the longest run
+        (``np.arange(duration + 2) - 0.5``).
     """
     lifetimes = list(lifetimes)
     if not lifetimes or not all(isinstance(r, Lifetimes) for r in lifetimes):
@@ -323,46 +264,13 @@ def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> Li
     if len(criteria) > 1:
         raise ValueError(f"all results must have the same criterion, got {sorted(criteria)}")
     if bins is None:
-        top = max(r.duration for r in lifetimes)
-        edges = np.arange(top + 2, dtype=np.float64) - 0.5
-    elif np.ndim(bins) == 0:
-        nb = check_count(bins, "bins", 1)
-        top = max(float(r.lifetime.max()) for r in lifetimes)
-        edges = np.linspace(0.0, max(top, 1.0), nb + 1)
+        edges = np.arange(max(r.duration for r in lifetimes) + 2, dtype=np.float64) - 0.5
     else:
-        edges = np.asarray(bins, dtype=np.float64)
-        if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
-            raise ValueError("bins must be increasing edges (at least 2 values)")
-    rows: dict[str, list] = {k: [] for k in LifetimeTable._arrays[1:-2]}
-    counts = []
-    for r in lifetimes:
-        rows["n_samples"].append(r.n_samples)
-        mean, sem = _mean_sem(r.lifetime)
-        rows["lifetime_mean"].append(mean)
-        rows["lifetime_sem"].append(sem)
-        rows["lifetime_median"].append(float(np.median(r.lifetime)))
-        mean, sem = _mean_sem(r.peak)
-        rows["peak_mean"].append(mean)
-        rows["peak_sem"].append(sem)
-        mean, sem = _mean_sem(r.t_peak)
-        rows["t_peak_mean"].append(mean)
-        rows["t_peak_sem"].append(sem)
-        rows["fraction_transient"].append(float(np.mean((r.lifetime > 0) & ~r.censored)))
-        rows["fraction_censored"].append(float(np.mean(r.censored)))
-        counts.append(np.histogram(r.lifetime, bins=edges)[0])
-    return LifetimeTable(
-        levels=levels,
-        bin_edges=edges,
-        counts=np.asarray(counts, dtype=np.int64),
-        criterion=lifetimes[0].criterion,
-        **{
-            k: np.asarray(v, dtype=np.int64 if k == "n_samples" else np.float64)
-            for k, v in rows.items()
-        },
-    )
-
-
-# --------------------------------------------------------------------------- driver
+        top = max(1.0, *(float(r.lifetime.max(initial=0)) for r in lifetimes))
+        edges = bin_edges(bins, 0.0, top)
+    rows = [_row(r, edges) for r in lifetimes]
+    columns = {k: np.asarray([row[k] for row in rows]) for k in rows[0]}
+    return LifetimeTable(levels, bin_edges=edges, criterion=lifetimes[0].criterion, **columns)
 
 
 def lifetimes_vs_corruption(
@@ -385,38 +293,29 @@ def lifetimes_vs_corruption(
 
     Parameters
     ----------
-    J : ndarray, shape (N, N, d, d)
-        Couplings (fitted, Hebbian, random).
-    lam : float
-        Inverse temperature of the dynamics.
+    J, lam
+        Couplings, shape (N, N, d, d), and the inverse temperature of the dynamics.
     targets : ndarray, shape (P, N, d)
         Clean configurations (e.g. embedded test images).
     corrupt : callable
         ``corrupt(targets, level, rng) -> x0`` of shape (P, N, d): the corrupted initial
         conditions at one level (e.g. ``lambda x, f, g: spinsa.tasks.mask_tokens(x, f, g)[0]``).
     levels : array_like, shape (L,)
-        Corruption levels.
     steps : int
-        Steps per run.
-    threshold : float
-        Overlap threshold of :func:`overlap_lifetimes`.
+        Steps of every run.
+    threshold, bins
+        As in :func:`overlap_lifetimes` and :func:`summarize_lifetimes`.
     rng : np.random.Generator, int or None
         Source of the corruptions (and of the async update order if not given a ``seed``).
-    bins : optional
-        Histogram bins of :func:`summarize_lifetimes`.
     **run_kwargs
-        Passed to :func:`spinsa.run` (``gamma``, ``norm``, ``update``, ``seed``).
+        Passed to :func:`spinsa.run` (``gamma``, ``norm``, ``update``, ``seed``, ``progress``).
 
     Returns
     -------
     table : LifetimeTable
     per_level : list of Lifetimes, length L
     """
-    import spinsa
-    from spinsa.analysis.overlaps import _check_configs, target_overlaps
-    from spinsa.tasks import as_generator
-
-    targets = _check_configs(targets, "targets", ndims=(3,))
+    targets = check_states(targets, "targets", ndims=(3,))
     steps = check_count(steps, "steps", 1)
     levels = np.asarray(levels, dtype=np.float64).reshape(-1)
     for key in ("record_every", "callback"):
@@ -436,6 +335,6 @@ def lifetimes_vs_corruption(
         def record(t, x, m=m):
             m[t] = target_overlaps(x, targets)
 
-        spinsa.run(x0, J, lam, steps, record_every=steps, callback=record, **run_kwargs)
+        run(x0, J, lam, steps, record_every=steps, callback=record, **run_kwargs)
         per_level.append(overlap_lifetimes(m, np.arange(steps + 1), threshold))
     return summarize_lifetimes(per_level, levels, bins=bins), per_level

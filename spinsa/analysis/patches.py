@@ -11,37 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
 from spinsa._checks import check_count, check_finite
-from spinsa.analysis._results import AnalysisResult
-
-__all__ = [
-    "PatchVariances",
-    "PatchVarianceHistograms",
-    "masked_patch_variances",
-    "patch_pixels",
-    "patch_variance_histograms",
-]
+from spinsa.analysis._results import AnalysisResult, bin_edges
 
 
 def patch_pixels(images, patch: int) -> np.ndarray:
-    """Pixels of every patch, with the token order of :class:`spinsa.PatchEmbedding`.
+    """Pixels of every patch of images (P, H, W[, C]) -> (P, N, patch * patch * C).
 
-    Parameters
-    ----------
-    images : ndarray, shape (P, H, W) or (P, H, W, C)
-        Images; ``patch`` must divide H and W.
-    patch : int
-        Side of the square patches.
-
-    Returns
-    -------
-    ndarray, shape (P, N, patch * patch * C)
-        Token k = grid row ``k // (W / patch)``, grid column ``k % (W / patch)``; inside a
-        token, pixels row-major, channels last.
+    The side ``patch`` of the square patches must divide H and W. Tokens follow
+    :class:`spinsa.PatchEmbedding`: token k = grid row ``k // (W / patch)``, grid column
+    ``k % (W / patch)``; inside a token, pixels row-major, channels last.
     """
     images = np.asarray(images, dtype=np.float64)
     patch = check_count(patch, "patch", 1)
@@ -67,23 +49,16 @@ class PatchVariances(AnalysisResult):
     variance : ndarray of float64, shape (K,)
         One value per masked (image, token), in image-major order: the population variance
         (ddof = 0) of the patch's patch² · C pixel values.
-    sample : ndarray of int64, shape (K,)
-        Image of each value.
-    token : ndarray of int64, shape (K,)
-        Token of each value.
+    sample, token : ndarray of int64, shape (K,)
+        Image and token of each value.
     patch : int
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("variance", "sample", "token")
+    _same_shape = ("variance sample token",)
     variance: np.ndarray
     sample: np.ndarray
     token: np.ndarray
     patch: int = 1
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        if not (self.variance.shape == self.sample.shape == self.token.shape):
-            raise ValueError("variance, sample and token must have the same shape")
 
 
 def masked_patch_variances(images, mask, patch: int) -> PatchVariances:
@@ -91,17 +66,11 @@ def masked_patch_variances(images, mask, patch: int) -> PatchVariances:
 
     Parameters
     ----------
-    images : ndarray, shape (P, H, W) or (P, H, W, C)
-        Predicted images (e.g. ``embedding.decode(trajectory.final)``) or, for reference,
-        the clean images.
+    images, patch
+        As in :func:`patch_pixels`: predicted images (e.g.
+        ``embedding.decode(trajectory.final)``) or, for reference, the clean images.
     mask : ndarray of bool, shape (P, N)
         True for the masked tokens (as returned by :func:`spinsa.tasks.mask_tokens`).
-    patch : int
-        Side of the patches.
-
-    Returns
-    -------
-    PatchVariances
     """
     pixels = patch_pixels(images, patch)
     mask = np.asarray(mask)
@@ -111,12 +80,8 @@ def masked_patch_variances(images, mask, patch: int) -> PatchVariances:
             f"got {mask.dtype} array of shape {mask.shape}"
         )
     sample, token = np.nonzero(mask)
-    return PatchVariances(
-        variance=pixels[sample, token].var(axis=-1),
-        sample=sample.astype(np.int64),
-        token=token.astype(np.int64),
-        patch=int(patch),
-    )
+    variance = pixels[sample, token].var(axis=-1)
+    return PatchVariances(variance, sample.astype(np.int64), token.astype(np.int64), int(patch))
 
 
 @dataclass(frozen=True)
@@ -126,7 +91,6 @@ class PatchVarianceHistograms(AnalysisResult):
     Attributes
     ----------
     bin_edges : ndarray of float64, shape (B + 1,)
-        Common edges.
     counts : ndarray of int64, shape (M, B)
     density : ndarray of float64, shape (M, B)
         Normalised so that sum(density * widths) = 1 per model (values outside the edges
@@ -136,14 +100,7 @@ class PatchVarianceHistograms(AnalysisResult):
     models : tuple of str, length M
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "bin_edges",
-        "counts",
-        "density",
-        "mean",
-        "median",
-        "n_patches",
-    )
+    _same_shape = ("counts density", "mean median n_patches")
     bin_edges: np.ndarray
     counts: np.ndarray
     density: np.ndarray
@@ -153,11 +110,10 @@ class PatchVarianceHistograms(AnalysisResult):
     models: tuple[str, ...] = ()
 
     def __post_init__(self):
-        self._freeze_arrays()
-        object.__setattr__(self, "models", tuple(str(m) for m in self.models))
-        M, B = len(self.models), self.bin_edges.shape[0] - 1
-        if self.counts.shape != (M, B) or self.density.shape != (M, B):
-            raise ValueError(f"counts and density must have shape ({M}, {B})")
+        super().__post_init__()
+        expected = (len(self.models), self.bin_edges.shape[0] - 1)
+        if self.counts.shape != expected:
+            raise ValueError(f"counts and density must have shape (M, B) = {expected}")
 
 
 def patch_variance_histograms(
@@ -174,39 +130,26 @@ def patch_variance_histograms(
     range : (float, float), optional
         Range of the bins; default: 0 to the largest variance (at least 0.25, the largest
         possible variance of values in [0, 1]).
-
-    Returns
-    -------
-    PatchVarianceHistograms
     """
     if not results or not all(isinstance(v, PatchVariances) for v in results.values()):
         raise ValueError("results must be a non-empty mapping of names to PatchVariances")
-    if np.ndim(bins) == 0:
-        nb = check_count(bins, "bins", 1)
-        if range is None:
-            top = max(float(v.variance.max(initial=0.0)) for v in results.values())
-            range = (0.0, max(top, 0.25))
-        edges = np.linspace(float(range[0]), float(range[1]), nb + 1)
-    else:
-        edges = np.asarray(bins, dtype=np.float64)
-        if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
-            raise ValueError("bins must be a positive int or increasing edges")
-    widths = np.diff(edges)
-    counts, density, mean, median, n = [], [], [], [], []
-    for v in results.values():
-        c = np.histogram(v.variance, bins=edges)[0]
-        total = max(v.variance.size, 1)
-        counts.append(c)
-        density.append(c / (total * widths))
-        mean.append(float(v.variance.mean()) if v.variance.size else np.nan)
-        median.append(float(np.median(v.variance)) if v.variance.size else np.nan)
-        n.append(v.variance.size)
+    if range is None:
+        top = max(float(v.variance.max(initial=0.0)) for v in results.values())
+        range = (0.0, max(top, 0.25))
+    edges = bin_edges(bins, float(range[0]), float(range[1]))
+    variances = [v.variance for v in results.values()]
+    counts = np.array([np.histogram(v, bins=edges)[0] for v in variances], dtype=np.int64)
+    sizes = np.array([v.size for v in variances], dtype=np.int64)
+
+    def stat(f) -> np.ndarray:
+        return np.array([float(f(v)) if v.size else np.nan for v in variances])
+
     return PatchVarianceHistograms(
         bin_edges=edges,
-        counts=np.asarray(counts, dtype=np.int64),
-        density=np.asarray(density, dtype=np.float64),
-        mean=np.asarray(mean),
-        median=np.asarray(median),
-        n_patches=np.asarray(n, dtype=np.int64),
-        models=tuple(results),
+        counts=counts,
+        density=counts / (np.maximum(sizes, 1)[:, None] * np.diff(edges)),
+        mean=stat(np.mean),
+        median=stat(np.median),
+        n_patches=sizes,
+        models=tuple(str(m) for m in results),
     )

@@ -48,10 +48,8 @@ def save_analysis(
     name : str
         Name of the analysis (``"overlaps"``, ``"attractors/hebbian"``...).
     result : AnalysisResult
-        Any result of :mod:`spinsa.analysis`.
     attrs : mapping, optional
-        Extra attributes (e.g. the source of the couplings); they must not reuse the name
-        of one of the result's fields.
+        Extra attributes (e.g. the source of the couplings), not named like a field.
     overwrite : bool
         Replace an existing analysis of that name.
     """
@@ -83,12 +81,8 @@ def list_analyses(path: str | os.PathLike) -> list[str]:
 
     names: list[str] = []
     with io.open_file(path) as f:
-        if GROUP not in f:
-            return names
-
-        def visit(sub: str, obj) -> None:
-            if "result_type" in getattr(obj, "attrs", {}):
-                names.append(sub)
-
-        f[GROUP].visititems(visit)
+        if GROUP in f:
+            f[GROUP].visititems(
+                lambda sub, obj: names.append(sub) if "result_type" in obj.attrs else None
+            )
     return sorted(names)

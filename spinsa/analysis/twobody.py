@@ -36,12 +36,12 @@ The diagonal blocks J_ii are ignored (treated as zero), as everywhere in spinsa.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 import numpy as np
 from scipy import special
+from scipy.optimize import minimize
 
 from spinsa._checks import (
     check_choice,
@@ -52,29 +52,13 @@ from spinsa._checks import (
     check_spins,
 )
 from spinsa.analysis._results import AnalysisResult
-
-__all__ = [
-    "TwoBodyFit",
-    "TwoBodyVsHebbian",
-    "fit_twobody",
-    "log_partition",
-    "log_sphere_area",
-    "mean_resultant_length",
-    "twobody_fields",
-    "twobody_log_density",
-    "twobody_log_likelihoods",
-    "twobody_nll",
-    "twobody_nll_and_grad",
-    "twobody_vs_hebbian",
-]
+from spinsa.analysis.hebbian import coupling_cosine, coupling_matrix, pair_cosines
+from spinsa.couplings import hebbian_couplings, zero_diagonal
 
 _SERIES_TERMS = 20  # enough for z = kappa^2 / 4 <= nu + 1: term k <= 1/k!
 _IVE_FLOOR = 1e-290  # below this, ive is (close to) underflowing: use the series
 _HANKEL_FROM = 1e8  # large-argument expansion from here (and kappa >> nu^2)
 _MAX_SERIES_TERMS = 10**6
-
-
-# --------------------------------------------------------------------------- Bessel functions
 
 
 def log_sphere_area(d: int) -> float:
@@ -125,14 +109,12 @@ def _hankel_sum(nu: float, kappa: np.ndarray) -> np.ndarray:
 
 
 def _log_bessel(nu: float, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """f_nu(kappa) = log(I_nu(kappa) / kappa^nu) and f_{nu+1}(kappa) - f_nu(kappa).
+    """f_nu(kappa) = log(I_nu(kappa) / kappa^nu) and f_{nu+1}(kappa) - f_nu(kappa), 1-d kappa.
 
-    ``kappa`` is 1-d and >= 0. Both are finite at kappa = 0, where the difference is
-    -log(2 (nu + 1)). Three regimes, chosen so that nu and nu + 1 share one: the power
-    series for kappa <= 2 sqrt(nu + 1) (and wherever ive underflows), Hankel's
-    large-argument expansion for kappa >= max(1e8, 100 ((nu + 1)^2 + 1)) (scipy's ive
-    returns NaN above ~1e9), and scipy's exponentially scaled ive in between. The
-    difference is formed from the ratio of the two Bessel functions, never from two large
+    Both are finite at kappa = 0 (the difference is -log(2 (nu + 1)) there). The regimes of
+    the module docstring are chosen so that nu and nu + 1 share one: the series for
+    kappa <= 2 sqrt(nu + 1), Hankel's expansion for kappa >= max(1e8, 100 ((nu + 1)^2 + 1)).
+    The difference comes from the ratio of the two Bessel functions, never from two large
     logarithms, so A_d(kappa) = kappa exp(difference) keeps full relative precision.
     """
     f = np.empty_like(kappa)
@@ -151,31 +133,29 @@ def _log_bessel(nu: float, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t0, t1 = _hankel_sum(nu, k), _hankel_sum(nu + 1.0, k)
         f[huge] = np.log(t0) - 0.5 * np.log(2.0 * np.pi * k) + k - nu * np.log(k)
         dlog[huge] = np.log(t1 / t0) - np.log(k)
-    mid = ~small & ~huge
-    if mid.any():
-        k = kappa[mid]
-        v0, v1 = special.ive(nu, k), special.ive(nu + 1.0, k)
-        ok = np.isfinite(v0) & np.isfinite(v1) & (v0 > _IVE_FLOOR) & (v1 > _IVE_FLOOR)
-        fm = np.empty_like(k)
-        dm = np.empty_like(k)
-        fm[ok] = np.log(v0[ok]) + k[ok] - nu * np.log(k[ok])
-        dm[ok] = np.log(v1[ok] / v0[ok]) - np.log(k[ok])
-        if not ok.all():
-            z = 0.25 * k[~ok] ** 2
-            l0, l1 = _log_series_any(z, nu), _log_series_any(z, nu + 1.0)
-            fm[~ok] = head + l0
-            dm[~ok] = shift + l1 - l0
-        f[mid] = fm
-        dlog[mid] = dm
+    mid = np.flatnonzero(~small & ~huge)
+    v0, v1 = special.ive(nu, kappa[mid]), special.ive(nu + 1.0, kappa[mid])
+    ok = np.isfinite(v0) & np.isfinite(v1) & (v0 > _IVE_FLOOR) & (v1 > _IVE_FLOOR)
+    k = kappa[mid[ok]]
+    f[mid[ok]] = np.log(v0[ok]) + k - nu * np.log(k)
+    dlog[mid[ok]] = np.log(v1[ok] / v0[ok]) - np.log(k)
+    if not ok.all():  # ive underflows (large nu): the series, summed in logs
+        z = 0.25 * kappa[mid[~ok]] ** 2
+        l0, l1 = _log_series_any(z, nu), _log_series_any(z, nu + 1.0)
+        f[mid[~ok]] = head + l0
+        dlog[mid[~ok]] = shift + l1 - l0
     return f, dlog
 
 
-def _as_kappa(kappa) -> np.ndarray:
+def _bessel_of(kappa, d: int):
+    """Checked d and kappa (>= 0), and f, dlog of :func:`_log_bessel` in kappa's shape."""
+    d = check_count(d, "d", 1)
     kappa = np.asarray(kappa, dtype=np.float64)
     check_finite(kappa, "kappa")
     if np.any(kappa < 0):
         raise ValueError("kappa must be >= 0 (it is beta |h|)")
-    return kappa
+    f, dlog = _log_bessel(0.5 * d - 1.0, kappa.reshape(-1))
+    return d, kappa, f.reshape(kappa.shape), dlog.reshape(kappa.shape)
 
 
 def log_partition(kappa, d: int) -> np.ndarray:
@@ -195,16 +175,9 @@ def log_partition(kappa, d: int) -> np.ndarray:
         kappa >= 0, equal to :func:`log_sphere_area` at 0 and ~ kappa - ((d-1)/2) log kappa
         for large kappa.
     """
-    d = check_count(d, "d", 1)
-    kappa = _as_kappa(kappa)
-    flat = kappa.reshape(-1)
-    out = 0.5 * d * math.log(2.0 * math.pi) + _log_bessel(0.5 * d - 1.0, flat)[0]
-    return out.reshape(kappa.shape)
-
-
-def _ratio_over_kappa(kappa: np.ndarray, d: int) -> np.ndarray:
-    """A_d(kappa) / kappa = I_{d/2}(kappa) / (kappa I_{d/2-1}(kappa)); 1/d at kappa = 0."""
-    return np.exp(_log_bessel(0.5 * d - 1.0, kappa)[1])
+    d, _, f, _ = _bessel_of(kappa, d)
+    f += 0.5 * d * math.log(2.0 * math.pi)  # in place: a 0-d kappa gives a 0-d array
+    return f
 
 
 def mean_resultant_length(kappa, d: int) -> np.ndarray:
@@ -212,20 +185,18 @@ def mean_resultant_length(kappa, d: int) -> np.ndarray:
 
     Parameters
     ----------
-    kappa : array_like
-        Concentrations >= 0.
-    d : int
-        Spin dimension.
+    kappa, d
+        As in :func:`log_partition`.
 
     Returns
     -------
     ndarray of float64, shape of ``kappa``, values in [0, 1)
         ~ kappa / d for small kappa, 1 - (d - 1) / (2 kappa) for large kappa.
     """
-    d = check_count(d, "d", 1)
-    kappa = _as_kappa(kappa)
-    flat = kappa.reshape(-1)
-    return (flat * _ratio_over_kappa(flat, d)).reshape(kappa.shape)
+    _, kappa, _, ratio = _bessel_of(kappa, d)
+    np.exp(ratio, out=ratio)  # A_d(kappa) / kappa, 1/d at kappa = 0
+    ratio *= kappa
+    return ratio
 
 
 def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
@@ -238,7 +209,6 @@ def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
     h : array_like, shape broadcastable with ``x``
         Local fields.
     beta : float
-        Inverse temperature.
 
     Returns
     -------
@@ -256,16 +226,9 @@ def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
     return beta * np.einsum("...a,...a->...", x, h) - log_partition(kappa, x.shape[-1])
 
 
-# --------------------------------------------------------------------------- the objective
-
-
 def _matrix(J: np.ndarray) -> np.ndarray:
     """(N d, N d) matrix of J with the diagonal blocks set to zero (a copy, float64)."""
-    N, _, d, _ = J.shape
-    M = J.astype(np.float64).transpose(0, 2, 1, 3).reshape(N * d, N * d).copy()
-    for i in range(N):
-        M[i * d : (i + 1) * d, i * d : (i + 1) * d] = 0.0
-    return M
+    return coupling_matrix(zero_diagonal(J.astype(np.float64)))
 
 
 def _blocks(M: np.ndarray, N: int, d: int) -> np.ndarray:
@@ -274,17 +237,8 @@ def _blocks(M: np.ndarray, N: int, d: int) -> np.ndarray:
 
 
 def twobody_fields(x, J) -> np.ndarray:
-    """h_i = sum_{j != i} J_ij x_j, the two-body local fields.
-
-    Parameters
-    ----------
-    x : ndarray, shape (P, N, d)
-    J : ndarray, shape (N, N, d, d)
-
-    Returns
-    -------
-    ndarray of float64, shape (P, N, d)
-    """
+    """h_i = sum_{j != i} J_ij x_j, the two-body local fields: x (P, N, d), J (N, N, d, d)
+    -> (P, N, d) float64."""
     x = check_spins(x, dtype=np.float64)
     J = check_couplings(J, x.shape[1], x.shape[2], dtype=np.float64)
     P, N, d = x.shape
@@ -292,19 +246,8 @@ def twobody_fields(x, J) -> np.ndarray:
 
 
 def twobody_log_likelihoods(xi, J, beta: float = 1.0) -> np.ndarray:
-    """log p(xi^mu_i | xi^mu_{-i}) for every pattern and token.
-
-    Parameters
-    ----------
-    xi : ndarray, shape (P, N, d)
-        Patterns of unit spins.
-    J : ndarray, shape (N, N, d, d)
-    beta : float
-
-    Returns
-    -------
-    ndarray of float64, shape (P, N)
-    """
+    """log p(xi^mu_i | xi^mu_{-i}) for every pattern and token: xi (P, N, d) of unit spins,
+    J (N, N, d, d) -> (P, N) float64."""
     return twobody_log_density(xi, twobody_fields(xi, J), beta)
 
 
@@ -326,7 +269,7 @@ def _nll_and_grad_matrix(X: np.ndarray, M: np.ndarray, N: int, d: int, beta: flo
 
 
 def twobody_nll_and_grad(xi, J, beta: float = 1.0) -> tuple[float, np.ndarray]:
-    """Negative log pseudo-likelihood of the two-body model and its gradient in J.
+    """The negative log pseudo-likelihood L(J) and its gradient (see the module docstring).
 
     Parameters
     ----------
@@ -335,14 +278,12 @@ def twobody_nll_and_grad(xi, J, beta: float = 1.0) -> tuple[float, np.ndarray]:
     J : ndarray, shape (N, N, d, d)
         Couplings (diagonal blocks ignored).
     beta : float
-        Inverse temperature.
 
     Returns
     -------
     loss : float
-        L(J) = -(1/P) sum_mu sum_i log p(xi^mu_i | xi^mu_{-i}).
     grad : ndarray of float64, shape (N, N, d, d)
-        dL/dJ_ij = (1/P) sum_mu beta (A_d(kappa) h_i/|h_i| - xi_i) xi_j^T; zero diagonal blocks.
+        dL/dJ, with zero diagonal blocks.
     """
     xi = check_spins(xi, "xi", dtype=np.float64)
     J = check_couplings(J, xi.shape[1], xi.shape[2], dtype=np.float64)
@@ -357,12 +298,10 @@ def twobody_nll(xi, J, beta: float = 1.0) -> float:
     return float(-twobody_log_likelihoods(xi, J, beta).sum() / np.shape(xi)[0])
 
 
-# --------------------------------------------------------------------------- fitting
-
-
 @dataclass(frozen=True)
 class TwoBodyFit(AnalysisResult):
-    """Pseudo-likelihood optimum of the two-body model.
+    """Pseudo-likelihood optimum of the two-body model (the arguments of :func:`fit_twobody`
+    are kept as attributes: ``beta``, ``l2``, ``norm``, ``backend``).
 
     Attributes
     ----------
@@ -375,19 +314,11 @@ class TwoBodyFit(AnalysisResult):
     grad_norm : float
         Norm of the gradient of the objective at the optimum (projected on the sphere
         |J| = norm when the norm is fixed).
-    beta : float
-    l2 : float or None
-    norm : float or None
-        The fixed Frobenius norm, if any.
-    n_iter : int
-    converged : bool
-    message : str
-        The optimiser's message.
+    n_iter, converged, message
+        The optimiser's iterations, success and message.
     n_patterns : int
-    backend : str
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("J",)
     J: np.ndarray
     loss: float = float("nan")
     objective: float = float("nan")
@@ -402,65 +333,47 @@ class TwoBodyFit(AnalysisResult):
     backend: str = "lbfgs"
 
     def __post_init__(self):
-        self._freeze_arrays()
+        super().__post_init__()
         if self.J.ndim != 4:
             raise ValueError(f"J must have shape (N, N, d, d), got {self.J.shape}")
 
 
-def _fit_lbfgs(X, M0, N, d, beta, l2, norm, max_iter, tol) -> dict[str, Any]:
-    from scipy.optimize import minimize
+def _fit_lbfgs(X, M0, N, d, beta, l2, norm, max_iter, tol) -> dict:
+    """Full-batch L-BFGS on the (N d, N d) matrix M: on M itself with the penalty, or on a
+    direction v with M = norm v / |v| when the norm is fixed."""
 
-    shape = M0.shape
-    if norm is None:
+    def evaluate(v):
+        """The loss, the objective, its gradient in v, and M."""
+        r = 1.0 if norm is None else np.linalg.norm(v)
+        M = v.reshape(M0.shape) if norm is None else norm * (v / r).reshape(M0.shape)
+        loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
+        g = G.ravel()
+        if norm is None:
+            return loss, loss + 0.5 * l2 * np.vdot(v, v), g + l2 * v, M
+        u = v / r  # the gradient in v is the tangent part of g, scaled by norm / |v|
+        return loss, loss, (norm / r) * (g - np.vdot(g, u) * u), M
 
-        def fun(v):
-            M = v.reshape(shape)
-            loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
-            return loss + 0.5 * l2 * np.vdot(v, v), (G + l2 * M).ravel()
+    options = {"maxiter": max_iter, "ftol": tol, "gtol": tol * 1e-2, "maxcor": 20}
 
-        def to_J(v):
-            return v.reshape(shape)
+    def fun(v):
+        return evaluate(v)[1:3]
 
-    else:
-
-        def to_J(v):
-            return norm * v.reshape(shape) / np.linalg.norm(v)
-
-        def fun(v):
-            r = np.linalg.norm(v)
-            u = v / r
-            loss, G = _nll_and_grad_matrix(X, norm * u.reshape(shape), N, d, beta)
-            g = G.ravel()
-            return loss, (norm / r) * (g - np.vdot(g, u) * u)
-
-    res = minimize(
-        fun,
-        M0.ravel(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": max_iter, "ftol": tol, "gtol": tol * 1e-2, "maxcor": 20},
-    )
-    M = to_J(res.x)
-    loss, G = _nll_and_grad_matrix(X, M, N, d, beta)
-    if norm is None:
-        objective = loss + 0.5 * l2 * float(np.vdot(M, M))
-        gvec = (G + l2 * M).ravel()
-    else:
-        objective = loss
-        u = (M / norm).ravel()
-        gvec = G.ravel() - np.vdot(G.ravel(), u) * u
+    res = minimize(fun, M0.ravel(), jac=True, method="L-BFGS-B", options=options)
+    loss, objective, grad, M = evaluate(res.x)
+    # the gradient on the sphere |J| = norm, in J's units
+    scale = 1.0 if norm is None else np.linalg.norm(res.x) / norm
     return {
         "M": M,
         "loss": loss,
         "objective": float(objective),
-        "grad_norm": float(np.linalg.norm(gvec)),
+        "grad_norm": float(np.linalg.norm(grad) * scale),
         "n_iter": int(res.nit),
         "converged": bool(res.success),
         "message": str(res.message),
     }
 
 
-_FITTERS: dict[str, Callable[..., dict[str, Any]]] = {"lbfgs": _fit_lbfgs}
+_FITTERS = {"lbfgs": _fit_lbfgs}
 
 
 def fit_twobody(
@@ -489,19 +402,13 @@ def fit_twobody(
         Fixed Frobenius norm |J|_F = norm (the parametrisation J = norm W / |W|).
         Exactly one of ``l2`` and ``norm`` must be given.
     J0 : ndarray, shape (N, N, d, d), optional
-        Starting point. Default: 0 with ``l2``; a seeded random direction with ``norm`` (not
-        the Hebbian one, so that agreement with Hebb is not built in).
+        Starting point. Default: 0 with ``l2``; with ``norm`` a random direction drawn with
+        ``seed`` (not the Hebbian one, so that agreement with Hebb is not built in).
     backend : {"lbfgs"}
         Full-batch scipy L-BFGS on the closed-form gradient.
-    max_iter : int
-    tol : float
-        Relative tolerance on the objective (``ftol`` of L-BFGS-B).
+    max_iter, tol : int, float
+        Iterations, and relative tolerance on the objective (``ftol`` of L-BFGS-B).
     seed : int
-        Seed of the random start with ``norm``.
-
-    Returns
-    -------
-    TwoBodyFit
     """
     xi = check_spins(xi, "xi", dtype=np.float64)
     beta = check_positive(beta, "beta")
@@ -517,33 +424,14 @@ def fit_twobody(
     tol = check_positive(tol, "tol")
     P, N, d = xi.shape
     if J0 is None:
-        if norm is None:
-            M0 = np.zeros((N * d, N * d))
-        else:
-            rng = np.random.default_rng(seed)
-            M0 = _matrix(rng.standard_normal((N, N, d, d)))
-    else:
-        M0 = _matrix(check_couplings(J0, N, d, dtype=np.float64, name="J0"))
-        if norm is not None and not np.any(M0):
-            raise ValueError("J0 must be non-zero when the norm is fixed")
+        shape = (N, N, d, d)
+        J0 = np.zeros(shape) if norm is None else np.random.default_rng(seed).standard_normal(shape)
+    M0 = _matrix(check_couplings(J0, N, d, dtype=np.float64, name="J0"))
+    if norm is not None and not np.any(M0):
+        raise ValueError("J0 must be non-zero when the norm is fixed")
     out = _FITTERS[backend](xi.reshape(P, N * d), M0, N, d, beta, l2, norm, max_iter, tol)
-    return TwoBodyFit(
-        J=_blocks(out["M"], N, d),
-        loss=out["loss"],
-        objective=out["objective"],
-        grad_norm=out["grad_norm"],
-        beta=beta,
-        l2=l2,
-        norm=norm,
-        n_iter=out["n_iter"],
-        converged=out["converged"],
-        message=out["message"],
-        n_patterns=P,
-        backend=backend,
-    )
-
-
-# --------------------------------------------------------------------------- versus Hebb
+    J = _blocks(out.pop("M"), N, d)
+    return TwoBodyFit(J=J, beta=beta, l2=l2, norm=norm, n_patterns=P, backend=backend, **out)
 
 
 @dataclass(frozen=True)
@@ -554,31 +442,18 @@ class TwoBodyVsHebbian(AnalysisResult):
     ----------
     n_patterns : ndarray of int64, shape (K,)
         P for each fit (the first P patterns).
-    cosine : ndarray of float64, shape (K,)
-        Global cosine <J*, J^Hebb>_F / (|J*| |J^Hebb|).
-    mean_pair_cosine : ndarray of float64, shape (K,)
-        Mean over pairs i != j of cos(J*_ij, J^Hebb_ij).
-    loss_fit : ndarray of float64, shape (K,)
-        L(J*).
-    loss_hebbian : ndarray of float64, shape (K,)
-        L of the Hebbian couplings rescaled to |J*|: what Hebb loses at equal norm.
+    cosine, mean_pair_cosine : ndarray of float64, shape (K,)
+        <J*, J^Hebb>_F / (|J*| |J^Hebb|), and the mean over pairs i != j of cos(J*_ij, J^Hebb_ij).
+    loss_fit, loss_hebbian : ndarray of float64, shape (K,)
+        L(J*), and L of the Hebbian couplings rescaled to |J*| (what Hebb loses at equal norm).
     norm_fit : ndarray of float64, shape (K,)
         |J*|_F.
     converged : ndarray of bool, shape (K,)
-    beta : float
-    l2 : float or None
-    norm : float or None
+    beta, l2, norm
+        As given to :func:`fit_twobody`.
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = (
-        "n_patterns",
-        "cosine",
-        "mean_pair_cosine",
-        "loss_fit",
-        "loss_hebbian",
-        "norm_fit",
-        "converged",
-    )
+    _same_shape = ("n_patterns cosine mean_pair_cosine loss_fit loss_hebbian norm_fit converged",)
     n_patterns: np.ndarray
     cosine: np.ndarray
     mean_pair_cosine: np.ndarray
@@ -589,12 +464,6 @@ class TwoBodyVsHebbian(AnalysisResult):
     beta: float = 1.0
     l2: float | None = None
     norm: float | None = None
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        for name in self._arrays:
-            if getattr(self, name).shape != self.n_patterns.shape:
-                raise ValueError(f"{name} must have the shape {self.n_patterns.shape}")
 
 
 def twobody_vs_hebbian(
@@ -617,36 +486,20 @@ def twobody_vs_hebbian(
         The values of P, each between 1 and P_max.
     beta, l2, norm, max_iter, tol
         As in :func:`fit_twobody`.
-
-    Returns
-    -------
-    TwoBodyVsHebbian
     """
-    import spinsa
-    from spinsa.analysis.hebbian import coupling_cosine, pair_cosines
-
     xi = check_spins(xi, "xi", dtype=np.float64)
     Ps = [check_count(p, "n_patterns[k]", 1) for p in n_patterns]
     if not Ps or max(Ps) > xi.shape[0]:
         raise ValueError(
             f"n_patterns must be a non-empty list of values in [1, {xi.shape[0]}], got {Ps}"
         )
-    rows: dict[str, list] = {k: [] for k in TwoBodyVsHebbian._arrays}
+    rows = []
     for P in Ps:
-        sub = xi[:P]
-        fit = fit_twobody(sub, beta, l2=l2, norm=norm, max_iter=max_iter, tol=tol)
-        K = np.asarray(spinsa.hebbian_couplings(sub), dtype=np.float64)
-        r = float(np.linalg.norm(fit.J))
-        nK = float(np.linalg.norm(K))
-        K_matched = K * (r / nK) if nK > 0 else K
-        cos = pair_cosines(fit.J, K)
-        rows["n_patterns"].append(P)
-        rows["cosine"].append(coupling_cosine(fit.J, K))
-        rows["mean_pair_cosine"].append(float(np.nanmean(cos)))
-        rows["loss_fit"].append(fit.loss)
-        rows["loss_hebbian"].append(twobody_nll(sub, K_matched, beta))
-        rows["norm_fit"].append(r)
-        rows["converged"].append(fit.converged)
-    return TwoBodyVsHebbian(
-        **{k: np.asarray(v) for k, v in rows.items()}, beta=beta, l2=l2, norm=norm
-    )
+        fit = fit_twobody(xi[:P], beta, l2=l2, norm=norm, max_iter=max_iter, tol=tol)
+        K = np.asarray(hebbian_couplings(xi[:P]), dtype=np.float64)
+        r, nK = float(np.linalg.norm(fit.J)), float(np.linalg.norm(K))
+        loss_hebbian = twobody_nll(xi[:P], K * (r / nK) if nK > 0 else K, beta)
+        cos = float(np.nanmean(pair_cosines(fit.J, K)))
+        rows.append((P, coupling_cosine(fit.J, K), cos, fit.loss, loss_hebbian, r, fit.converged))
+    columns = map(np.asarray, zip(*rows, strict=True))  # in the order of the array fields
+    return TwoBodyVsHebbian(*columns, beta=beta, l2=l2, norm=norm)
