@@ -203,6 +203,7 @@ _COST = {
     "references": 2.5e-3,  # the references of one task, per test image (50,000 training)
     "baseline_quick": 5.5e-4,  # one training image-epoch of the quick recipe, CPU
     "baseline_paper": 3.6e-3,  # the paper's recipe (width 128), CPU: ~5 h per model and task
+    "baseline_eval": 1.5e-4,  # one iteration of the recycled block on one test image
 }
 
 
@@ -216,40 +217,32 @@ def estimate_seconds(cfg: ReproduceConfig, bl_spec=None, cuda: bool = False) -> 
     Returns
     -------
     dict
-        ``stage name -> seconds``, in run order.
+        ``stage name -> seconds``.
     """
-    out: dict[str, float] = {"data": 10.0}
-    experiments = cfg.experiments()
-    for name, exp in experiments.items():
+    out: dict[str, float] = {"data": 10.0, "assemble": 5.0, "figures": 10.0, "report": 1.0}
+    for name, exp in cfg.experiments().items():
         emb = exp.make_embedding()
         units = emb.n_tokens**2 * emb.d**2
-        P = exp.data.n_train_images or 60_000
+        evaluation = _COST["lbfgs_eval"] * (exp.data.n_train_images or 60_000) * units
         if exp.fit.backend == "lbfgs":
-            evals = min(exp.fit.max_iter, _COST["lbfgs_evals"])
-            out[f"fit:{name}"] = evals * _COST["lbfgs_eval"] * P * units
-        else:
-            sweep = exp.fit.epochs * _COST["torch_epoch"] * P * units
-            out[f"fit:{name}"] = sweep + _COST["lbfgs_eval"] * P * units  # + final evaluation
-    for name, exp in experiments.items():
-        emb = exp.make_embedding()
-        units = emb.n_tokens**2 * emb.d**2
+            out[f"fit:{name}"] = min(exp.fit.max_iter, _COST["lbfgs_evals"]) * evaluation
+        else:  # the epochs, then one full evaluation
+            out[f"fit:{name}"] = (
+                1 + exp.fit.epochs * _COST["torch_epoch"] / _COST["lbfgs_eval"]
+            ) * evaluation
         for task in TASKS:
-            dyn = exp.data.n_test * exp.dynamics.steps * _COST["dynamics"] * units
-            out[f"eval:{name}:{task}"] = dyn + exp.data.n_test * _COST["references"]
-    for name, exp in experiments.items():
+            dyn = exp.dynamics.steps * _COST["dynamics"] * units + _COST["references"]
+            out[f"eval:{name}:{task}"] = exp.data.n_test * dyn
         if _has_notebook_check(exp):
             out[f"notebook:{name}"] = 20.0
-    out["assemble"] = 5.0
     if bl_spec is not None:
         n = bl_spec.n_train or cfg.base.data.n_train_images or 60_000
-        total = 0.0
+        total = len(TASKS) * cfg.base.data.n_test * bl_spec.T * _COST["baseline_eval"]
         for bc in bl_spec.configs().values():
             per = _COST["baseline_paper" if bc.width >= 128 else "baseline_quick"]
             on_gpu = cuda and bc.device in ("auto", "cuda")
             total += math.nan if on_gpu else len(TASKS) * bc.epochs * n * per
         out["baselines"] = total
-    out["figures"] = 10.0
-    out["report"] = 1.0
     return out
 
 
