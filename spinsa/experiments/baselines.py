@@ -35,7 +35,9 @@ import numpy as np
 
 from spinsa._checks import check_count
 from spinsa._config import config_from_dict, config_to_dict
+from spinsa.analysis.summary import best_time
 from spinsa.baselines.config import BaselineConfig
+from spinsa.experiments.pipeline import PIXELS, run_dynamics
 from spinsa.tasks import TASKS
 
 __all__ = [
@@ -45,14 +47,23 @@ __all__ = [
     "BaselinesSpec",
     "assess_baseline_claims",
     "baseline_report_lines",
+    "format_number",
+    "format_pm",
     "run_baselines",
 ]
 
 BASELINES_NAME = "baselines.h5"
 BASELINES_KIND = "reproduce-baselines"
 BASELINE_MODELS = ("recycled", "vit")
-PIXELS = ("all", "masked", "visible")
 ABOUT_TRAINING_RANGE = (2, 8)  # "lowest for t in about 3-7": the training range, +-1
+BLOCK_BEST_T = "the block's error is lowest for t in about 3-7"
+VIT_BEST = "the ViT is best"
+BLOCK_BEATS_SA = "the block beats the bare SA given enough iterations"
+SA_MORE_UNIFORM = (
+    "predicted patches are more uniform for the bare SA than for the block and the ViT"
+)
+HISTORY = ("epoch_loss", "epoch_seconds", "step_loss", "step_lr", "step_tau")
+HISTOGRAMS = ("bin_edges", "counts", "density", "mean", "median", "n_patches")
 
 
 def _config(value: Any, model: str) -> BaselineConfig:
@@ -112,12 +123,11 @@ class BaselinesSpec:
         return {"recycled": self.recycled, "vit": self.vit}
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain types (stored as the stage file's config)."""
+        """Plain types (stored as the stage file's config); :meth:`from_dict` inverts it."""
         return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> BaselinesSpec:
-        """Inverse of :meth:`to_dict`."""
         return config_from_dict(cls, values)
 
     @classmethod
@@ -156,15 +166,9 @@ def _token_mask(pixel_mask: np.ndarray, patch: int) -> np.ndarray:
     return patch_pixels(pixel_mask.astype(np.float64), patch).min(axis=-1) > 0.5
 
 
-def _best(mean: np.ndarray) -> int:
-    """Index of the first minimum of a curve (0 when it is all NaN)."""
-    return int(np.nanargmin(mean)) if np.isfinite(mean).any() else 0
-
-
 def _sa_patch_variances(exp, J: np.ndarray, images, best_t: int, n: int):
     """Masked-patch variances of a bare-SA model's predictions at ``best_t``."""
     from spinsa.analysis.patches import masked_patch_variances
-    from spinsa.experiments import pipeline
 
     emb = exp.make_embedding()
     x0, mask = exp.tasks.inputs("masked", emb, images.test[:n], images.test_index[:n])
@@ -175,7 +179,7 @@ def _sa_patch_variances(exp, J: np.ndarray, images, best_t: int, n: int):
             state["x"] = np.array(x, copy=True)
 
     if best_t > 0:
-        pipeline.run_dynamics(exp, J, x0, mask, best_t, keep)
+        run_dynamics(exp, J, x0, mask, best_t, keep)
     return masked_patch_variances(emb.decode_pixels(state["x"]), mask, exp.embedding.patch)
 
 
@@ -231,16 +235,12 @@ def run_baselines(
     say = log or (lambda message: None)
     out_path = Path(out_path)
     ckdir = Path(checkpoint_dir) if checkpoint_dir is not None else out_path.parent
-    base = config.base
-    tasks_cfg = base.tasks
+    tasks = config.base.tasks
     for name, bc in spec.configs().items():
-        if (bc.mask_fraction, bc.noise_variance) != (
-            tasks_cfg.mask_fraction,
-            tasks_cfg.noise_variance,
-        ):
+        if (bc.mask_fraction, bc.noise_variance) != (tasks.mask_fraction, tasks.noise_variance):
             raise ValueError(
                 f"the {name} baseline must use the run's mask fraction and noise variance "
-                f"({tasks_cfg.mask_fraction}, {tasks_cfg.noise_variance}), got "
+                f"({tasks.mask_fraction}, {tasks.noise_variance}), got "
                 f"({bc.mask_fraction}, {bc.noise_variance})"
             )
     train = np.asarray(images.train, dtype=np.float32)
@@ -250,21 +250,27 @@ def run_baselines(
         train = train[np.sort(pick)]
     n_var = min(spec.n_patch_images, test.shape[0])
 
-    arrays: dict[str, Any] = {"models": {}, "patch_variances": {"values": {}}}
+    arrays: dict[str, Any] = {}
     group_attrs: dict[str, dict] = {}
-    variances: dict[str, Any] = {}
-    var_patch: dict[str, int] = {}
-    var_t: dict[str, int] = {}
+    fig2: dict[str, tuple[Any, int, int]] = {}  # model -> (patch variances, patch, t)
 
     # the bare SA: predictions at its best t (masked task), from its couplings
     for name, exp in config.experiments().items():
-        s = read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]
+        best_t = int(read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]["best_t"])
         J = io.read_array(reproduce_h5, f"models/{name}/J")
-        variances[name] = _sa_patch_variances(exp, J, images, int(s["best_t"]), n_var)
-        var_patch[name], var_t[name] = exp.embedding.patch, int(s["best_t"])
+        fig2[name] = (
+            _sa_patch_variances(exp, J, images, best_t, n_var),
+            exp.embedding.patch,
+            best_t,
+        )
 
     for model, bc in spec.configs().items():
-        arrays["models"][model] = {}
+        streams = dict(
+            seed=tasks.seed,
+            index=images.test_index,
+            mask_fraction=bc.mask_fraction,
+            noise_variance=bc.noise_variance,
+        )
         for task in TASKS:
             ckpt = ckdir / f"baseline-{model}-{task}.pt"
             t0 = time.perf_counter()
@@ -272,49 +278,27 @@ def run_baselines(
                 bc.replace(progress=progress), train, task, checkpoint=ckpt, resume=True
             )
             t1 = time.perf_counter()
-            streams = dict(seed=tasks_cfg.seed, index=images.test_index)
-            ev = evaluate_baseline(
-                net,
-                test,
-                task,
-                T=spec.T,
-                mask_fraction=bc.mask_fraction,
-                noise_variance=bc.noise_variance,
-                **streams,
-            )
-            summ = ev.summary()
-            mean = np.asarray(summ.mean.all, dtype=np.float64)
-            sem = np.asarray(summ.sem.all, dtype=np.float64)
-            b = _best(mean)
+            ev = evaluate_baseline(net, test, task, T=spec.T, **streams)
+            summary = ev.summary()
+            mean = np.asarray(summary.mean.all, dtype=np.float64)
+            sem = np.asarray(summary.sem.all, dtype=np.float64)
+            b = best_time(mean)
             best_t = int(ev.times[b])
             if task == "masked":
-                inputs, pm = corrupt_images(
-                    test,
-                    task,
-                    bc.patch,
-                    mask_fraction=bc.mask_fraction,
-                    noise_variance=bc.noise_variance,
-                    **streams,
-                )
+                inputs, pm = corrupt_images(test, task, bc.patch, **streams)
                 pred = predict_trajectory(net, inputs[:n_var], best_t)[best_t - 1]
                 mask = _token_mask(pm[:n_var], bc.patch)
-                variances[model] = masked_patch_variances(pred, mask, bc.patch)
-                var_patch[model], var_t[model] = bc.patch, best_t
-                if "clean" not in variances:
-                    variances["clean"] = masked_patch_variances(test[:n_var], mask, bc.patch)
-                    var_patch["clean"], var_t["clean"] = bc.patch, 0
+                fig2[model] = (masked_patch_variances(pred, mask, bc.patch), bc.patch, best_t)
+                if "clean" not in fig2:
+                    clean = masked_patch_variances(test[:n_var], mask, bc.patch)
+                    fig2["clean"] = (clean, bc.patch, 0)
             t2 = time.perf_counter()
-            arrays["models"][model][task] = {
+            arrays[f"models/{model}/{task}"] = {
                 "times": ev.times,
-                "mean": {
-                    k: np.asarray(getattr(summ.mean, k)) for k in ("all", "masked", "visible")
-                },
-                "sem": {k: np.asarray(getattr(summ.sem, k)) for k in ("all", "masked", "visible")},
+                "mean": {k: np.asarray(getattr(summary.mean, k)) for k in PIXELS},
+                "sem": {k: np.asarray(getattr(summary.sem, k)) for k in PIXELS},
                 "errors": {"all": ev.errors.all.astype(np.float32)},
-                "history": {
-                    k: getattr(hist, k)
-                    for k in ("epoch_loss", "epoch_seconds", "step_loss", "step_lr", "step_tau")
-                },
+                "history": {k: getattr(hist, k) for k in HISTORY},
             }
             group_attrs[f"models/{model}/{task}"] = {
                 "best_t": best_t,
@@ -337,16 +321,13 @@ def run_baselines(
             )
 
     order = [*config.experiments(), *BASELINE_MODELS, "clean"]
-    hists = patch_variance_histograms({m: variances[m] for m in order}, bins=spec.bins)
-    pv = arrays["patch_variances"]
-    for key in ("bin_edges", "counts", "density", "mean", "median", "n_patches"):
-        pv[key] = getattr(hists, key)
-    for m in order:
-        pv["values"][m] = variances[m].variance
+    hists = patch_variance_histograms({m: fig2[m][0] for m in order}, bins=spec.bins)
+    arrays["patch_variances"] = {k: getattr(hists, k) for k in HISTOGRAMS}
+    arrays["patch_variances"]["values"] = {m: fig2[m][0].variance for m in order}
     group_attrs["patch_variances"] = {
-        "models": list(order),
-        "patch": {m: int(var_patch[m]) for m in order},
-        "best_t": {m: int(var_t[m]) for m in order},
+        "models": order,
+        "patch": {m: int(fig2[m][1]) for m in order},
+        "best_t": {m: int(fig2[m][2]) for m in order},
         "n_images": int(n_var),
     }
     io.write_file(
@@ -355,7 +336,7 @@ def run_baselines(
         {"models": list(BASELINE_MODELS), "sa_models": list(config.experiments()), "T": spec.T},
         kind=BASELINES_KIND,
         config=stage_config(config, spec),
-        seeds={"subset": spec.seed, "tasks": tasks_cfg.seed},
+        seeds={"subset": spec.seed, "tasks": tasks.seed},
         group_attrs=group_attrs,
         overwrite=True,
     )
@@ -369,12 +350,16 @@ def stage_config(config, spec: BaselinesSpec) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- report
-def _fmt(value: float, digits: int = 4) -> str:
+def format_number(value: float | None, digits: int = 4) -> str:
+    """``value`` with ``digits`` decimals; "n/a" when it is None or not finite."""
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _verdict(ok: bool) -> str:
-    return "holds" if ok else "does not hold"
+def format_pm(value: float, sem: float, digits: int = 4) -> str:
+    """``value ± sem``; the value alone when the sem is not finite, "n/a" when the value is not."""
+    if not np.isfinite(value) or not np.isfinite(sem):
+        return format_number(value, digits)
+    return f"{value:.{digits}f} ± {sem:.{digits}f}"
 
 
 def assess_baseline_claims(
@@ -407,63 +392,34 @@ def assess_baseline_claims(
     list of (statement, task or model, verdict, evidence)
     """
     lo, hi = ABOUT_TRAINING_RANGE
-    out = []
     rb, vit = baselines["recycled"], baselines["vit"]
-    for task in TASKS:
-        if task not in rb:
-            continue
-        bt = rb[task]["best_t"]
-        out.append(
-            (
-                "the block's error is lowest for t in about 3-7",
-                task,
-                _verdict(lo <= bt <= hi),
-                f"best t = {bt} (error {_fmt(rb[task]['best_error'])})",
-            )
-        )
-    for task in TASKS:
-        if task not in vit:
-            continue
+    out = []
+
+    def claim(statement, where, ok, evidence):
+        out.append((statement, where, "holds" if ok else "does not hold", evidence))
+
+    for task in (t for t in TASKS if t in rb):
+        bt, error = rb[task]["best_t"], format_number(rb[task]["best_error"])
+        claim(BLOCK_BEST_T, task, lo <= bt <= hi, f"best t = {bt} (error {error})")
+    for task in (t for t in TASKS if t in vit):
         v = vit[task]["best_error"]
         others = {"block": rb[task]["best_error"]}
         others.update({m: s[task]["best_error"] for m, s in sa.items() if task in s})
-        out.append(
-            (
-                "the ViT is best",
-                task,
-                _verdict(all(v < o for o in others.values())),
-                f"ViT {_fmt(v)}; " + ", ".join(f"{m} best {_fmt(o)}" for m, o in others.items()),
-            )
-        )
-    for task in TASKS:
-        for m, s in sa.items():
-            if task not in s or task not in rb:
-                continue
+        listed = ", ".join(f"{m} best {format_number(o)}" for m, o in others.items())
+        ok = all(v < o for o in others.values())
+        claim(VIT_BEST, task, ok, f"ViT {format_number(v)}; {listed}")
+    for task in (t for t in TASKS if t in rb):
+        for m, s in ((m, s) for m, s in sa.items() if task in s):
             b, a = rb[task]["best_error"], s[task]["best_error"]
-            out.append(
-                (
-                    "the block beats the bare SA given enough iterations",
-                    f"{task}, {m}",
-                    _verdict(b < a),
-                    f"block {_fmt(b)} at t = {rb[task]['best_t']}; bare SA ({m}) "
-                    f"{_fmt(a)} at t = {s[task]['best_t']}",
-                )
-            )
-    for m in sa:
-        if m not in medians:
-            continue
+            block = f"block {format_number(b)} at t = {rb[task]['best_t']}"
+            bare = f"bare SA ({m}) {format_number(a)} at t = {s[task]['best_t']}"
+            claim(BLOCK_BEATS_SA, f"{task}, {m}", b < a, f"{block}; {bare}")
+    for m in (m for m in sa if m in medians):
         ok = all(medians[m] < medians[b] for b in BASELINE_MODELS if b in medians)
-        out.append(
-            (
-                "predicted patches are more uniform for the bare SA than for the block and the ViT",
-                m,
-                _verdict(ok),
-                "median masked-patch variance: "
-                + ", ".join(
-                    f"{k} {_fmt(medians[k], 5)}" for k in (m, *BASELINE_MODELS) if k in medians
-                ),
-            )
+        shown = ", ".join(
+            f"{k} {format_number(medians[k], 5)}" for k in (m, *BASELINE_MODELS) if k in medians
         )
+        claim(SA_MORE_UNIFORM, m, ok, f"median masked-patch variance: {shown}")
     return out
 
 
@@ -508,30 +464,24 @@ def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
         " training (s) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for model in BASELINE_MODELS:
-        for task in TASKS:
-            a = bl.get(model, {}).get(task)
-            if a is None:
-                continue
-            best = (
-                f"{_fmt(a['best_error'])} ± {_fmt(a['best_sem'])}"
-                if model == "recycled"
-                else f"{_fmt(a['best_error'])} ± {_fmt(a['best_sem'])} (constant in t)"
+    for model, label in (("recycled", "recycled block"), ("vit", "ViT")):
+        for task, a in bl.get(model, {}).items():
+            best = format_pm(a["best_error"], a["best_sem"]) + (
+                " (constant in t)" if model == "vit" else ""
             )
             lines.append(
-                f"| {'recycled block' if model == 'recycled' else 'ViT'} | {task} | "
-                f"{a['n_parameters']['total']:,} | {a['best_t'] if model == 'recycled' else '-'}"
-                f" | {best} | {_fmt(a['error_t1'])} | {_fmt(a['error_T'])} | "
-                f"{_fmt(a['train_seconds'], 1)} |"
+                f"| {label} | {task} | {a['n_parameters']['total']:,} | "
+                f"{a['best_t'] if model == 'recycled' else '-'} | {best} | "
+                f"{format_number(a['error_t1'])} | {format_number(a['error_T'])} | "
+                f"{format_number(a['train_seconds'], 1)} |"
             )
     for m, s in sa.items():
-        for task in TASKS:
-            if task in s:
-                lines.append(
-                    f"| bare SA ({m}) | {task} | - | {s[task]['best_t']} | "
-                    f"{_fmt(s[task]['best_error'])} ± {_fmt(s[task]['best_sem'])} | "
-                    f"{_fmt(s[task]['error_t1'])} | {_fmt(s[task]['error_T'])} | - |"
-                )
+        for task, x in s.items():
+            lines.append(
+                f"| bare SA ({m}) | {task} | - | {x['best_t']} | "
+                f"{format_pm(x['best_error'], x['best_sem'])} | "
+                f"{format_number(x['error_t1'])} | {format_number(x['error_T'])} | - |"
+            )
     lines += [
         "",
         f"Masked-patch pixel variances (Fig. 2; first {pv_attrs['n_images']} test images, each "
@@ -541,10 +491,11 @@ def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for k, m in enumerate(pv_models):
+        patch = pv_attrs["patch"][m]
         lines.append(
-            f"| {m} | {pv_attrs['patch'][m]}x{pv_attrs['patch'][m]} | "
-            f"{pv_attrs['best_t'][m] if m != 'clean' else '-'} | {int(pv_arrays['n_patches'][k])}"
-            f" | {_fmt(means[m], 5)} | {_fmt(medians[m], 5)} |"
+            f"| {m} | {patch}x{patch} | {pv_attrs['best_t'][m] if m != 'clean' else '-'} | "
+            f"{int(pv_arrays['n_patches'][k])} | {format_number(means[m], 5)} | "
+            f"{format_number(medians[m], 5)} |"
         )
     lines += [
         "",

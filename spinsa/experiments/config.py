@@ -1,42 +1,22 @@
 """Configuration of an experiment: data, embedding, fit, dynamics and tasks, in one frozen object.
 
-An :class:`ExperimentConfig` describes one model end to end: which images train it, how they
-become spins, how the couplings are fitted, which dynamics runs at evaluation and on which
-tasks. It is written in full into every HDF5 file the pipeline produces, and can be read
-from TOML::
+An :class:`ExperimentConfig` describes one model end to end and is written in full into
+every file the pipeline produces. In TOML each section is a table of its class's fields
+(``[fit]`` takes any field of :class:`spinsa.fit.FitConfig`)::
 
     name = "design"
-
     [data]
     dataset = "mnist"        # "mnist", "fashion-mnist" or "synthetic"
     per_class = 1000         # or n_train = 10000
-    n_test = 1000
-    seed = 0
-
     [embedding]
     patch = 2
     d = 8
-    scale = "paper"          # or "damico2024"
-
-    [fit]                    # any field of spinsa.fit.FitConfig
-    backend = "lbfgs"
-    lam = 5.0
-
     [dynamics]
     preset = "design"        # or "damico2024", the published notebook's dynamics
-    lam_eval = 1.0
-    steps = 100
 
-    [tasks]
-    mask_fraction = 0.3
-    noise_variance = 0.7
-
-A :class:`ReproduceConfig` is the same sections (shared by every model) plus a table
-``[models.<name>]`` per model with the sections it changes; :func:`spinsa.experiments.reproduce`
-fits and evaluates each model. The list of models is the place where other kinds of model
-(backpropagation baselines) will be added.
-
-Unknown keys raise a ``ValueError`` that names the key and lists the known ones.
+A :class:`ReproduceConfig` is the same sections, shared by every model, plus a table
+``[models.<name>]`` per model with what it changes. An unknown key raises a ``ValueError``
+that names it and lists the known ones.
 """
 
 from __future__ import annotations
@@ -74,16 +54,6 @@ SECTIONS = ("data", "embedding", "fit", "dynamics", "tasks")
 MNIST_SIZE = 28
 
 
-def _unknown_key(key: str, where: str, known) -> ValueError:
-    return ValueError(f"unknown key {key!r} in {where}; known keys: {', '.join(known)}")
-
-
-def _check_bool(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class DataSection:
     """Which images train and test the model.
@@ -98,10 +68,8 @@ class DataSection:
     per_class : int or None
         This many training images of every class (the paper: 1,000). Give ``n_train`` or
         ``per_class``, not both; with neither, the whole training split.
-        (:meth:`ExperimentConfig.with_overrides` setting one of them clears the other.)
     n_test : int
-        A seeded random subset of this many test images (all 10,000 of MNIST's test split
-        when equal to 10,000).
+        A seeded random subset of this many test images.
     seed : int
         Seed of the subsets (and of the synthetic images).
     image_size : int
@@ -266,7 +234,10 @@ class TasksSection:
         if var < 0:
             raise ValueError(f"tasks.noise_variance must be >= 0, got {var}")
         object.__setattr__(self, "noise_variance", var)
-        _check_bool(self.clamp_visible, "tasks.clamp_visible")
+        if not isinstance(self.clamp_visible, bool):
+            raise ValueError(
+                f"tasks.clamp_visible must be true or false, got {self.clamp_visible!r}"
+            )
         check_count(self.seed, "tasks.seed", 0)
         check_count(self.n_examples, "tasks.n_examples", 0)
         times = self.example_times
@@ -276,11 +247,9 @@ class TasksSection:
         object.__setattr__(self, "example_times", tuple(sorted(set(times))))
 
     def inputs(self, task: str, embedding: PatchEmbedding, images, index):
-        """The corrupted inputs of ``task`` (:func:`spinsa.tasks.task_inputs` with this
-        section's seed, mask fraction and noise variance): ``(x0 (P, N, d), mask or None)``.
-
-        ``index`` holds the images' numbers in their split; an image gets the same
-        corruption in every evaluation, analysis and baseline of a run.
+        """``(x0 (P, N, d), mask (P, N) or None)``: :func:`spinsa.tasks.task_inputs` with this
+        section's seed, mask fraction and noise variance, for images numbered ``index`` in
+        their split (so an image is corrupted alike in every evaluation, analysis, baseline).
         """
         from spinsa.tasks import task_inputs
 
@@ -353,49 +322,37 @@ class ExperimentConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> ExperimentConfig:
-        """The config from nested dicts (the inverse of :meth:`to_dict`; sections may be
-        partial, missing keys take their defaults). The ``fit`` table is built with
-        :meth:`spinsa.fit.FitConfig.from_dict`, so ``preset = "damico2024"`` gives the
-        published recipe with the table's other keys overriding it."""
+        """The inverse of :meth:`to_dict`; missing keys take their defaults, and a ``fit``
+        table with a ``preset`` gets the preset's values under its other keys."""
         return config_from_dict(cls, values, "the experiment config")
 
     @classmethod
     def from_toml(cls, path_or_text: str | os.PathLike) -> ExperimentConfig:
-        """The config from a TOML file or TOML text (see the module docstring)."""
+        """The config from a TOML file or TOML text."""
         return cls.from_dict(read_toml(path_or_text))
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> ExperimentConfig:
         """A copy with some values changed, by dotted key: ``{"fit.lam": 5.0, "name": "x"}``.
 
         Overriding ``fit.preset`` rebuilds the fit section from that preset (plus the other
-        ``fit.*`` overrides of the same call); the previous fit values are dropped.
+        ``fit.*`` overrides of the same call); setting ``data.n_train`` clears
+        ``data.per_class`` and the reverse.
         """
         nested = self.to_dict()
-        fit_preset_changed = "fit.preset" in overrides
-        if fit_preset_changed:
+        if "fit.preset" in overrides:
             nested["fit"] = {}
+        for a, b in (("n_train", "per_class"), ("per_class", "n_train")):
+            if overrides.get(f"data.{a}") is not None and f"data.{b}" not in overrides:
+                nested["data"][b] = None  # the two ways of sizing the training set exclude
         for key, value in overrides.items():
-            if not isinstance(key, str):
-                raise ValueError(f"override keys must be dotted strings, got {key!r}")
+            section, _, name = str(key).partition(".")
             if key == "name":
                 nested["name"] = value
-                continue
-            section, _, name = key.partition(".")
-            if section not in SECTIONS or not name:
-                raise _unknown_key(
-                    key, "the overrides", ["name"] + [f"{s}.<key>" for s in SECTIONS]
-                )
-            known = [f.name for f in dataclasses.fields(type(getattr(self, section)))]
-            if name not in known:
-                raise _unknown_key(name, f"[{section}] (override {key!r})", known)
-            nested[section][name] = value
-        for a, b in (("n_train", "per_class"), ("per_class", "n_train")):
-            if (
-                f"data.{a}" in overrides
-                and f"data.{b}" not in overrides
-                and (overrides[f"data.{a}"] is not None)
-            ):
-                nested["data"][b] = None  # the two ways of sizing the training set exclude
+            elif section in SECTIONS and name:  # an unknown name fails in from_dict
+                nested[section][name] = value
+            else:
+                known = ", ".join(["name", *(f"{s}.<key>" for s in SECTIONS)])
+                raise ValueError(f"unknown key {key!r} in the overrides; known keys: {known}")
         return ExperimentConfig.from_dict(nested)
 
 
@@ -407,8 +364,7 @@ class ModelSpec:
     ----------
     name : str
     kind : {"attention"}
-        What is trained and evaluated. Only the attractor network of spinsa exists today;
-        backpropagation baselines are the next kind.
+        What is trained and evaluated (only spinsa's attractor network, so far).
     overrides : tuple of (str, value)
         Dotted keys (``"fit.backend"``) applied to the shared sections.
     """
@@ -433,7 +389,6 @@ class ReproduceConfig:
 
         [models.design]
         fit = { backend = "lbfgs", max_iter = 40 }
-
         [models.damico2024]
         embedding = { scale = "damico2024" }
         fit = { preset = "damico2024", epochs = 20 }
@@ -507,14 +462,12 @@ class ReproduceConfig:
 
     @classmethod
     def paper(cls, quick: bool = True) -> ReproduceConfig:
-        """The paper's bare-self-attention experiment on MNIST (2x2 patches, d = 8,
-        lambda_train = 5, lambda_eval = 1, 30 % masked tokens, noise variance 0.7, T = 100),
-        with the DESIGN dynamics and the published notebook's preset side by side (the
-        latter with T = 101, as the notebook runs it).
+        """The paper's bare-SA experiment on MNIST (2x2 patches, d = 8, lambda_train = 5,
+        lambda_eval = 1, 30 % masked tokens, noise variance 0.7, T = 100), with the DESIGN
+        dynamics and the published notebook's preset (T = 101, as it runs) side by side.
 
         ``quick``: 10,000 training images (1,000 per class) and 1,000 test images;
-        otherwise 50,000 (5,000 per class) and the 10,000 test images.
-        The same values are shipped as ``analysis/configs/reproduce_{quick,full}.toml``.
+        otherwise 50,000 and 10,000. Shipped as ``analysis/configs/reproduce_*.toml``.
         """
         per_class, n_test = (1000, 1000) if quick else (5000, 10000)
         base = ExperimentConfig(
@@ -524,28 +477,19 @@ class ReproduceConfig:
             dynamics=DynamicsSection(lam_eval=1.0, steps=100),
             tasks=TasksSection(mask_fraction=0.3, noise_variance=0.7, seed=0),
         )
+        design = {"fit.backend": "lbfgs", "fit.max_iter": 40 if quick else 100}
+        damico = {
+            "embedding.scale": "damico2024",
+            "fit.preset": "damico2024",
+            "fit.lam": 5.0,
+            "fit.epochs": 10,
+            "fit.eval_every": 10,
+            "fit.device": "auto",
+            "dynamics.preset": "damico2024",
+            "dynamics.steps": 101,  # the notebook labels the state after step q + 1 "q"
+        }
         models = (
-            ModelSpec(
-                "design",
-                overrides=(
-                    ("fit.backend", "lbfgs"),
-                    ("fit.max_iter", 40 if quick else 100),
-                    ("dynamics.preset", "design"),
-                ),
-            ),
-            ModelSpec(
-                "damico2024",
-                overrides=(
-                    ("embedding.scale", "damico2024"),
-                    ("fit.preset", "damico2024"),
-                    ("fit.lam", 5.0),
-                    ("fit.epochs", 10),
-                    ("fit.eval_every", 10),
-                    ("fit.device", "auto"),
-                    ("dynamics.preset", "damico2024"),
-                    # the notebook runs 101 steps and labels the state after step q + 1 "q"
-                    ("dynamics.steps", 101),
-                ),
-            ),
+            ModelSpec("design", overrides=(*design.items(), ("dynamics.preset", "design"))),
+            ModelSpec("damico2024", overrides=tuple(damico.items())),
         )
         return cls(base=base, models=models)

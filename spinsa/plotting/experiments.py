@@ -1,18 +1,4 @@
-"""Figures of evaluations: they read the files written by the experiments, never recompute.
-
-::
-
-    from spinsa import plotting
-    fig = plotting.figure_errors("out/reproduce.h5")          # the paper's Fig. 1 curves
-    plotting.save_figure(fig, "out/fig1_errors.png")
-    fig = plotting.figure_examples("out/reproduce.h5", model="design")
-
-The functions accept a run file (``spinsa train`` + ``spinsa evaluate``, or
-:func:`spinsa.experiments.run_experiment`) or a ``reproduce.h5`` holding several models.
-matplotlib is imported on first use, and figures are drawn on the Agg canvas without
-touching pyplot's global state (so they work on machines without a display and do not
-change an interactive session's backend).
-"""
+"""Figures of evaluations (a run file or a ``reproduce.h5``) and of ``baselines.h5``."""
 
 from __future__ import annotations
 
@@ -20,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from spinsa.plotting._base import new_figure
+from spinsa.plotting._base import TASK_TITLES, band, finish, gray, level, new_figure
 
 __all__ = [
     "figure_errors",
@@ -29,8 +15,17 @@ __all__ = [
     "figure_patch_variances",
 ]
 
-TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
 PIXELS = ("all", "masked", "visible")
+REFERENCE_STYLES = {  # colour and line style of each reference's horizontal line
+    "masked_input": ("0.55", ":"),
+    "noisy_input": ("0.55", ":"),
+    "mean_fill": ("tab:red", "--"),
+    "mean_image": ("tab:red", "--"),
+    "harmonic": ("tab:green", "--"),
+    "blur": ("tab:green", "--"),
+    "nearest": ("tab:purple", "-."),
+    "knn_mean": ("tab:purple", "-."),
+}
 
 
 def _task_title(task: str, attrs: dict) -> str:
@@ -42,16 +37,17 @@ def _task_title(task: str, attrs: dict) -> str:
     return title
 
 
-REFERENCE_STYLES = {  # colour and line style of each reference's horizontal line
-    "masked_input": ("0.55", ":"),
-    "noisy_input": ("0.55", ":"),
-    "mean_fill": ("tab:red", "--"),
-    "mean_image": ("tab:red", "--"),
-    "harmonic": ("tab:green", "--"),
-    "blur": ("tab:green", "--"),
-    "nearest": ("tab:purple", "-."),
-    "knn_mean": ("tab:purple", "-."),
-}
+def _evaluations(path, model, tasks) -> list[tuple[str, dict, dict]]:
+    """``(task, arrays, attrs)`` of the tasks among ``tasks`` that the file holds for ``model``."""
+    from spinsa.io.results import read_evaluation
+
+    out = []
+    for task in tasks:
+        try:
+            out.append((task, *read_evaluation(path, task, model)))
+        except KeyError:
+            continue
+    return out
 
 
 def _reference_levels(arrays: dict, task: str, pixels: str) -> dict[str, tuple[float, float]]:
@@ -104,70 +100,74 @@ def figure_errors(
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.io.results import model_names, read_evaluation
+    from spinsa.io.results import model_names
     from spinsa.references import REFERENCES
 
     if pixels not in PIXELS:
         raise ValueError(f"pixels must be one of {', '.join(PIXELS)}; got {pixels!r}")
     names = list(models) if models is not None else model_names(path)
-    rows = []
-    for name in names:
-        panels = []
-        for task in tasks:
-            try:
-                arrays, attrs = read_evaluation(path, task, name)
-            except KeyError:
-                continue
-            panels.append((task, arrays, attrs))
-        if panels:
-            rows.append((name, panels))
+    rows = [(name, _evaluations(path, name, tasks)) for name in names]
+    rows = [(name, panels) for name, panels in rows if panels]
     if not rows:
         raise ValueError(f"{path} holds no evaluation of the tasks {list(tasks)}")
     n_cols = max(len(p) for _, p in rows)
     fig = new_figure(figsize or (5.2 * n_cols, 3.6 * len(rows)))
     axes = fig.subplots(len(rows), n_cols, squeeze=False)
     for r, (name, panels) in enumerate(rows):
-        for c in range(n_cols):
-            ax = axes[r, c]
-            if c >= len(panels):
-                ax.set_axis_off()
-                continue
-            task, arrays, attrs = panels[c]
-            t = np.asarray(arrays["times"])
-            mean = np.asarray(arrays["mean"][pixels], dtype=float)
-            sem = np.nan_to_num(np.asarray(arrays["sem"][pixels], dtype=float))
-            first = 1 if task == "masked" and t.size > 1 else 0
-            ts, ms, ss = t[first:], mean[first:], sem[first:]
-            ax.plot(ts, ms, color="C0", lw=1.8, label=f"{name}")
-            ax.fill_between(ts, ms - ss, ms + ss, color="C0", alpha=0.25, lw=0)
-            if np.isfinite(ms).any():
-                b = int(np.nanargmin(ms))
-                ax.plot(ts[b], ms[b], "o", color="C0", ms=5)
+        for ax in axes[r, len(panels) :]:
+            ax.set_axis_off()
+        for ax, (task, arrays, attrs) in zip(axes[r], panels, strict=False):
+            first = 1 if task == "masked" and arrays["times"].size > 1 else 0
+            t = arrays["times"][first:]
+            mean = np.asarray(arrays["mean"][pixels], dtype=float)[first:]
+            band(ax, t, mean, arrays["sem"][pixels][first:], name, "C0", lw=1.8, alpha=0.25)
+            if np.isfinite(mean).any():
+                b = int(np.nanargmin(mean))
+                ax.plot(t[b], mean[b], "o", color="C0", ms=5)
                 ax.annotate(
-                    f"t = {ts[b]}: {ms[b]:.4f}",
-                    (ts[b], ms[b]),
+                    f"t = {t[b]}: {mean[b]:.4f}",
+                    (t[b], mean[b]),
                     textcoords="offset points",
                     xytext=(4, -12),
                     fontsize=8,
                     color="C0",
                 )
-            for ref, (level, band) in _reference_levels(arrays, task, pixels).items():
+            for ref, (value, sem) in _reference_levels(arrays, task, pixels).items():
                 color, ls = REFERENCE_STYLES.get(ref, ("0.3", "--"))
-                label = REFERENCES.get(task, {}).get(ref, ref)
-                ax.axhline(level, color=color, ls=ls, lw=1.1, label=f"{label} ({level:.4f})")
-                ax.axhspan(level - band, level + band, color=color, alpha=0.15, lw=0)
-            scale = attrs.get("embedding_scale", "paper")
-            if baselines is not None and scale == "paper":
+                level(ax, value, sem, f"{REFERENCES[task][ref]} ({value:.4f})", color, ls=ls)
+            if baselines is not None and attrs.get("embedding_scale", "paper") == "paper":
                 lo, hi = ax.get_ylim()
-                best = _draw_baselines(ax, baselines, task, pixels, 5)  # C5, C6: free colours
+                best = _draw_baselines(ax, baselines, task, pixels)
                 # keep the bare SA readable: a baseline's rise beyond its best is cut off
                 ax.set_ylim(lo, max([hi, *(1.15 * b for b in best)]))
-            ax.set_title(f"{name}: {_task_title(task, attrs)}", fontsize=10)
-            ax.set_xlabel("t (iterations)")
-            ax.set_ylabel(f"mean squared error ({pixels} pixels)")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            ylabel = f"mean squared error ({pixels} pixels)"
+            finish(ax, f"{name}: {_task_title(task, attrs)}", ylabel=ylabel, legend=7)
     return fig
+
+
+def _draw_baselines(ax, path, task: str, pixels: str) -> list[float]:
+    """The recycled block (a curve over t = 1..T, C5) and the ViT (a level, C6) of a
+    baselines file; returns the best error of each baseline drawn."""
+    from spinsa.io.results import read_tree
+
+    best = []
+    for color, model, label in (("C5", "recycled", "recycled block"), ("C6", "vit", "ViT")):
+        try:
+            arrays, _ = read_tree(path, f"models/{model}/{task}")
+        except KeyError:
+            continue
+        t, mean = arrays["times"], np.asarray(arrays["mean"][pixels], dtype=float)
+        sem = np.nan_to_num(np.asarray(arrays["sem"][pixels], dtype=float))
+        if model == "vit":
+            level(ax, float(mean[0]), float(sem[0]), label, color, lw=1.4, alpha=0.2)
+            best.append(float(mean[0]))
+            continue
+        band(ax, t, mean, sem, label, color, alpha=0.25)
+        if np.isfinite(mean).any():
+            b = int(np.nanargmin(mean))
+            ax.plot(t[b], mean[b], "s", color=color, ms=5)
+            best.append(float(mean[b]))
+    return best
 
 
 def figure_notebook_view(
@@ -198,67 +198,26 @@ def figure_notebook_view(
     from spinsa.references import REFERENCES
 
     name = model or model_names(path)[0]
-    arrays, attrs = read_evaluation(path, "masked", name)
-    t = np.asarray(arrays["times"])
-    q = t[1:] - 1
+    arrays, _ = read_evaluation(path, "masked", name)
+    q = arrays["times"][1:] - 1
     fig = new_figure(figsize or (6.4, 4.2))
     ax = fig.subplots()
-    for k, (part, label) in enumerate(
-        (("all", "total"), ("masked", "masked"), ("visible", "not masked"))
-    ):
-        m = 1.0 - np.asarray(arrays["mean"][part], dtype=float)[1:]
-        e = np.nan_to_num(np.asarray(arrays["sem"][part], dtype=float))[1:]
-        ax.plot(q, m, color=f"C{k}", lw=1.6, label=label)
-        ax.fill_between(q, m - e, m + e, color=f"C{k}", alpha=0.25, lw=0)
+    for k, part in enumerate(PIXELS):
+        label = {"all": "total", "visible": "not masked"}.get(part, part)
+        mean = 1.0 - np.asarray(arrays["mean"][part], dtype=float)[1:]
+        band(ax, q, mean, arrays["sem"][part][1:], label, f"C{k}", alpha=0.25)
     styles = {"masked_input": ":", "mean_fill": "--", "harmonic": "-."}
-    for ref, (level, _) in _reference_levels(arrays, "masked", "masked").items():
+    for ref, (value, _) in _reference_levels(arrays, "masked", "masked").items():
         if ref in styles:  # in the colour of the masked curve they compare with
-            ax.axhline(
-                1.0 - level,
-                color="C1",
-                ls=styles[ref],
-                lw=1.1,
-                label=f"masked: {REFERENCES['masked'][ref]} ({1.0 - level:.3f})",
-            )
-    ax.set_xlabel("q (the state after step q + 1)")
-    ax.set_ylabel("overlap 1 - MSE (notebook's pixel space)")
-    ax.set_title(f"{name}: the notebook's view of the masked task", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+            label = f"masked: {REFERENCES['masked'][ref]} ({1.0 - value:.3f})"
+            ax.axhline(1.0 - value, color="C1", ls=styles[ref], lw=1.1, label=label)
+    finish(
+        ax,
+        f"{name}: the notebook's view of the masked task",
+        "q (the state after step q + 1)",
+        "overlap 1 - MSE (notebook's pixel space)",
+    )
     return fig
-
-
-def _draw_baselines(ax, path, task: str, pixels: str, k0: int) -> list[float]:
-    """The recycled block (a curve over t = 1..T) and the ViT (a level) of a baselines file.
-
-    Returns the best error of each baseline drawn.
-    """
-    from spinsa.io.results import read_tree
-
-    colors = [f"C{i}" for i in range(10)]
-    best = []
-    for k, (model, label) in enumerate((("recycled", "recycled block"), ("vit", "ViT"))):
-        try:
-            arrays, _ = read_tree(path, f"models/{model}/{task}")
-        except KeyError:
-            continue
-        color = colors[(k0 + k) % len(colors)]
-        t = np.asarray(arrays["times"])
-        mean = np.asarray(arrays["mean"][pixels], dtype=float)
-        sem = np.nan_to_num(np.asarray(arrays["sem"][pixels], dtype=float))
-        if model == "vit":
-            m, s = float(mean[0]), float(sem[0])
-            ax.axhline(m, color=color, lw=1.4, ls="--", label=label)
-            ax.axhspan(m - s, m + s, color=color, alpha=0.2, lw=0)
-            best.append(m)
-            continue
-        ax.plot(t, mean, color=color, lw=1.6, label=label)
-        ax.fill_between(t, mean - sem, mean + sem, color=color, alpha=0.25, lw=0)
-        if np.isfinite(mean).any():
-            b = int(np.nanargmin(mean))
-            ax.plot(t[b], mean[b], "s", color=color, ms=5)
-            best.append(float(mean[b]))
-    return best
 
 
 def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, float] | None = None):
@@ -286,32 +245,26 @@ def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, floa
         arrays, attrs = read_tree(path, "patch_variances")
     except KeyError:
         raise ValueError(f"{path} holds no patch_variances group") from None
-    models = [str(m) for m in attrs["models"]]
-    edges = np.asarray(arrays["bin_edges"], dtype=float)
-    density = np.asarray(arrays["density"], dtype=float)
     fig = new_figure(figsize or (6.0, 4.0))
     ax = fig.subplots()
-    for k, model in enumerate(models):
+    for k, model in enumerate(str(m) for m in attrs["models"]):
         patch = attrs.get("patch", {}).get(model)
         label = f"{model} (median {float(arrays['median'][k]):.4f}"
         label += f", {patch}x{patch} patches)" if patch else ")"
+        clean = model == "clean"
         ax.stairs(
-            density[k],
-            edges,
-            color="0.4" if model == "clean" else f"C{k}",
-            ls=":" if model == "clean" else "-",
+            np.asarray(arrays["density"][k], dtype=float),
+            np.asarray(arrays["bin_edges"], dtype=float),
+            color="0.4" if clean else f"C{k}",
+            ls=":" if clean else "-",
             lw=1.5,
             label=label,
         )
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("variance of the pixels of a masked patch")
     ax.set_ylabel("density")
-    ax.set_title(
-        f"predicted masked patches (first {attrs.get('n_images', '?')} test images)", fontsize=10
-    )
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    title = f"predicted masked patches (first {attrs.get('n_images', '?')} test images)"
+    finish(ax, title, "variance of the pixels of a masked patch")
     return fig
 
 
@@ -343,45 +296,31 @@ def figure_examples(
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.io.results import model_names, read_evaluation
+    from spinsa.io.results import model_names
 
     name = model or model_names(path)[0]
     blocks = []
-    for task in tasks:
-        try:
-            arrays, _ = read_evaluation(path, task, name)
-        except KeyError:
-            continue
+    for task, arrays, _ in _evaluations(path, name, tasks):
         ex = arrays["examples"]
         n = min(int(n_examples), ex["images"].shape[1])
         if n > 0:
             blocks.append((task, ex, n))
     if not blocks:
         raise ValueError(f"{path} holds no example images for model {name!r}")
-    n_cols = 1 + max(b[1]["times"].size for b in blocks)
-    n_rows = sum(b[2] for b in blocks)
+    n_cols = 1 + max(ex["times"].size for _, ex, _ in blocks)
+    n_rows = sum(n for _, _, n in blocks)
     fig = new_figure(figsize or (1.15 * n_cols + 0.6, 1.15 * n_rows + 0.5))
-    axes = fig.subplots(n_rows, n_cols, squeeze=False)
-    row = 0
+    axes = iter(fig.subplots(n_rows, n_cols, squeeze=False))
     for task, ex, n in blocks:
-        times = np.asarray(ex["times"])
         for r in range(n):
-            panels = [("clean", ex["clean"][r])] + [
-                (f"t = {t}", ex["images"][k, r]) for k, t in enumerate(times)
-            ]
-            for c in range(n_cols):
-                ax = axes[row, c]
-                ax.set_xticks([])
-                ax.set_yticks([])
-                if c < len(panels):
-                    title, img = panels[c]
-                    ax.imshow(img, cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest")
-                    if r == 0:
-                        ax.set_title(title, fontsize=8)
-                else:
-                    ax.set_axis_off()
+            row = next(axes)
+            panels = [("clean", ex["clean"][r])]
+            panels += [(f"t = {t}", ex["images"][k, r]) for k, t in enumerate(ex["times"])]
+            for ax, (title, image) in zip(row, panels, strict=False):
+                gray(ax, image, title if r == 0 else None)
+            for ax in row[len(panels) :]:
+                ax.set_axis_off()
             if r == 0:
-                axes[row, 0].set_ylabel(TASK_TITLES.get(task, task), fontsize=8)
-            row += 1
+                row[0].set_ylabel(TASK_TITLES.get(task, task), fontsize=8)
     fig.suptitle(f"{name}: decoded states", fontsize=10)
     return fig
