@@ -1,51 +1,45 @@
 """Every analysis of a run file, stored in the file: what ``spinsa analyze RUN.h5`` does.
 
-:func:`analyze_run` reads a run file's couplings J and config, rebuilds the images the config
-names (:func:`spinsa.experiments.load_images`), runs the analyses of :mod:`spinsa.analysis`
-with the run's dynamics, and writes each result under ``/analysis/<name>/`` of the file::
+:func:`analyze_run` reads a run file's couplings and config, rebuilds its images, runs the
+analyses of :mod:`spinsa.analysis` with the run's dynamics and writes each result under
+``/analysis/<name>/`` of the file::
 
-    analyze_run("run.h5")                          # every analysis, default sizes
     analyze_run("run.h5", only=["hebbian"], n_test=1000, steps=100, overwrite=True)
 
-The analyses (:data:`ANALYSES`; ``spinsa analyze --only NAME``) and their results:
+The analyses (:data:`ANALYSES`) and their results:
 
 ``overlaps``
     ``test``, ``train`` (:class:`~spinsa.analysis.OverlapTrace`): overlap with the start
-    image and with the nearest training pattern at every t, from clean test and training
-    images; ``mean``: overlap of the test trajectories with the mean training pattern
-    (projected on the sphere token by token).
+    image and with the nearest training pattern, from clean test and training images;
+    ``mean``: overlap of the test trajectories with the mean training pattern.
 ``lifetimes``
     ``masked_error``, ``denoise_error`` (:class:`~spinsa.analysis.Lifetimes`): how long the
-    pixel error stays below that of the corrupted input; ``masked_overlap``,
-    ``denoise_overlap``: how long the overlap with the clean image stays above
-    ``threshold``; ``table_error``, ``table_overlap`` (:class:`~spinsa.analysis.LifetimeTable`,
-    one row per task, attribute ``tasks``).
+    pixel error stays below the corrupted input's; ``masked_overlap``, ``denoise_overlap``:
+    how long the overlap with the clean image stays above ``threshold``; ``table_error``,
+    ``table_overlap`` (:class:`~spinsa.analysis.LifetimeTable`, a row per task).
 ``attractors``
-    ``report`` (:class:`~spinsa.analysis.AttractorReport`): the attractors reached from clean,
-    masked and noisy test images and from uniformly random spins (the groups ``test``,
-    ``masked``, ``noisy``, ``random``), with their basins; ``images`` (:class:`DecodedImages`).
+    ``report`` (:class:`~spinsa.analysis.AttractorReport`): the attractors reached from the
+    groups of starts ``test``, ``masked``, ``noisy`` and ``random`` (uniform spins), with
+    their basins; ``images`` (:class:`DecodedImages`).
 ``hebbian``
-    The couplings against the norm-matched Hebbian couplings of the training set:
-    ``comparison`` (:class:`~spinsa.analysis.HebbianComparison`), ``distance[_hebbian]``
+    Against the norm-matched Hebbian couplings: ``comparison``
+    (:class:`~spinsa.analysis.HebbianComparison`), ``distance[_hebbian]``
     (:class:`~spinsa.analysis.StrengthDistance`), ``maps[_hebbian]`` (:class:`StrengthMaps`),
-    ``spectrum[_hebbian]`` (:class:`~spinsa.analysis.CouplingSpectrum`), and
-    ``errors_masked``, ``errors_denoise`` (:class:`ErrorCurves`): the task errors of both
-    couplings from the same corrupted images.
+    ``spectrum[_hebbian]`` (:class:`~spinsa.analysis.CouplingSpectrum`), ``errors_masked``,
+    ``errors_denoise`` (:class:`ErrorCurves`: both couplings from the same inputs).
 ``patches``
-    Pixel variance of each masked patch (D'Amico & Negri 2024, Fig. 2) in the clean images
-    (``clean``) and in the predictions at t = 1 (``first``), at the best t >= 1 (``best``)
-    and at t = T (``last``) (:class:`~spinsa.analysis.PatchVariances`); ``histograms``
-    (:class:`~spinsa.analysis.PatchVarianceHistograms`) of the four.
+    Pixel variance of each masked patch (the paper's Fig. 2) in the clean images (``clean``)
+    and the predictions at t = 1 (``first``), the best t >= 1 (``best``) and t = T (``last``)
+    (:class:`~spinsa.analysis.PatchVariances`); ``histograms`` of the four.
 
 ``/analysis/<name>`` holds the settings (:class:`AnalysisSettings`) and the dynamics as
 attributes, each result its own parameters. The corrupted images are the run's task inputs
-(:meth:`~spinsa.experiments.config.TasksSection.inputs`): test image k is masked and noised
-as in ``spinsa evaluate``. The training and random starts come from
-``np.random.default_rng([seed, k])``, k from :data:`STREAMS`. Trajectories follow the run's
-dynamics (with ``tasks.clamp_visible`` in the masked task), except the attractor search
-(:func:`spinsa.analysis.find_attractors`), which runs eq. 1 with the run's ``lam_eval``,
-``gamma``, ``norm`` and ``update`` whatever the preset. Errors and patch variances are in
-the embedding's pixel space, as in the evaluation.
+(:meth:`~spinsa.experiments.config.TasksSection.inputs`), as in ``spinsa evaluate``; the
+training and random starts come from ``np.random.default_rng([seed, STREAMS[...]])``.
+Trajectories follow the run's dynamics (``tasks.clamp_visible`` included), except the
+attractor search (:func:`spinsa.analysis.find_attractors`), which runs eq. 1 with the run's
+``lam_eval``, ``gamma``, ``norm`` and ``update``. Errors and patch variances are in the
+embedding's pixel space, as in the evaluation.
 """
 
 from __future__ import annotations
@@ -94,21 +88,15 @@ class AnalysisSettings:
 
     Parameters
     ----------
-    n_test : int
-        Test images: starts of the trajectories of ``overlaps``, ``lifetimes``,
-        ``hebbian`` (error curves) and ``patches``.
-    steps : int
-        Steps T of those trajectories.
+    n_test, steps : int
+        Test images started from, and steps T of the trajectories (all but the attractors').
     seed : int
-        Seed of the training and random starts (see :data:`STREAMS`); the corruptions are
-        the run's own (its ``tasks.seed``).
+        Seed of the training and random starts (:data:`STREAMS`); the corruptions are the
+        run's own (its ``tasks.seed``).
     n_train_starts : int or None
-        Training images started from in ``overlaps`` (default: ``n_test // 2``, at most
-        the training set); a seeded random subset.
-    n_attractor_starts : int
-        Starts of each group (test, masked, noisy, random) of ``attractors``.
-    attractor_steps : int
-        Steps of the attractor search.
+        Training images started from in ``overlaps`` (default ``n_test // 2``).
+    n_attractor_starts, attractor_steps : int
+        Starts of each group of ``attractors``, and steps of the search.
     tol : float
         Step size max_i |x_i(t+1) - x_i(t)| under which a state is a fixed point.
     q_min : float
@@ -198,13 +186,12 @@ class StrengthMaps(AnalysisResult):
     Attributes
     ----------
     center : ndarray of float64, shape (gh, gw)
-        |J_cj|_F for the central token c (row ``gh // 2``, column ``gw // 2``), at the
-        grid position of j (0 at c itself).
+        |J_cj|_F at the grid position of j, for the central token c = ``center_token`` (row
+        ``gh // 2``, column ``gw // 2``).
     offset : ndarray of float64, shape (2 gh - 1, 2 gw - 1)
-        Mean of |J_ij|_F over the pairs with grid displacement (r_j - r_i, c_j - c_i); the
-        centre (zero displacement) is NaN.
+        Mean of |J_ij|_F over the pairs with grid displacement (r_j - r_i, c_j - c_i); NaN
+        at zero displacement.
     center_token : int
-        c.
     """
 
     _arrays: ClassVar[tuple[str, ...]] = ("center", "offset")
@@ -227,8 +214,7 @@ class DecodedImages(AnalysisResult):
 
     Attributes
     ----------
-    images : ndarray of float32, shape (C, H, W)
-        In the embedding's pixel space, [0, 1].
+    images : ndarray of float32, shape (C, H, W), in the embedding's pixel space
     """
 
     _arrays: ClassVar[tuple[str, ...]] = ("images",)
@@ -436,9 +422,9 @@ Results = dict[str, tuple[AnalysisResult, dict[str, Any]]]
 
 # --------------------------------------------------------------------------- analyses
 def _overlap_traces(ctx: _Context, x0: np.ndarray, mean: np.ndarray, desc: str):
-    """Overlaps along the trajectories from x0 (T + 1, P): with x0, with the nearest
-    training pattern (index and value), with the mean pattern."""
-    from spinsa.analysis.overlaps import nearest_patterns, target_overlaps
+    """Along the trajectories from x0: the overlaps with x0 and with the nearest training
+    pattern, and those with the mean pattern (two :class:`~spinsa.analysis.OverlapTrace`)."""
+    from spinsa.analysis.overlaps import OverlapTrace, nearest_patterns, target_overlaps
 
     shape = (ctx.settings.steps + 1, x0.shape[0])
     target, value, to_mean = (np.empty(shape, dtype=x0.dtype) for _ in range(3))
@@ -452,11 +438,12 @@ def _overlap_traces(ctx: _Context, x0: np.ndarray, mean: np.ndarray, desc: str):
         to_mean[t] = target_overlaps(x, means)
 
     ctx.run(ctx.inputs.J, x0, None, ctx.settings.steps, record, desc)
-    return target, index, value, to_mean
+    times = np.arange(shape[0], dtype=np.int64)
+    return OverlapTrace(times, target, index, value), OverlapTrace(times, to_mean)
 
 
 def _overlaps(ctx: _Context) -> Results:
-    from spinsa.analysis.overlaps import OverlapTrace, mean_pattern
+    from spinsa.analysis.overlaps import mean_pattern
 
     inp, s = ctx.inputs, ctx.settings
     M = inp.patterns.shape[0]
@@ -464,28 +451,16 @@ def _overlaps(ctx: _Context) -> Results:
     rng = np.random.default_rng([s.seed, STREAMS["train_starts"]])
     train_index = np.sort(rng.choice(M, n_train, replace=False))
     mean = mean_pattern(inp.patterns)
-    times = np.arange(s.steps + 1, dtype=np.int64)
     out: Results = {}
     for starts, x0 in (("test", inp.test_patterns), ("train", inp.patterns[train_index])):
-        target, index, value, to_mean = _overlap_traces(
-            ctx, x0, mean, f"overlaps ({starts} images)"
-        )
-        attrs = {
-            "starts": f"{starts} images",
-            "n_images": int(x0.shape[0]),
-            "n_patterns": int(M),
-            "steps": s.steps,
-        }
-        if starts == "train":
-            attrs["start_index"] = train_index
-        trace = OverlapTrace(times=times, target=target, nearest_index=index, nearest_overlap=value)
-        out[starts] = (trace, attrs)
+        trace, to_mean = _overlap_traces(ctx, x0, mean, f"overlaps ({starts} images)")
+        attrs = dict(starts=f"{starts} images", n_images=len(x0), n_patterns=M, steps=s.steps)
         if starts == "test":
+            out["test"] = (trace, attrs)
             what = "mean training pattern, projected token by token"
-            out["mean"] = (
-                OverlapTrace(times=times, target=to_mean),
-                {**attrs, "target_pattern": what},
-            )
+            out["mean"] = (to_mean, {**attrs, "target_pattern": what})
+        else:
+            out["train"] = (trace, {**attrs, "start_index": train_index})
     return out
 
 

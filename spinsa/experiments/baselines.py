@@ -1,13 +1,10 @@
 """The backprop baselines of ``spinsa reproduce``: recycled block and ViT next to the bare SA.
 
-One stage, one file (``baselines.h5``). For each task (masked prediction, denoising) it
-trains the recycled transformer block and the ViT (:mod:`spinsa.baselines`, checkpointed,
-resumed after a kill) on the run's training images (a seeded subset in quick runs), evaluates
-them on the run's test images with the run's task streams (the same noise; for the masked
-task the same masks when the baselines use the embedding's patch size), and measures the
-texture of the predicted masked patches (D'Amico & Negri 2024, Fig. 2) for the baselines and
-for every bare-SA model of the run, whose predictions at its best t are recomputed from its
-couplings for the first ``n_patch_images`` test images.
+One stage, one file. For each task it trains the recycled block and the ViT
+(:mod:`spinsa.baselines`, checkpointed) on the run's training images, evaluates them on the
+run's test images with the run's task streams (the same masks when the patch sizes agree),
+and measures the texture of the predicted masked patches (the paper's Fig. 2) for them and
+for every bare-SA model of the run, recomputed from its couplings at its best t.
 
 Layout of ``baselines.h5``::
 
@@ -37,7 +34,7 @@ from spinsa._checks import check_count
 from spinsa._config import config_from_dict, config_to_dict
 from spinsa.analysis.summary import best_time
 from spinsa.baselines.config import BaselineConfig
-from spinsa.experiments.pipeline import PIXELS, run_dynamics
+from spinsa.experiments.pipeline import PIXELS, state_at
 from spinsa.tasks import TASKS
 
 __all__ = [
@@ -83,13 +80,11 @@ class BaselinesSpec:
     Parameters
     ----------
     recycled, vit : BaselineConfig
-        Model and recipe of the recycled block and of the ViT (``model`` must match; the
-        ``progress`` field is ignored and stored as False).
+        The recipes (``model`` must match; ``progress`` is stored as False).
     n_train : int or None
-        Train on a seeded random subset of this many of the run's training images (None:
-        all of them).
+        Train on a seeded random subset of this many training images (None: all).
     T : int
-        Iterations of the evaluation (the block is evaluated at t = 1..T; the ViT is constant).
+        Iterations of the evaluation, t = 1..T (the ViT is constant in t).
     n_patch_images : int
         Test images whose masked patches enter the patch-variance distributions.
     bins : int
@@ -132,31 +127,25 @@ class BaselinesSpec:
 
     @classmethod
     def for_run(cls, config, quick: bool = True) -> BaselinesSpec:
-        """The baselines of a :class:`~spinsa.experiments.ReproduceConfig`.
+        """The baselines of a :class:`~spinsa.experiments.ReproduceConfig`, with 4x4 patches
+        when they tile the images and the run's mask fraction and noise.
 
-        ``quick``: :meth:`BaselineConfig.quick` (width 32, 2 heads, batch 64, CPU), one
-        epoch on 3,000 training images, Fig. 2 on 200 test images. Otherwise the paper's
-        recipe: width 128, 4 heads, 100 epochs, batch 256, CUDA when present, on all the
-        training images, Fig. 2 on 1,000 test images. Both use 4x4 patches when they tile
-        the images (else the embedding's patch) and the run's mask fraction and noise.
+        ``quick``: :meth:`BaselineConfig.quick`, one epoch on 3,000 training images, Fig. 2
+        on 200 test images; otherwise the paper's recipe (width 128, 100 epochs, batch 256,
+        CUDA when present) on every training image, Fig. 2 on 1,000 test images.
         """
         base = config.base
         shape = tuple(base.data.image_shape)
         patch = 4 if shape[0] % 4 == 0 and shape[1] % 4 == 0 else base.embedding.patch
-        common = dict(
-            image_shape=shape,
-            patch=patch,
-            mask_fraction=base.tasks.mask_fraction,
-            noise_variance=base.tasks.noise_variance,
-            progress=False,
-        )
+        tasks = base.tasks
+        common = dict(image_shape=shape, patch=patch, progress=False)
+        common.update(mask_fraction=tasks.mask_fraction, noise_variance=tasks.noise_variance)
         if quick:
-            make = lambda model: BaselineConfig.quick(model=model, epochs=1, **common)  # noqa: E731
-            return cls(make("recycled"), make("vit"), n_train=3000, n_patch_images=200)
-        make = lambda model: BaselineConfig(  # noqa: E731
-            model=model, epochs=100, batch_size=256, device="auto", **common
-        )
-        return cls(make("recycled"), make("vit"), n_train=None, n_patch_images=1000)
+            models = (BaselineConfig.quick(model=m, epochs=1, **common) for m in BASELINE_MODELS)
+            return cls(*models, n_train=3000, n_patch_images=200)
+        common.update(epochs=100, batch_size=256, device="auto")
+        models = (BaselineConfig(model=m, **common) for m in BASELINE_MODELS)
+        return cls(*models, n_train=None, n_patch_images=1000)
 
 
 # ---------------------------------------------------------------------------- the stage
@@ -164,23 +153,6 @@ def _token_mask(pixel_mask: np.ndarray, patch: int) -> np.ndarray:
     from spinsa.analysis.patches import patch_pixels
 
     return patch_pixels(pixel_mask.astype(np.float64), patch).min(axis=-1) > 0.5
-
-
-def _sa_patch_variances(exp, J: np.ndarray, images, best_t: int, n: int):
-    """Masked-patch variances of a bare-SA model's predictions at ``best_t``."""
-    from spinsa.analysis.patches import masked_patch_variances
-
-    emb = exp.make_embedding()
-    x0, mask = exp.tasks.inputs("masked", emb, images.test[:n], images.test_index[:n])
-    state = {"x": x0}
-
-    def keep(t, x):
-        if t == best_t:
-            state["x"] = np.array(x, copy=True)
-
-    if best_t > 0:
-        run_dynamics(exp, J, x0, mask, best_t, keep)
-    return masked_patch_variances(emb.decode_pixels(state["x"]), mask, exp.embedding.patch)
 
 
 def run_baselines(
@@ -257,12 +229,11 @@ def run_baselines(
     # the bare SA: predictions at its best t (masked task), from its couplings
     for name, exp in config.experiments().items():
         best_t = int(read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]["best_t"])
-        J = io.read_array(reproduce_h5, f"models/{name}/J")
-        fig2[name] = (
-            _sa_patch_variances(exp, J, images, best_t, n_var),
-            exp.embedding.patch,
-            best_t,
-        )
+        emb = exp.make_embedding()
+        x0, mask = exp.tasks.inputs("masked", emb, images.test[:n_var], images.test_index[:n_var])
+        x = state_at(exp, io.read_array(reproduce_h5, f"models/{name}/J"), x0, mask, best_t)
+        variances = masked_patch_variances(emb.decode_pixels(x), mask, exp.embedding.patch)
+        fig2[name] = (variances, exp.embedding.patch, best_t)
 
     for model, bc in spec.configs().items():
         streams = dict(

@@ -61,13 +61,10 @@ class DataSection:
     Parameters
     ----------
     dataset : {"mnist", "fashion-mnist", "synthetic"}
-        ``"synthetic"`` draws seven-segment digits in code
-        (:func:`spinsa.datasets.synthetic_digits`).
-    n_train : int or None
-        A seeded random subset of this many training images.
-    per_class : int or None
-        This many training images of every class (the paper: 1,000). Give ``n_train`` or
-        ``per_class``, not both; with neither, the whole training split.
+        ``"synthetic"``: seven-segment digits (:func:`spinsa.datasets.synthetic_digits`).
+    n_train, per_class : int or None
+        A seeded random subset of this many training images, or of this many per class
+        (the paper: 1,000); not both. With neither, the whole training split.
     n_test : int
         A seeded random subset of this many test images.
     seed : int
@@ -112,11 +109,7 @@ class DataSection:
     @property
     def n_train_images(self) -> int | None:
         """Number of training images when it is known without the data set (else None)."""
-        if self.n_train is not None:
-            return self.n_train
-        if self.per_class is not None:
-            return 10 * self.per_class
-        return None
+        return self.n_train if self.per_class is None else 10 * self.per_class
 
 
 @dataclass(frozen=True)
@@ -132,8 +125,7 @@ class EmbeddingSection:
     seed : int
         Seed of the random matrix F.
     scale : {"paper", "damico2024"}
-        The paper's embedding, or the published notebook's (pixels min(2p, 1), F scaled by
-        1/sqrt(2a)).
+        The paper's embedding, or the notebook's (pixels min(2p, 1), F scaled by 1/sqrt(2a)).
     """
 
     patch: int = 2
@@ -156,22 +148,18 @@ class DynamicsSection:
     Parameters
     ----------
     preset : {"design", "damico2024"}
-        ``"design"``: eq. 1 of DESIGN §1, x_i <- Norm(h_i + gamma x_i) (:func:`spinsa.run`).
-        ``"damico2024"``: the published notebook's dynamics
-        (:mod:`spinsa.damico`); ``gamma``, ``norm`` and ``update`` do not apply.
+        ``"design"``: eq. 1 of DESIGN §1, x_i <- Norm(h_i + gamma x_i) (:func:`spinsa.run`);
+        ``"damico2024"``: the published notebook's (:mod:`spinsa.damico`), to which
+        ``gamma``, ``norm`` and ``update`` do not apply.
     lam_eval : float
         Inverse temperature of the dynamics (1 in the paper).
-    gamma : float
-        Weight of the residual term (design dynamics).
-    norm : {"sphere", "layernorm", "none"}
-        Normalisation after each update (design dynamics).
-    update : {"sync", "async"}
-        Synchronous or random sequential updates (design dynamics).
+    gamma, norm, update
+        As in :class:`spinsa.DynamicsConfig`.
     steps : int
         Number of steps T; errors are recorded at every t = 0 .. T.
     seed : int or None
-        Seed of the asynchronous site orders (None: ``tasks.seed``). Every chunk of test
-        images starts from it, so the orders do not depend on the chunk size.
+        Seed of the asynchronous site orders (None: ``tasks.seed``), the same for every
+        chunk of test images.
     """
 
     preset: Literal["design", "damico2024"] = "design"
@@ -203,15 +191,12 @@ class TasksSection:
 
     Parameters
     ----------
-    mask_fraction : float
-        Fraction of the tokens set to the zero spin in the masked task (0.3).
-    noise_variance : float
-        Variance of the Gaussian noise of the denoising task (0.7).
+    mask_fraction, noise_variance : float
+        Fraction of the tokens set to the zero spin (0.3); variance of the noise (0.7).
     clamp_visible : bool
         Keep the visible tokens fixed during the masked task's dynamics.
     seed : int
-        Seed of the masks and of the noise: test image k of the split is corrupted from
-        ``default_rng([seed, stream of the task, k])`` (:func:`spinsa.tasks.task_inputs`).
+        Seed of the masks and the noise (per image, :func:`spinsa.tasks.task_inputs`).
     n_examples : int
         Number of test images whose decoded states are kept for figures.
     example_times : tuple of int
@@ -266,10 +251,7 @@ class TasksSection:
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """One model, end to end: data, embedding, fit, dynamics, tasks.
-
-    The embedding is validated against the image size on construction, so a patch that
-    does not tile the images fails here, before any data is loaded.
+    """One model, end to end; a patch that does not tile the images fails on construction.
 
     Parameters
     ----------
@@ -280,7 +262,6 @@ class ExperimentConfig:
     fit : spinsa.fit.FitConfig
         The pseudo-likelihood fit; ``fit.lam`` is lambda_train.
     dynamics : DynamicsSection
-        ``dynamics.lam_eval`` is lambda_eval.
     tasks : TasksSection
     """
 
@@ -292,10 +273,8 @@ class ExperimentConfig:
     tasks: TasksSection = field(default_factory=TasksSection)
 
     def __post_init__(self):
-        if (
-            not isinstance(self.name, str)
-            or not self.name
-            or not self.name.replace("-", "").replace("_", "").isalnum()
+        if not (
+            isinstance(self.name, str) and self.name.replace("-", "").replace("_", "").isalnum()
         ):
             raise ValueError(
                 f"name must be a non-empty string of letters, digits, '-' and '_', "
@@ -470,26 +449,26 @@ class ReproduceConfig:
         otherwise 50,000 and 10,000. Shipped as ``analysis/configs/reproduce_*.toml``.
         """
         per_class, n_test = (1000, 1000) if quick else (5000, 10000)
-        base = ExperimentConfig(
-            data=DataSection(dataset="mnist", per_class=per_class, n_test=n_test, seed=0),
-            embedding=EmbeddingSection(patch=2, d=8, seed=0),
-            fit=FitConfig(backend="lbfgs", lam=5.0),
-            dynamics=DynamicsSection(lam_eval=1.0, steps=100),
-            tasks=TasksSection(mask_fraction=0.3, noise_variance=0.7, seed=0),
-        )
-        design = {"fit.backend": "lbfgs", "fit.max_iter": 40 if quick else 100}
-        damico = {
-            "embedding.scale": "damico2024",
-            "fit.preset": "damico2024",
-            "fit.lam": 5.0,
-            "fit.epochs": 10,
-            "fit.eval_every": 10,
-            "fit.device": "auto",
-            "dynamics.preset": "damico2024",
-            "dynamics.steps": 101,  # the notebook labels the state after step q + 1 "q"
+        fit = {"preset": "damico2024", "lam": 5.0, "epochs": 10, "eval_every": 10, "device": "auto"}
+        models = {
+            "design": {
+                "fit": {"backend": "lbfgs", "max_iter": 40 if quick else 100},
+                "dynamics": {"preset": "design"},
+            },
+            "damico2024": {
+                "embedding": {"scale": "damico2024"},
+                "fit": fit,
+                # the notebook runs 101 steps and labels the state after step q + 1 "q"
+                "dynamics": {"preset": "damico2024", "steps": 101},
+            },
         }
-        models = (
-            ModelSpec("design", overrides=(*design.items(), ("dynamics.preset", "design"))),
-            ModelSpec("damico2024", overrides=tuple(damico.items())),
+        return cls.from_dict(
+            {
+                "data": {"dataset": "mnist", "per_class": per_class, "n_test": n_test, "seed": 0},
+                "embedding": {"patch": 2, "d": 8, "seed": 0},
+                "fit": {"backend": "lbfgs", "lam": 5.0},
+                "dynamics": {"lam_eval": 1.0, "steps": 100},
+                "tasks": {"mask_fraction": 0.3, "noise_variance": 0.7, "seed": 0},
+                "models": models,
+            }
         )
-        return cls(base=base, models=models)

@@ -30,27 +30,12 @@ __all__ = [
 ]
 
 #: The notebook's printed training loss (mean of the epoch's minibatch losses), by epoch.
-TRAIN_LOSS = {
-    2: -1.078443,
-    3: -1.085399,
-    4: -1.094539,
-    5: -1.133390,
-    6: -1.144421,
-    7: -1.159614,
-    8: -1.177884,
-    9: -1.182386,
-}
+TRAIN_LOSS = {2: -1.078443, 3: -1.085399, 4: -1.094539, 5: -1.133390, 6: -1.144421,
+              7: -1.159614, 8: -1.177884, 9: -1.182386}  # fmt: skip
 #: Its printed validation score (masked pixels, 1 - MSE after 5 steps), by epoch; epoch 4
 #: printed 0.000000 because no test batch was drawn that epoch, so it is left out.
-VALIDATION = {
-    2: 0.698962,
-    3: 0.727372,
-    5: 0.750227,
-    6: 0.761268,
-    7: 0.770638,
-    8: 0.780401,
-    9: 0.779060,
-}
+VALIDATION = {2: 0.698962, 3: 0.727372, 5: 0.750227, 6: 0.761268, 7: 0.770638, 8: 0.780401,
+              9: 0.779060}  # fmt: skip
 LOSS_TOLERANCE = 0.05
 VALIDATION_TARGET, VALIDATION_TOLERANCE = 0.78, 0.02
 VALIDATION_STEPS = 5
@@ -83,12 +68,11 @@ def notebook_check(config, J: np.ndarray, images, step_loss, n_epochs: int, *, f
     Parameters
     ----------
     config : ExperimentConfig
-        The model's config (data set, embedding, dynamics, tasks).
     J : ndarray, shape (N, N, d, d)
     images : spinsa.experiments.pipeline.Images
         The run's images (the training images give the references).
-    step_loss : array_like
-        The fit's per-step losses.
+    step_loss : array_like, shape (n_steps,)
+        The fit's per-step losses, over ``n_epochs`` epochs.
     n_epochs : int
     fetch : bool
         Fetch the data set on first use.
@@ -103,7 +87,7 @@ def notebook_check(config, J: np.ndarray, images, step_loss, n_epochs: int, *, f
     attrs : dict
         The published values and tolerances, the number of steps and images.
     """
-    from spinsa.experiments.pipeline import load_images, references, run_dynamics
+    from spinsa.experiments.pipeline import load_images, references, state_at
     from spinsa.tasks import pixel_mask, reconstruction_errors
 
     whole_split = VALIDATION_IMAGES if config.data.dataset == "synthetic" else 10_000
@@ -115,11 +99,10 @@ def notebook_check(config, J: np.ndarray, images, step_loss, n_epochs: int, *, f
     test_images, test_index = test.test[first], test.test_index[first]
     emb = config.make_embedding()
     x0, mask = config.tasks.inputs("masked", emb, test_images, test_index)
-    state = {}
-    run_dynamics(config, J, x0, mask, VALIDATION_STEPS, lambda t, x: state.update(x=x))
+    x = state_at(config, J, x0, mask, VALIDATION_STEPS)
     clean = emb.pixel_space(test_images)
     pm = pixel_mask(mask, emb)
-    score = 1.0 - reconstruction_errors(emb.decode_pixels(state["x"]), clean, pm).masked
+    score = 1.0 - reconstruction_errors(emb.decode_pixels(x), clean, pm).masked
     inputs, train = emb.decode_pixels(x0), emb.pixel_space(images.train)
     refs = references(config, images, "masked", clean, inputs, train, pm)
     arrays: dict[str, Any] = {

@@ -116,11 +116,6 @@ def load_images(
     return Images(*tr[:2], *te[:2], train_index=tr[2], test_index=te[2])
 
 
-def mean_image(emb, images: np.ndarray) -> np.ndarray:
-    """The mean of ``images`` (P, H, W) in the embedding's pixel space, float64 (H, W)."""
-    return emb.pixel_space(images).mean(axis=0, dtype=np.float64)
-
-
 def fit_couplings(
     config: ExperimentConfig, train_images: np.ndarray, *, checkpoint=None, progress: bool = False
 ):
@@ -135,7 +130,8 @@ def fit_couplings(
 # ---------------------------------------------------------------------------- evaluation
 @dataclass(frozen=True, eq=False)
 class TaskEvaluation:
-    """Everything kept from the dynamics on one task (the arrays of ``/evaluation/<task>``).
+    """Everything kept from the dynamics on one task: the arrays of ``/evaluation/<task>``
+    (the module docstring says what each holds).
 
     Attributes
     ----------
@@ -144,22 +140,15 @@ class TaskEvaluation:
     errors : spinsa.tasks.ReconstructionErrors
         Per-image errors, fields of shape (T + 1, P).
     mean_image_corr : ndarray, shape (T + 1, P)
-        Pearson correlation of each decoded state with the mean training image (NaN for a
-        constant image).
+        Pearson correlation of each decoded state with the mean training image.
     step_change : ndarray, shape (T,)
-        Mean over images and tokens of |x_i(t) - x_i(t - 1)|.
     final_mean_image : ndarray, shape (H, W)
     final_coherence : ndarray, shape (P,)
-        Correlation of each image's state at t = T with ``final_mean_image``.
     examples : ndarray, shape (k, n, H, W)
-        Decoded states of the first n test images at ``example_times``.
-    example_times : ndarray of int64, shape (k,)
-    example_index : ndarray of int64, shape (n,)
-    clean_examples : ndarray, shape (n, H, W)
-        Those test images in the embedding's pixel space.
+        Decoded states of the first n test images at ``example_times`` (k,), their numbers
+        ``example_index`` (n,) and their clean images ``clean_examples`` (n, H, W).
     references : dict
-        ``name -> spinsa.references.Reference``: the simple predictors' per-image errors on
-        the same inputs.
+        ``name -> spinsa.references.Reference`` on the same inputs.
     wall_time : float
         Seconds spent.
     """
@@ -228,17 +217,12 @@ def _correlation(images: np.ndarray, target: np.ndarray) -> np.ndarray:
 def references(
     config: ExperimentConfig, images: Images, task: str, clean, inputs, train, pixel_mask=None
 ):
-    """The simple predictors of :mod:`spinsa.references` on a task's test inputs.
+    """``name -> spinsa.references.Reference``: the simple predictors on a task's inputs.
 
     ``clean``, ``inputs`` (P, H, W) and ``train`` (M, H, W) are in the embedding's pixel
     space: the clean test images, the decoded t = 0 states and the training images. The
-    denoising references are tuned on :data:`N_TUNE` corrupted training images (evenly spaced
-    through the training set, corrupted by the run's noise from their own streams).
-
-    Returns
-    -------
-    dict
-        ``name -> spinsa.references.Reference``.
+    denoising references are tuned on :data:`N_TUNE` training images, evenly spaced,
+    corrupted by the run's noise from their own streams.
     """
     from spinsa.references import task_references
     from spinsa.tasks import draw_noisy
@@ -296,6 +280,19 @@ def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
                 x = spinsa.async_sweep(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm, rng=rng)
             x[visible] = x0[visible]
             callback(t, x)
+
+
+def state_at(config: ExperimentConfig, J, x0, mask, steps: int) -> np.ndarray:
+    """The state (P, N, d) after ``steps`` steps of the config's dynamics from x0 (P, N, d)."""
+    state = [x0]
+
+    def keep(t, x):
+        if t == steps:
+            state[0] = np.array(x, copy=True)
+
+    if steps > 0:
+        run_dynamics(config, J, x0, mask, steps, keep)
+    return state[0]
 
 
 def evaluate_task(
@@ -433,8 +430,21 @@ def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int)
     return {**attrs, **{f"summary.{k}": v for k, v in summary.items()}}
 
 
-def _seeds(config: ExperimentConfig) -> dict[str, Any]:
-    return {s: getattr(config, s).seed for s in ("data", "embedding", "fit", "tasks", "dynamics")}
+def _write(path, config, kind, arrays, attrs, group_attrs, overwrite) -> Path:
+    """One file of the pipeline: the arrays, the whole config and every seed."""
+    from spinsa import io
+
+    seeds = {s: getattr(config, s).seed for s in ("data", "embedding", "fit", "tasks", "dynamics")}
+    return io.write_file(
+        path,
+        arrays,
+        attrs,
+        kind=kind,
+        config=config,
+        seeds=seeds,
+        group_attrs=group_attrs,
+        overwrite=overwrite,
+    )
 
 
 def _new_file(path, overwrite: bool) -> Path:
@@ -454,14 +464,11 @@ def read_run(path, kinds=(RUN_KIND, EVALUATION_KIND)):
 
     info = io.read(path)  # refuses foreign and broken files with a SpinsaFileError
     if info.kind not in kinds:
-        hint = (
-            " A reproduce directory keeps each model's run file as fit-<model>.h5 next to it."
-            if info.kind == "reproduce"
-            else ""
-        )
+        hint = " A reproduce directory keeps each model's run file as fit-<model>.h5 next to it."
         raise ValueError(
             f"{path} is a spinsa file of kind {info.kind!r}; expected a run file (kind "
-            f"{RUN_KIND!r}) written by spinsa train or run_experiment.{hint}"
+            f"{RUN_KIND!r}) written by spinsa train or run_experiment."
+            + (hint if info.kind == "reproduce" else "")
         )
     return info, ExperimentConfig.from_dict(info.config)
 
@@ -472,49 +479,33 @@ def read_run_config(path) -> ExperimentConfig:
 
 
 def _fit_and_write(
-    config, out_path, *, overwrite, checkpoint, progress, images=None, tasks=(), chunk_size=1000
+    config, out_path, overwrite, checkpoint, progress, images, tasks=(), chunk_size=1000
 ) -> Path:
     """Fit, evaluate ``tasks`` in memory, write the run file at once, drop the checkpoint."""
-    from spinsa import io
-
     if not isinstance(config, ExperimentConfig):
         raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
     out_path = _new_file(out_path, overwrite)
     if images is None:
         images = load_images(config, test=bool(tasks))
     fit = fit_couplings(config, images.train, checkpoint=checkpoint, progress=progress)
-    mean_train = mean_image(config.make_embedding(), images.train).astype(np.float32)
-    arrays = {
-        "J": fit.J,
-        "fit": {"history": fit.history()},
-        "data": {"mean_train_image": mean_train},
-    }
+    mean_train = config.make_embedding().pixel_space(images.train).mean(axis=0, dtype=np.float64)
+    arrays = {"J": fit.J, "fit": {"history": fit.history()}}
+    arrays["data"] = {"mean_train_image": mean_train.astype(np.float32)}
     group_attrs = {}
     for task in tasks:
         ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
         arrays[f"evaluation/{task}"] = ev.arrays()
         group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, images.test.shape[0])
     attrs = {
-        "name": config.name,
-        "fit_loss": fit.loss,
-        "fit_initial_loss": float(fit.epoch_loss[0]),
-        "fit_wall_time": float(fit.wall_time),
-        "fit_device": fit.device,
-        "fit_message": fit.message,
-        "fit_converged": fit.converged,
-        "fit_n_steps": fit.n_steps,
-        "n_train": int(images.train.shape[0]),
+        f"fit_{k}": getattr(fit, k) for k in ("loss", "device", "message", "converged", "n_steps")
     }
-    io.write_file(
-        out_path,
-        arrays,
-        attrs,
-        kind=RUN_KIND,
-        config=config,
-        seeds=_seeds(config),
-        group_attrs=group_attrs,
-        overwrite=overwrite,
+    attrs.update(
+        name=config.name,
+        fit_initial_loss=float(fit.epoch_loss[0]),
+        fit_wall_time=float(fit.wall_time),
+        n_train=int(images.train.shape[0]),
     )
+    _write(out_path, config, RUN_KIND, arrays, attrs, group_attrs, overwrite)
     if checkpoint is not None:
         Path(checkpoint).unlink(missing_ok=True)
     return out_path
@@ -536,12 +527,11 @@ def train(
     ----------
     config : ExperimentConfig
     out_path : str or PathLike
-        The run file (``.h5``); refused if it exists unless ``overwrite``.
-    overwrite : bool
+        The run file (``.h5``); refused, before the fit, if it exists unless ``overwrite``.
+    overwrite, progress : bool
     checkpoint : str or PathLike, optional
         Fit checkpoint: an interrupted fit resumes from it (see
         :func:`spinsa.fit_pseudolikelihood`); removed once the run file is written.
-    progress : bool
     images : Images, optional
         Already loaded images (default: :func:`load_images`).
 
@@ -549,14 +539,7 @@ def train(
     -------
     Path
     """
-    return _fit_and_write(
-        config,
-        out_path,
-        overwrite=overwrite,
-        checkpoint=checkpoint,
-        progress=progress,
-        images=images,
-    )
+    return _fit_and_write(config, out_path, overwrite, checkpoint, progress, images)
 
 
 def evaluate(
@@ -590,7 +573,7 @@ def evaluate(
     chunk_size, progress
         As in :func:`evaluate_task`.
     images : Images, optional
-        Already loaded images (the training images give the mean image and the references).
+        Already loaded images (default: :func:`load_images`).
 
     Returns
     -------
@@ -621,17 +604,10 @@ def evaluate(
     if out is None:
         io.write_group(run_path, group, ev.arrays(), attrs, overwrite=overwrite)
         return run_path
-    io.write_file(
-        out,
-        {group: ev.arrays()},
-        {"name": config.name, "run_file": str(run_path)},
-        kind=EVALUATION_KIND,
-        config=config,
-        seeds=_seeds(config),
-        group_attrs={group: attrs},
-        overwrite=overwrite,
+    root = {"name": config.name, "run_file": str(run_path)}
+    return _write(
+        out, config, EVALUATION_KIND, {group: ev.arrays()}, root, {group: attrs}, overwrite
     )
-    return out
 
 
 def run_experiment(
@@ -651,17 +627,11 @@ def run_experiment(
 
     Parameters
     ----------
-    config : ExperimentConfig
-    out_path : str or PathLike
-        The run file; refused if it exists unless ``overwrite``.
-    progress : bool
-        Progress bars for the fit and the dynamics.
-    overwrite : bool
-    checkpoint : str or PathLike, optional
-        Fit checkpoint (removed once the file is written).
+    config, out_path, progress, overwrite, checkpoint
+        As in :func:`train`.
     tasks : tuple of {"masked", "denoise"}
     chunk_size : int
-        Images iterated at once.
+        Images iterated at once (:func:`evaluate_task`).
 
     Returns
     -------
@@ -673,11 +643,5 @@ def run_experiment(
     for task in tasks:
         check_choice(task, "tasks[...]", TASKS)
     return _fit_and_write(
-        config,
-        out_path,
-        overwrite=overwrite,
-        checkpoint=checkpoint,
-        progress=progress,
-        tasks=tuple(tasks),
-        chunk_size=chunk_size,
+        config, out_path, overwrite, checkpoint, progress, None, tasks, chunk_size
     )

@@ -18,37 +18,9 @@ global state, so they work without a display. The layer below the experiments: p
 reads files through :mod:`spinsa.io` and never imports :mod:`spinsa.experiments`.
 """
 
+from spinsa.plotting import analysis, experiments
 from spinsa.plotting._base import new_figure, save_figure
-from spinsa.plotting.analysis import (
-    FIGURES,
-    figure_attractors,
-    figure_hebbian,
-    figure_hebbian_errors,
-    figure_lifetimes,
-    figure_overlaps,
-    figure_patches,
-    plot_run,
-)
-from spinsa.plotting.experiments import (
-    figure_errors,
-    figure_examples,
-    figure_notebook_view,
-    figure_patch_variances,
-)
+from spinsa.plotting.analysis import *  # noqa: F403
+from spinsa.plotting.experiments import *  # noqa: F403
 
-__all__ = [
-    "FIGURES",
-    "figure_attractors",
-    "figure_errors",
-    "figure_examples",
-    "figure_hebbian",
-    "figure_hebbian_errors",
-    "figure_lifetimes",
-    "figure_notebook_view",
-    "figure_overlaps",
-    "figure_patch_variances",
-    "figure_patches",
-    "new_figure",
-    "plot_run",
-    "save_figure",
-]
+__all__ = ["new_figure", "save_figure", *analysis.__all__, *experiments.__all__]

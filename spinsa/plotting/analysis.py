@@ -72,11 +72,9 @@ def _title(fig, text: str, attrs: dict) -> None:
 
 
 def figure_overlaps(path, *, figsize=(11.0, 4.0)):
-    """Overlap against t from test and training images (``/analysis/overlaps``).
-
-    Left: overlap with the start image, m(x(t), x(0)), for test and training starts. Right:
-    overlap with the nearest training pattern, and of the test trajectories with the mean
-    training pattern. Lines are means over images, bands one standard error.
+    """Overlap against t (``/analysis/overlaps``): with the start image (left), with the
+    nearest training pattern and with the mean one (right); means over images, with bands of
+    one standard error.
 
     Parameters
     ----------
@@ -95,36 +93,21 @@ def figure_overlaps(path, *, figsize=(11.0, 4.0)):
         trace = _load(path, f"overlaps/{starts}")
         label = f"{name} ({trace.target.shape[1]})"
         _curve(ax1, trace.times, trace.target, label, color)
-        _curve(
-            ax2,
-            trace.times,
-            trace.nearest_overlap,
-            f"from {label}: nearest training pattern",
-            color,
-        )
+        near = f"from {label}: nearest training pattern"
+        _curve(ax2, trace.times, trace.nearest_overlap, near, color)
     mean = _load(path, "overlaps/mean")
     _curve(ax2, mean.times, mean.target, "from test images: mean training pattern", "C2", "--")
-    finish(
-        ax1,
-        "overlap with the start image",
-        ylabel=r"overlap $\frac{1}{N}\sum_i x_i(t)\cdot x_i(0)$",
-    )
-    finish(
-        ax2,
-        "overlap with stored patterns",
-        ylabel=r"overlap $\frac{1}{N}\sum_i x_i(t)\cdot\xi_i$ with a pattern $\xi$",
-    )
+    overlap = r"overlap $\frac{1}{N}\sum_i x_i(t)\cdot"
+    finish(ax1, "overlap with the start image", ylabel=overlap + r" x_i(0)$")
+    finish(ax2, "overlap with stored patterns", ylabel=overlap + r"\xi_i$ with a pattern $\xi$")
     _title(fig, "Overlaps along the dynamics", attrs)
     return fig
 
 
 def figure_lifetimes(path, *, figsize=(11.0, 4.0)):
-    """Histograms of the lifetimes of the transient (``/analysis/lifetimes``).
-
-    Left: time during which the pixel error stays below that of the corrupted input; right:
-    time during which the overlap with the clean image stays above the threshold. One
-    histogram per task; the legend gives mean ± standard error and the fraction still
-    there at the end of the run (censored).
+    """Histograms of the lifetimes of the transient (``/analysis/lifetimes``), one per task:
+    how long the error stays below the corrupted input's (left) and the overlap with the
+    clean image above the threshold (right), with mean ± s.e. and the censored fraction.
 
     Parameters
     ----------
@@ -163,10 +146,9 @@ def figure_lifetimes(path, *, figsize=(11.0, 4.0)):
 def figure_attractors(path, *, n_show: int = 8, figsize=None):
     """The attractors reached and their basins (``/analysis/attractors``).
 
-    Top: the mean training image, then the decoded attractors by decreasing basin, each
-    titled with its basin fraction, its period and its correlation with the mean training
-    image. Bottom: for each group of starts (clean test images, masked, noisy, random
-    spins), the fraction that reached each attractor (and that did not converge).
+    Top: the mean training image, then the decoded attractors by decreasing basin, with
+    their basin, period and correlation with the mean image. Bottom: for each group of
+    starts, the fraction that reached each attractor (and that did not converge).
 
     Parameters
     ----------
@@ -248,13 +230,10 @@ def figure_attractors(path, *, n_show: int = 8, figsize=None):
 
 
 def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
-    """Fitted couplings against norm-matched Hebbian ones (``/analysis/hebbian``).
-
-    Top: scatter of the matrix elements J_ij^ab against K_ij^ab (a seeded random sample of
-    ``n_scatter`` off-diagonal elements), |J_cj| over the patch grid for the central patch c
-    and averaged over pairs by displacement, the histogram of the per-pair cosines. Bottom:
-    |J_ij| against the distance between patches, the singular values of both, and the
-    Hebbian grid maps.
+    """Fitted couplings against norm-matched Hebbian ones (``/analysis/hebbian``): matrix
+    elements J_ij^ab against K_ij^ab (a seeded sample), |J_ij| on the patch grid around the
+    central patch and by displacement (fitted and Hebbian), per-pair cosines, |J_ij| against
+    distance, and the singular values of both.
 
     Parameters
     ----------
@@ -326,18 +305,11 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
         h, "per-pair similarity", r"cosine of $J_{ij}$ and $K_{ij}$ (per pair of patches)", "pairs"
     )
 
+    style = dict(lw=1.2, marker="o", ms=2.5, capsize=0)
     for name, label, color in (("distance", "fitted", "C0"), ("distance_hebbian", "Hebbian", "C1")):
         r = _load(path, f"hebbian/{name}")
         ax[1, 0].errorbar(
-            r.bin_distance,
-            r.mean,
-            yerr=np.nan_to_num(r.sem),
-            color=color,
-            lw=1.2,
-            marker="o",
-            ms=2.5,
-            capsize=0,
-            label=label,
+            r.bin_distance, r.mean, np.nan_to_num(r.sem), color=color, label=label, **style
         )
     finish(
         ax[1, 0],
@@ -363,11 +335,9 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
 
 
 def figure_hebbian_errors(path, *, figsize=(11.0, 4.0)):
-    """Task errors of the fitted and the Hebbian couplings (``/analysis/hebbian``).
-
-    One panel per task: mean squared pixel error against t, with standard-error bands, from
-    the same corrupted test images. The masked task is drawn from t = 1, as in the paper (its
-    t = 0, the masked input, is the dotted line).
+    """Task errors of the fitted and the Hebbian couplings from the same corrupted images
+    (``/analysis/hebbian``), one panel per task; the masked task from t = 1, as in the paper
+    (its t = 0, the masked input, dotted).
 
     Parameters
     ----------
@@ -400,10 +370,8 @@ def figure_hebbian_errors(path, *, figsize=(11.0, 4.0)):
 
 
 def figure_patches(path, *, figsize=(6.5, 4.2)):
-    """Distribution of the pixel variance inside masked patches (``/analysis/patches``).
-
-    The clean test images against the predictions at t = 1, at the best t and at t = T
-    (D'Amico & Negri 2024, Fig. 2): flat grey predictions pile up at zero variance.
+    """Distribution of the pixel variance inside masked patches (``/analysis/patches``):
+    clean images against predictions at t = 1, the best t and T (the paper's Fig. 2).
 
     Parameters
     ----------
@@ -453,11 +421,8 @@ def plot_run(
     dpi: int = 150,
     progress: bool = False,
 ) -> list[Path]:
-    """Save every figure that a run file has data for.
-
-    The evaluation curves and examples (:func:`spinsa.plotting.figure_errors` and
-    :func:`~spinsa.plotting.figure_examples`) when the file holds ``/evaluation/*``, and one
-    figure per analysis of :data:`FIGURES` whose ``/analysis/<name>`` group it holds.
+    """Save every figure that a run file has data for: the evaluation curves and examples
+    when it holds ``/evaluation/*``, and each of :data:`FIGURES` whose analysis it holds.
 
     Parameters
     ----------

@@ -74,11 +74,9 @@ def figure_errors(
 ):
     """Error against t: one panel per model (rows) and task (columns), with the references.
 
-    Each panel holds the model's mean error with its standard-error band (the masked task
-    from t = 1, as in the paper; its t = 0 is the masked input, one of the references), the
-    best t marked, and the simple predictors of :mod:`spinsa.references` computed on the same
-    inputs as horizontal lines with their bands: a curve means little until it is seen
-    beside them. Models measured in different pixel spaces get panels of their own.
+    The model's mean error with its standard-error band (the masked task from t = 1, as in
+    the paper), its best t marked, and the simple predictors of :mod:`spinsa.references` on
+    the same inputs as levels with their bands: a curve means little until seen beside them.
 
     Parameters
     ----------
@@ -175,12 +173,10 @@ def figure_notebook_view(
 ):
     """The published notebook's own figure of the masked task, over the test images.
 
-    The notebook plots, for one image, the "overlap" 1 - MSE in its pixel space min(2p, 1)
-    over all, masked and visible ("not masked") pixels against q, the state after step q + 1
-    being labelled q. Here the same three curves are means over the test images with their
-    standard-error bands, against q = t - 1, with the masked pixels' 1 - MSE of the masked
-    input (the hole left black), of the mean training image in the hole and of harmonic
-    inpainting as levels.
+    The notebook plots, for one image, 1 - MSE in its pixel space over all, masked and
+    visible pixels against q, the state after step q + 1. Here: means over the test images
+    with standard-error bands against q = t - 1, and the masked pixels' 1 - MSE of the masked
+    input, the mean image in the hole and harmonic inpainting as levels.
 
     Parameters
     ----------
@@ -221,11 +217,8 @@ def figure_notebook_view(
 
 
 def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, float] | None = None):
-    """Distributions of the pixel variance inside masked patches (the paper's Fig. 2).
-
-    One step histogram per model (bare-SA models, recycled block, ViT, and the clean images
-    at the same patches for reference), from the ``patch_variances`` group of a
-    ``baselines.h5`` written by ``spinsa reproduce``.
+    """Distributions of the pixel variance inside masked patches (the paper's Fig. 2): a
+    histogram per model (bare SA, recycled block, ViT) and for the clean images.
 
     Parameters
     ----------
@@ -276,10 +269,8 @@ def figure_examples(
     n_examples: int = 4,
     figsize: tuple[float, float] | None = None,
 ):
-    """A grid of decoded test images: one row per example, one column per kept time.
-
-    For each task, the first ``n_examples`` examples kept in the file: the clean image, then
-    the decoded state at each kept time (t = 0 is the corrupted input).
+    """Decoded test images: for each task, a row per example kept in the file (the first
+    ``n_examples``): the clean image, then the state at each kept time (t = 0: the input).
 
     Parameters
     ----------
