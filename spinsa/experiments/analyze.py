@@ -45,6 +45,7 @@ embedding's pixel space, as in the evaluation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -54,13 +55,15 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from spinsa import io
+from spinsa import analysis, io
 from spinsa._checks import check_count, check_positive, check_real
 from spinsa._config import config_from_dict
 from spinsa._progress import progress as progress_bar
 from spinsa.analysis._results import AnalysisResult
+from spinsa.analysis.hebbian import comparison_of
+from spinsa.analysis.summary import best_time
 from spinsa.experiments.pipeline import PIXELS, RUN_KIND, load_images, read_run, run_dynamics
-from spinsa.tasks import TASKS
+from spinsa.tasks import TASKS, ReconstructionErrors, pixel_mask, reconstruction_errors, summarize
 
 __all__ = [
     "ANALYSES",
@@ -240,9 +243,7 @@ def strength_maps(J, grid_shape: tuple[int, int]) -> StrengthMaps:
     -------
     StrengthMaps
     """
-    from spinsa.analysis.hebbian import pair_strengths
-
-    S = pair_strengths(J)
+    S = analysis.pair_strengths(J)
     gh, gw = (check_count(g, "grid_shape[...]", 1) for g in grid_shape)
     if gh * gw != S.shape[0]:
         raise ValueError(f"grid_shape {grid_shape} does not hold the N = {S.shape[0]} tokens")
@@ -348,17 +349,11 @@ class _Context:
     def __init__(self, inputs: RunInputs, settings: AnalysisSettings, progress: bool):
         self.inputs, self.settings, self.progress = inputs, settings, progress
         self._passes: dict[tuple[str, str], _TaskPass] = {}
-        self._hebbian: np.ndarray | None = None
 
-    def couplings(self, which: str) -> np.ndarray:
-        """The fitted couplings, or the norm-matched Hebbian ones (computed once)."""
-        if which == "fitted":
-            return self.inputs.J
-        if self._hebbian is None:
-            from spinsa.analysis.hebbian import matched_hebbian
-
-            self._hebbian = matched_hebbian(self.inputs.patterns, self.inputs.J, "global")
-        return self._hebbian
+    @functools.cached_property
+    def hebbian(self) -> np.ndarray:
+        """The norm-matched Hebbian couplings of the training patterns."""
+        return analysis.matched_hebbian(self.inputs.patterns, self.inputs.J, "global")
 
     def run(self, J, x0, mask, steps, record, desc: str) -> None:
         """The run's dynamics from x0, calling record(t, x) at t = 0..steps."""
@@ -372,16 +367,10 @@ class _Context:
             run_dynamics(self.inputs.config, J, x0, mask, steps, callback)
 
     def task_pass(self, which: str, task: str) -> _TaskPass:
-        """Corrupted test images of ``task`` iterated with the ``which`` couplings (cached)."""
-        if (which, task) not in self._passes:
-            self._passes[which, task] = self._task_pass(which, task)
-        return self._passes[which, task]
-
-    def _task_pass(self, which: str, task: str) -> _TaskPass:
-        from spinsa.analysis.overlaps import target_overlaps
-        from spinsa.analysis.patches import masked_patch_variances
-        from spinsa.tasks import ReconstructionErrors, pixel_mask, reconstruction_errors
-
+        """Corrupted test images of ``task`` iterated with the fitted or the Hebbian couplings
+        (computed once)."""
+        if (which, task) in self._passes:
+            return self._passes[which, task]
         inp, T = self.inputs, self.settings.steps
         x0, mask = inp.starts(task)
         P = x0.shape[0]
@@ -396,12 +385,19 @@ class _Context:
             e = reconstruction_errors(dec, inp.clean, pmask)
             for k in errs:
                 errs[k][t] = getattr(e, k)
-            overlap[t] = target_overlaps(x, inp.test_patterns)
+            overlap[t] = analysis.target_overlaps(x, inp.test_patterns)
             if keep_var:
-                variances[t] = masked_patch_variances(dec, mask, inp.embedding.patch).variance
+                variances[t] = analysis.masked_patch_variances(
+                    dec, mask, inp.embedding.patch
+                ).variance
 
-        self.run(self.couplings(which), x0, mask, T, record, f"{task} ({which} J)")
-        return _TaskPass(ReconstructionErrors(**errs), overlap, mask, variances)
+        self.run(
+            inp.J if which == "fitted" else self.hebbian, x0, mask, T, record, f"{task} ({which} J)"
+        )
+        self._passes[which, task] = _TaskPass(
+            ReconstructionErrors(**errs), overlap, mask, variances
+        )
+        return self._passes[which, task]
 
     def dynamics_attrs(self, name: str) -> dict[str, Any]:
         """The dynamics an analysis ran (the attractor search always runs eq. 1)."""
@@ -424,33 +420,29 @@ Results = dict[str, tuple[AnalysisResult, dict[str, Any]]]
 def _overlap_traces(ctx: _Context, x0: np.ndarray, mean: np.ndarray, desc: str):
     """Along the trajectories from x0: the overlaps with x0 and with the nearest training
     pattern, and those with the mean pattern (two :class:`~spinsa.analysis.OverlapTrace`)."""
-    from spinsa.analysis.overlaps import OverlapTrace, nearest_patterns, target_overlaps
-
     shape = (ctx.settings.steps + 1, x0.shape[0])
     target, value, to_mean = (np.empty(shape, dtype=x0.dtype) for _ in range(3))
     index = np.empty(shape, dtype=np.int64)
     means = np.broadcast_to(mean, x0.shape)
 
     def record(t, x):
-        target[t] = target_overlaps(x, x0)
-        near = nearest_patterns(x, ctx.inputs.patterns)
+        target[t] = analysis.target_overlaps(x, x0)
+        near = analysis.nearest_patterns(x, ctx.inputs.patterns)
         index[t], value[t] = near.index, near.overlap
-        to_mean[t] = target_overlaps(x, means)
+        to_mean[t] = analysis.target_overlaps(x, means)
 
     ctx.run(ctx.inputs.J, x0, None, ctx.settings.steps, record, desc)
     times = np.arange(shape[0], dtype=np.int64)
-    return OverlapTrace(times, target, index, value), OverlapTrace(times, to_mean)
+    return analysis.OverlapTrace(times, target, index, value), analysis.OverlapTrace(times, to_mean)
 
 
 def _overlaps(ctx: _Context) -> Results:
-    from spinsa.analysis.overlaps import mean_pattern
-
     inp, s = ctx.inputs, ctx.settings
     M = inp.patterns.shape[0]
     n_train = min(s.n_train_starts or max(s.n_test // 2, 1), M)
     rng = np.random.default_rng([s.seed, STREAMS["train_starts"]])
     train_index = np.sort(rng.choice(M, n_train, replace=False))
-    mean = mean_pattern(inp.patterns)
+    mean = analysis.mean_pattern(inp.patterns)
     out: Results = {}
     for starts, x0 in (("test", inp.test_patterns), ("train", inp.patterns[train_index])):
         trace, to_mean = _overlap_traces(ctx, x0, mean, f"overlaps ({starts} images)")
@@ -465,8 +457,6 @@ def _overlaps(ctx: _Context) -> Results:
 
 
 def _lifetimes(ctx: _Context) -> Results:
-    from spinsa.analysis.lifetimes import error_lifetimes, overlap_lifetimes, summarize_lifetimes
-
     s, tasks = ctx.settings, ctx.inputs.config.tasks
     times = np.arange(s.steps + 1, dtype=np.int64)
     levels = {"masked": tasks.mask_fraction, "denoise": tasks.noise_variance}
@@ -475,29 +465,27 @@ def _lifetimes(ctx: _Context) -> Results:
     for task in TASKS:
         p = ctx.task_pass("fitted", task)
         common = {"task": task, "level": float(levels[task]), "n_images": int(p.overlap.shape[1])}
-        err = error_lifetimes(p.errors.all, times)
-        ovl = overlap_lifetimes(p.overlap, times, s.threshold)
+        err = analysis.error_lifetimes(p.errors.all, times)
+        ovl = analysis.overlap_lifetimes(p.overlap, times, s.threshold)
         per["error"].append(err)
         per["overlap"].append(ovl)
         out[f"{task}_error"] = (err, {**common, "error": "mean squared error over all pixels"})
         out[f"{task}_overlap"] = (ovl, common)
     names = {"tasks": list(TASKS), "level_names": ["mask fraction", "noise variance"]}
     for criterion, results in per.items():
-        table = summarize_lifetimes(results, [levels[t] for t in TASKS])
+        table = analysis.summarize_lifetimes(results, [levels[t] for t in TASKS])
         out[f"table_{criterion}"] = (table, names)
     return out
 
 
 def _attractors(ctx: _Context) -> Results:
-    from spinsa.analysis.attractors import find_attractors, random_spins
-
     inp, s, dyn = ctx.inputs, ctx.settings, ctx.inputs.config.dynamics
     n = min(s.n_attractor_starts, inp.test_patterns.shape[0])
     N, d = inp.J.shape[0], inp.J.shape[2]
     masked, noisy = inp.starts("masked")[0][:n], inp.starts("denoise")[0][:n]
-    rand = random_spins(n, N, d, np.random.default_rng([s.seed, STREAMS["random"]]))
+    rand = analysis.random_spins(n, N, d, np.random.default_rng([s.seed, STREAMS["random"]]))
     x0s = np.concatenate([inp.test_patterns[:n], masked, noisy, rand.astype(masked.dtype)])
-    report = find_attractors(
+    report = analysis.find_attractors(
         inp.J,
         dyn.lam_eval,
         x0s,
@@ -526,25 +514,26 @@ def _attractors(ctx: _Context) -> Results:
 
 
 def _hebbian(ctx: _Context) -> Results:
-    from spinsa.analysis.hebbian import comparison_of, coupling_spectrum, strength_vs_distance
-    from spinsa.tasks import summarize
-
     inp = ctx.inputs
-    J, K = inp.J, ctx.couplings("hebbian")
+    J, K = inp.J, ctx.hebbian
     positions = inp.embedding.token_positions("center")
     distance = np.linalg.norm(positions[:, None] - positions[None, :], axis=-1)
-    sJ, sK = coupling_spectrum(J), coupling_spectrum(K)  # stored below too: computed once
+    sJ, sK = analysis.coupling_spectrum(J), analysis.coupling_spectrum(K)  # stored too
     comparison = comparison_of(J, K, sJ, sK, distance, "global", inp.patterns.shape[0])
     grid = inp.embedding.grid_shape
-    unit = {"distance_unit": "pixels"}
+    unit, fitted, hebbian = (
+        {"distance_unit": "pixels"},
+        {"couplings": "fitted"},
+        {"couplings": "hebbian"},
+    )
     out: Results = {
         "comparison": (comparison, unit),
-        "distance": (strength_vs_distance(J, positions), {"couplings": "fitted", **unit}),
-        "distance_hebbian": (strength_vs_distance(K, positions), {"couplings": "hebbian", **unit}),
-        "maps": (strength_maps(J, grid), {"couplings": "fitted"}),
-        "maps_hebbian": (strength_maps(K, grid), {"couplings": "hebbian"}),
-        "spectrum": (sJ, {"couplings": "fitted"}),
-        "spectrum_hebbian": (sK, {"couplings": "hebbian"}),
+        "distance": (analysis.strength_vs_distance(J, positions), {**fitted, **unit}),
+        "distance_hebbian": (analysis.strength_vs_distance(K, positions), {**hebbian, **unit}),
+        "maps": (strength_maps(J, grid), fitted),
+        "maps_hebbian": (strength_maps(K, grid), hebbian),
+        "spectrum": (sJ, fitted),
+        "spectrum_hebbian": (sK, hebbian),
     }
     models = ("fitted", "hebbian")
     times = np.arange(ctx.settings.steps + 1, dtype=np.int64)
@@ -563,35 +552,21 @@ def _hebbian(ctx: _Context) -> Results:
 
 
 def _patches(ctx: _Context) -> Results:
-    from spinsa.analysis.patches import (
-        PatchVariances,
-        masked_patch_variances,
-        patch_variance_histograms,
-    )
-    from spinsa.analysis.summary import best_time
-    from spinsa.tasks import summarize
-
     inp, T = ctx.inputs, ctx.settings.steps
     p = ctx.task_pass("fitted", "masked")
     best = best_time(summarize(p.errors).mean.all, first=1)
-    clean = masked_patch_variances(inp.clean, p.mask, inp.embedding.patch)
-    chosen = {"clean": (clean, None, "clean images")}
+    clean = analysis.masked_patch_variances(inp.clean, p.mask, inp.embedding.patch)
+    chosen = {"clean": (clean, -1, "clean images")}  # t = -1: no time
     for name, t, label in (
         ("first", 1, "t = 1"),
         ("best", best, f"t = {best} (best)"),
         ("last", T, f"t = {T}"),
     ):
-        at_t = PatchVariances(
-            variance=p.variances[t], sample=clean.sample, token=clean.token, patch=clean.patch
-        )
-        chosen[name] = (at_t, t, label)
-    hist = patch_variance_histograms(
+        chosen[name] = (dataclasses.replace(clean, variance=p.variances[t]), t, label)
+    hist = analysis.patch_variance_histograms(
         {label: v for v, _, label in chosen.values()}, bins=ctx.settings.bins
     )
-    out: Results = {
-        k: (v, {"label": label, "t": -1 if t is None else int(t)})
-        for k, (v, t, label) in chosen.items()
-    }
+    out: Results = {k: (v, {"label": label, "t": int(t)}) for k, (v, t, label) in chosen.items()}
     out["histograms"] = (hist, {"best_t": int(best), "steps": T})
     return out
 
@@ -668,8 +643,6 @@ def analyze_run(
         The names of the results written, e.g. ``["overlaps/test", "overlaps/train", ...]``
         (read them back with :func:`spinsa.analysis.load_analysis`).
     """
-    from spinsa.analysis.store import save_analysis
-
     names = _select(only)
     values = {"n_test": n_test, "steps": steps, "seed": seed, **settings}
     cfg = config_from_dict(AnalysisSettings, values, "the analysis settings")
@@ -696,7 +669,7 @@ def analyze_run(
             }
             io.write_group(path, f"{ROOT}/{name}", {}, attrs, overwrite=True)
             for sub, (result, extra) in results.items():
-                save_analysis(path, f"{name}/{sub}", result, attrs=extra)
+                analysis.save_analysis(path, f"{name}/{sub}", result, attrs=extra)
             written += [f"{name}/{sub}" for sub in results]
             bar.update()
     return written

@@ -30,11 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from spinsa import io
 from spinsa._checks import check_count
 from spinsa._config import config_from_dict, config_to_dict
-from spinsa.analysis.summary import best_time
+from spinsa.analysis.patches import masked_patch_variances, patch_pixels, patch_variance_histograms
+from spinsa.analysis.summary import best_time, read_summaries
 from spinsa.baselines.config import BaselineConfig
 from spinsa.experiments.pipeline import PIXELS, state_at
+from spinsa.io.results import model_names, read_tree
 from spinsa.tasks import TASKS
 
 __all__ = [
@@ -150,8 +153,6 @@ class BaselinesSpec:
 
 # ---------------------------------------------------------------------------- the stage
 def _token_mask(pixel_mask: np.ndarray, patch: int) -> np.ndarray:
-    from spinsa.analysis.patches import patch_pixels
-
     return patch_pixels(pixel_mask.astype(np.float64), patch).min(axis=-1) > 0.5
 
 
@@ -191,9 +192,6 @@ def run_baselines(
     -------
     Path
     """
-    from spinsa import io
-    from spinsa.analysis.patches import masked_patch_variances, patch_variance_histograms
-    from spinsa.analysis.summary import read_summaries
     from spinsa.baselines import (
         corrupt_images,
         count_parameters,
@@ -338,16 +336,10 @@ def assess_baseline_claims(
     sa: dict[str, dict[str, dict]],
     medians: dict[str, float],
 ) -> list[tuple[str, str, str, str]]:
-    """Plain verdicts on the baselines' fidelity statements.
-
-    * "the block's error is lowest for t in about 3-7": its best t lies in 2..8 (the
-      training range 3..7, give or take one iteration);
-    * "the ViT is best": the ViT's mean error is below the block's best and every bare-SA
-      model's best;
-    * "the block beats the bare SA given enough iterations": the block's best error is below
-      the bare SA's best (t >= 1 for the masked task);
-    * "predicted patches are more uniform for the bare SA than for the block and the ViT":
-      the median variance of the bare SA's masked patches is below both baselines'.
+    """Plain verdicts on the baselines' fidelity statements: the block's best t in
+    :data:`ABOUT_TRAINING_RANGE`; the ViT's error below every other model's best; the block's
+    best error below the bare SA's best; the bare SA's median masked-patch variance below
+    both baselines'.
 
     Parameters
     ----------
@@ -396,8 +388,6 @@ def assess_baseline_claims(
 
 def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
     """``model -> task -> attrs`` (best_t, best_error, ...) of a ``baselines.h5``."""
-    from spinsa.io.results import read_tree
-
     out: dict[str, dict[str, dict]] = {}
     for model in BASELINE_MODELS:
         for task in TASKS:
@@ -410,9 +400,6 @@ def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
 
 def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
     """The report's section on the baselines (markdown lines), from the two files only."""
-    from spinsa.analysis.summary import read_summaries
-    from spinsa.io.results import model_names, read_tree
-
     bl = read_baseline_summaries(baselines_h5)
     sa = {m: read_summaries(reproduce_h5, m) for m in model_names(reproduce_h5)}
     pv_arrays, pv_attrs = read_tree(baselines_h5, "patch_variances")

@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from spinsa.experiments.pipeline import load_images, references, state_at
+from spinsa.tasks import pixel_mask, reconstruction_errors
+
 __all__ = [
     "TRAIN_LOSS",
     "VALIDATION",
@@ -87,9 +90,6 @@ def notebook_check(config, J: np.ndarray, images, step_loss, n_epochs: int, *, f
     attrs : dict
         The published values and tolerances, the number of steps and images.
     """
-    from spinsa.experiments.pipeline import load_images, references, state_at
-    from spinsa.tasks import pixel_mask, reconstruction_errors
-
     whole_split = VALIDATION_IMAGES if config.data.dataset == "synthetic" else 10_000
     test = load_images(
         config.with_overrides({"data.n_test": whole_split}), fetch=fetch, train=False

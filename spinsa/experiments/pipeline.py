@@ -21,10 +21,8 @@ every state), so memory stays O(P N d + T P), never O(T P N d). Run file layout:
     /evaluation/<task>/final_coherence   (P,) correlation of each final image with that mean
     /evaluation/<task>/examples/{images (k, n, H, W), times (k,), index (n,), clean (n, H, W)}
 
-Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`:
-the image itself for the paper's embedding, min(2p, 1) for the notebook's). The task inputs
-come from :meth:`TasksSection.inputs`: test image k is corrupted alike by every evaluation and
-analysis of a run.
+Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`),
+on the task inputs of :meth:`TasksSection.inputs`, the same in every evaluation and analysis.
 """
 
 from __future__ import annotations
@@ -36,9 +34,24 @@ from typing import Any
 
 import numpy as np
 
+import spinsa
+from spinsa import io
+from spinsa._checks import check_choice, check_count
 from spinsa._progress import progress as progress_bar
+from spinsa.analysis.summary import summarize_arrays
+from spinsa.damico import damico_run
 from spinsa.experiments.config import ExperimentConfig
-from spinsa.tasks import TASKS
+from spinsa.fit import fit_pseudolikelihood
+from spinsa.references import task_references
+from spinsa.tasks import (
+    TASKS,
+    ReconstructionErrors,
+    draw_noisy,
+    mean_sem,
+    pixel_mask,
+    reconstruction_errors,
+    summarize,
+)
 
 __all__ = [
     "TASKS",
@@ -47,7 +60,6 @@ __all__ = [
     "Images",
     "TaskEvaluation",
     "load_images",
-    "fit_couplings",
     "evaluate_task",
     "train",
     "evaluate",
@@ -85,11 +97,8 @@ class Images:
 def load_images(
     config: ExperimentConfig, *, fetch: bool = True, train: bool = True, test: bool = True
 ) -> Images:
-    """The images of ``config.data`` (MNIST/Fashion-MNIST from the cache, or synthetic digits).
-
-    ``fetch``: fetch MNIST into the cache on first use. ``train``/``test``: which splits to
-    load (the other comes back empty).
-    """
+    """The images of ``config.data``; ``fetch`` fetches MNIST into the cache on first use,
+    ``train`` and ``test`` say which splits to load (the other comes back empty)."""
     from spinsa import datasets
 
     data = config.data
@@ -114,17 +123,6 @@ def load_images(
         if test:
             te = load("test", n=data.n_test, **opts)
     return Images(*tr[:2], *te[:2], train_index=tr[2], test_index=te[2])
-
-
-def fit_couplings(
-    config: ExperimentConfig, train_images: np.ndarray, *, checkpoint=None, progress: bool = False
-):
-    """Fit the couplings of ``config`` on the training images (P, H, W); a
-    :class:`spinsa.fit.FitResult`."""
-    from spinsa.fit import fit_pseudolikelihood
-
-    xi = config.make_embedding().encode(train_images)
-    return fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -169,7 +167,6 @@ class TaskEvaluation:
 
     def arrays(self) -> dict[str, Any]:
         """The arrays in the layout of ``/evaluation/<task>``."""
-        from spinsa.tasks import mean_sem, summarize
 
         def parts(errors, dtype=None):
             return {k: np.asarray(getattr(errors, k), dtype=dtype) for k in PIXELS}
@@ -224,9 +221,6 @@ def references(
     denoising references are tuned on :data:`N_TUNE` training images, evenly spaced,
     corrupted by the run's noise from their own streams.
     """
-    from spinsa.references import task_references
-    from spinsa.tasks import draw_noisy
-
     tune: dict[str, Any] = {}
     if task == "denoise":
         pick = np.unique(np.linspace(0, train.shape[0] - 1, N_TUNE).astype(np.int64))
@@ -240,20 +234,15 @@ def references(
 
 
 def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
-    """Iterate the config's dynamics from x0 (one chunk of images), calling callback(t, x).
+    """Iterate the config's dynamics from x0 (P, N, d), calling callback(t, x) at t >= 1.
 
-    The one place that maps a config's ``[dynamics]`` and ``clamp_visible`` to a run: the
-    evaluation, the analyses and the baselines' Fig. 2 all go through it. The asynchronous
-    site orders come from ``dynamics.seed``, else ``tasks.seed``.
+    The one place that maps ``[dynamics]`` and ``clamp_visible`` to a run (evaluation,
+    analyses, Fig. 2); asynchronous site orders come from ``dynamics.seed``, else ``tasks.seed``.
     """
-    import spinsa
-
     dyn = config.dynamics
     clamp = config.tasks.clamp_visible and mask is not None
     seed = config.tasks.seed if dyn.seed is None else dyn.seed
     if dyn.preset == "damico2024":
-        from spinsa.damico import damico_run
-
         damico_run(x0, J, dyn.lam_eval, steps, mask, clamp_visible=clamp, callback=callback)
     elif not clamp:
         # one record at the end: the callback keeps what the caller needs
@@ -311,25 +300,20 @@ def evaluate_task(
     ----------
     config : ExperimentConfig
     J : ndarray, shape (N, N, d, d)
-        The couplings.
     images : Images
-        The run's images: the test images are corrupted and iterated; the training images
-        give the mean image and the references (:func:`references`).
+        The test images are corrupted and iterated; the training images give the mean
+        image and the references (:func:`references`).
     task : {"masked", "denoise"}
     steps : int, optional
         T (default ``config.dynamics.steps``).
     chunk_size : int
         Images iterated at once (memory; the results do not depend on it).
     progress : bool
-        Show a progress bar.
 
     Returns
     -------
     TaskEvaluation
     """
-    from spinsa._checks import check_choice, check_count
-    from spinsa.tasks import ReconstructionErrors, pixel_mask, reconstruction_errors
-
     check_choice(task, "task", TASKS)
     steps = config.dynamics.steps if steps is None else check_count(steps, "steps")
     chunk_size = check_count(chunk_size, "chunk_size", 1)
@@ -409,8 +393,6 @@ def evaluate_task(
 
 # ---------------------------------------------------------------------------- files
 def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int) -> dict:
-    from spinsa.analysis.summary import summarize_arrays
-
     tasks = config.tasks
     attrs = {
         "task": ev.task,
@@ -432,8 +414,6 @@ def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int)
 
 def _write(path, config, kind, arrays, attrs, group_attrs, overwrite) -> Path:
     """One file of the pipeline: the arrays, the whole config and every seed."""
-    from spinsa import io
-
     seeds = {s: getattr(config, s).seed for s in ("data", "embedding", "fit", "tasks", "dynamics")}
     return io.write_file(
         path,
@@ -460,8 +440,6 @@ def _new_file(path, overwrite: bool) -> Path:
 
 def read_run(path, kinds=(RUN_KIND, EVALUATION_KIND)):
     """The file's :class:`~spinsa.io.RunFile` and config; other kinds of file are refused."""
-    from spinsa import io
-
     info = io.read(path)  # refuses foreign and broken files with a SpinsaFileError
     if info.kind not in kinds:
         hint = " A reproduce directory keeps each model's run file as fit-<model>.h5 next to it."
@@ -485,26 +463,32 @@ def _fit_and_write(
     if not isinstance(config, ExperimentConfig):
         raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
     out_path = _new_file(out_path, overwrite)
-    if images is None:
-        images = load_images(config, test=bool(tasks))
-    fit = fit_couplings(config, images.train, checkpoint=checkpoint, progress=progress)
-    mean_train = config.make_embedding().pixel_space(images.train).mean(axis=0, dtype=np.float64)
-    arrays = {"J": fit.J, "fit": {"history": fit.history()}}
-    arrays["data"] = {"mean_train_image": mean_train.astype(np.float32)}
+    images = load_images(config, test=bool(tasks)) if images is None else images
+    emb = config.make_embedding()
+    xi = emb.encode(images.train)
+    fit = fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)
+    mean_train = emb.pixel_space(images.train).mean(axis=0, dtype=np.float64).astype(np.float32)
+    arrays = {
+        "J": fit.J,
+        "fit": {"history": fit.history()},
+        "data": {"mean_train_image": mean_train},
+    }
     group_attrs = {}
     for task in tasks:
         ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
         arrays[f"evaluation/{task}"] = ev.arrays()
         group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, images.test.shape[0])
     attrs = {
-        f"fit_{k}": getattr(fit, k) for k in ("loss", "device", "message", "converged", "n_steps")
+        "name": config.name,
+        "fit_loss": fit.loss,
+        "fit_initial_loss": float(fit.epoch_loss[0]),
+        "fit_wall_time": float(fit.wall_time),
+        "fit_device": fit.device,
+        "fit_message": fit.message,
+        "fit_converged": fit.converged,
+        "fit_n_steps": fit.n_steps,
+        "n_train": int(images.train.shape[0]),
     }
-    attrs.update(
-        name=config.name,
-        fit_initial_loss=float(fit.epoch_loss[0]),
-        fit_wall_time=float(fit.wall_time),
-        n_train=int(images.train.shape[0]),
-    )
     _write(out_path, config, RUN_KIND, arrays, attrs, group_attrs, overwrite)
     if checkpoint is not None:
         Path(checkpoint).unlink(missing_ok=True)
@@ -561,10 +545,8 @@ def evaluate(
     run_path : str or PathLike
         A run file written by :func:`train` or :func:`run_experiment`.
     task : {"masked", "denoise"}
-    steps : int, optional
-        T (default: the config's ``dynamics.steps``).
-    n_test : int, optional
-        Number of test images (default: the config's ``data.n_test``).
+    steps, n_test : int, optional
+        T and the number of test images (default: the config's).
     out : str or PathLike, optional
         Write the evaluation to this file (``kind = "evaluation"``, with the config) instead
         of adding a group to the run file.
@@ -580,9 +562,6 @@ def evaluate(
     Path
         The file written.
     """
-    from spinsa import io
-    from spinsa._checks import check_choice
-
     check_choice(task, "task", TASKS)
     run_path = Path(run_path)
     info, config = read_run(run_path)
@@ -638,8 +617,6 @@ def run_experiment(
     Path
         ``out_path``; its layout is in the module docstring.
     """
-    from spinsa._checks import check_choice
-
     for task in tasks:
         check_choice(task, "tasks[...]", TASKS)
     return _fit_and_write(

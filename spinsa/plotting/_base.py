@@ -15,25 +15,17 @@ TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
 
 def new_figure(figsize):
     """A matplotlib Figure attached to an Agg canvas (no pyplot: its global state is left alone)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:  # pragma: no cover - matplotlib is a core dependency
-        raise ImportError(
-            'figures need matplotlib, which is not installed: pip install "matplotlib>=3.7"'
-        ) from None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # on first use
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
 def save_figure(fig, path, *, dpi: int = 150) -> Path:
-    """Save a figure atomically (temporary file, then rename); the format follows the suffix.
-
-    Returns
-    -------
-    Path
-    """
+    """Save a figure atomically (temporary file, then rename), in the format of the suffix;
+    returns ``path`` as a Path."""
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")

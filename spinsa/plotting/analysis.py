@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from spinsa import io
 from spinsa._progress import progress as progress_bar
+from spinsa.analysis.store import load_analysis
 from spinsa.plotting._base import TASK_TITLES, band, finish, gray, new_figure, save_figure
 from spinsa.plotting.experiments import figure_errors, figure_examples
 from spinsa.tasks import mean_sem
@@ -33,26 +35,16 @@ MODEL_LABELS = {"fitted": "fitted J", "hebbian": "Hebbian (norm-matched)"}
 
 
 def _attrs(path, name: str) -> dict[str, Any]:
-    from spinsa import io
-
     return io.read_group(path, f"analysis/{name}")[1]
 
 
 def _need(path, name: str) -> dict[str, Any]:
     """Attributes of ``/analysis/<name>``; a clear error when the file lacks it."""
-    from spinsa import io
-
     if f"analysis/{name}" not in io.read(path).groups:
         raise ValueError(
             f"{path} holds no {name!r} analysis; run `spinsa analyze {path} --only {name}` first"
         )
     return _attrs(path, name)
-
-
-def _load(path, name: str):
-    from spinsa.analysis.store import load_analysis
-
-    return load_analysis(path, name)
 
 
 def _curve(ax, t, values, label, color, ls="-"):
@@ -90,12 +82,12 @@ def figure_overlaps(path, *, figsize=(11.0, 4.0)):
     fig = new_figure(figsize)
     ax1, ax2 = fig.subplots(1, 2)
     for starts, name, color in (("test", "test images", "C0"), ("train", "training images", "C1")):
-        trace = _load(path, f"overlaps/{starts}")
+        trace = load_analysis(path, f"overlaps/{starts}")
         label = f"{name} ({trace.target.shape[1]})"
         _curve(ax1, trace.times, trace.target, label, color)
         near = f"from {label}: nearest training pattern"
         _curve(ax2, trace.times, trace.nearest_overlap, near, color)
-    mean = _load(path, "overlaps/mean")
+    mean = load_analysis(path, "overlaps/mean")
     _curve(ax2, mean.times, mean.target, "from test images: mean training pattern", "C2", "--")
     overlap = r"overlap $\frac{1}{N}\sum_i x_i(t)\cdot"
     finish(ax1, "overlap with the start image", ylabel=overlap + r" x_i(0)$")
@@ -126,7 +118,7 @@ def figure_lifetimes(path, *, figsize=(11.0, 4.0)):
         "overlap": f"overlap with the clean image > {float(attrs.get('threshold', 0.9)):g}",
     }
     for ax, (criterion, title) in zip(fig.subplots(1, 2), titles.items(), strict=True):
-        table = _load(path, f"lifetimes/table_{criterion}")
+        table = load_analysis(path, f"lifetimes/table_{criterion}")
         tasks = _attrs(path, f"lifetimes/table_{criterion}").get("tasks", [])
         for row in range(table.levels.shape[0]):
             task = tasks[row] if row < len(tasks) else f"level {table.levels[row]:g}"
@@ -162,11 +154,9 @@ def figure_attractors(path, *, n_show: int = 8, figsize=None):
     -------
     matplotlib.figure.Figure
     """
-    from spinsa import io
-
     attrs = _need(path, "attractors")
-    report = _load(path, "attractors/report")
-    images = _load(path, "attractors/images").images
+    report = load_analysis(path, "attractors/report")
+    images = load_analysis(path, "attractors/images").images
     panels = []
     if "data/mean_train_image" in io.read(path).datasets:
         panels.append((io.read_array(path, "data/mean_train_image"), "mean training\nimage"))
@@ -247,10 +237,8 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
     -------
     matplotlib.figure.Figure
     """
-    from spinsa import io
-
     attrs = _need(path, "hebbian")
-    comp = _load(path, "hebbian/comparison")
+    comp = load_analysis(path, "hebbian/comparison")
     J, K = io.read_array(path, "J"), comp.hebbian
     fig = new_figure(figsize)
     ax = fig.subplots(2, 4)
@@ -281,7 +269,7 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
         fig.colorbar(im, ax=axis, shrink=0.85, label=r"$|J_{ij}|_F$")
 
     for row, name, label in ((0, "maps", "fitted"), (1, "maps_hebbian", "Hebbian")):
-        maps = _load(path, f"hebbian/{name}")
+        maps = load_analysis(path, f"hebbian/{name}")
         gh, gw = maps.center.shape
         c = divmod(maps.center_token, gw)
         center = maps.center.astype(np.float64)
@@ -307,7 +295,7 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
 
     style = dict(lw=1.2, marker="o", ms=2.5, capsize=0)
     for name, label, color in (("distance", "fitted", "C0"), ("distance_hebbian", "Hebbian", "C1")):
-        r = _load(path, f"hebbian/{name}")
+        r = load_analysis(path, f"hebbian/{name}")
         ax[1, 0].errorbar(
             r.bin_distance, r.mean, np.nan_to_num(r.sem), color=color, label=label, **style
         )
@@ -352,7 +340,7 @@ def figure_hebbian_errors(path, *, figsize=(11.0, 4.0)):
     attrs = _need(path, "hebbian")
     fig = new_figure(figsize)
     for ax, task in zip(fig.subplots(1, 2), ("masked", "denoise"), strict=True):
-        curves = _load(path, f"hebbian/errors_{task}")
+        curves = load_analysis(path, f"hebbian/errors_{task}")
         n = _attrs(path, f"hebbian/errors_{task}").get("n_images")
         first = 1 if task == "masked" and curves.times.size > 1 else 0
         for m, model in enumerate(curves.models):
@@ -384,7 +372,7 @@ def figure_patches(path, *, figsize=(6.5, 4.2)):
     matplotlib.figure.Figure
     """
     attrs = _need(path, "patches")
-    hist = _load(path, "patches/histograms")
+    hist = load_analysis(path, "patches/histograms")
     fig = new_figure(figsize)
     ax = fig.subplots()
     for m, model in enumerate(hist.models):
@@ -442,8 +430,6 @@ def plot_run(
     list of Path
         The files written (``errors.png``, ``examples.png``, ``overlaps.png``...).
     """
-    from spinsa import io
-
     path = Path(path)
     info = io.read(path)  # refuses non-spinsa files
     out = Path(out_dir) if out_dir is not None else path.with_name(f"{path.stem}-figures")

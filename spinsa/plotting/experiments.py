@@ -6,7 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from spinsa.io.results import model_names, read_evaluation, read_tree
 from spinsa.plotting._base import TASK_TITLES, band, finish, gray, level, new_figure
+from spinsa.references import REFERENCES
+from spinsa.tasks import mean_sem
 
 __all__ = [
     "figure_errors",
@@ -39,8 +42,6 @@ def _task_title(task: str, attrs: dict) -> str:
 
 def _evaluations(path, model, tasks) -> list[tuple[str, dict, dict]]:
     """``(task, arrays, attrs)`` of the tasks among ``tasks`` that the file holds for ``model``."""
-    from spinsa.io.results import read_evaluation
-
     out = []
     for task in tasks:
         try:
@@ -52,9 +53,6 @@ def _evaluations(path, model, tasks) -> list[tuple[str, dict, dict]]:
 
 def _reference_levels(arrays: dict, task: str, pixels: str) -> dict[str, tuple[float, float]]:
     """``name -> (mean, sem)`` of the references stored with an evaluation, in their order."""
-    from spinsa.references import REFERENCES
-    from spinsa.tasks import mean_sem
-
     stored = arrays.get("references", {})
     out = {}
     for name in [n for n in REFERENCES.get(task, {}) if n in stored]:
@@ -98,9 +96,6 @@ def figure_errors(
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.io.results import model_names
-    from spinsa.references import REFERENCES
-
     if pixels not in PIXELS:
         raise ValueError(f"pixels must be one of {', '.join(PIXELS)}; got {pixels!r}")
     names = list(models) if models is not None else model_names(path)
@@ -146,8 +141,6 @@ def figure_errors(
 def _draw_baselines(ax, path, task: str, pixels: str) -> list[float]:
     """The recycled block (a curve over t = 1..T, C5) and the ViT (a level, C6) of a
     baselines file; returns the best error of each baseline drawn."""
-    from spinsa.io.results import read_tree
-
     best = []
     for color, model, label in (("C5", "recycled", "recycled block"), ("C6", "vit", "ViT")):
         try:
@@ -190,9 +183,6 @@ def figure_notebook_view(
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.io.results import model_names, read_evaluation
-    from spinsa.references import REFERENCES
-
     name = model or model_names(path)[0]
     arrays, _ = read_evaluation(path, "masked", name)
     q = arrays["times"][1:] - 1
@@ -232,8 +222,6 @@ def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, floa
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.io.results import read_tree
-
     try:
         arrays, attrs = read_tree(path, "patch_variances")
     except KeyError:
@@ -287,8 +275,6 @@ def figure_examples(
     -------
     matplotlib.figure.Figure
     """
-    from spinsa.io.results import model_names
-
     name = model or model_names(path)[0]
     blocks = []
     for task, arrays, _ in _evaluations(path, name, tasks):
