@@ -9,9 +9,8 @@ analyses of :mod:`spinsa.analysis` with the run's dynamics and writes each resul
 The analyses (:data:`ANALYSES`) and their results:
 
 ``overlaps``
-    ``test``, ``train`` (:class:`~spinsa.analysis.OverlapTrace`): overlap with the start
-    image and with the nearest training pattern, from clean test and training images;
-    ``mean``: overlap of the test trajectories with the mean training pattern.
+    ``test``, ``train`` (:class:`~spinsa.analysis.OverlapTrace`): overlaps with the start and
+    the nearest training pattern; ``mean``: the test trajectories' with the mean pattern.
 ``lifetimes``
     ``masked_error``, ``denoise_error`` (:class:`~spinsa.analysis.Lifetimes`): how long the
     pixel error stays below the corrupted input's; ``masked_overlap``, ``denoise_overlap``:
@@ -33,13 +32,10 @@ The analyses (:data:`ANALYSES`) and their results:
     (:class:`~spinsa.analysis.PatchVariances`); ``histograms`` of the four.
 
 ``/analysis/<name>`` holds the settings (:class:`AnalysisSettings`) and the dynamics as
-attributes, each result its own parameters. The corrupted images are the run's task inputs
-(:meth:`~spinsa.experiments.config.TasksSection.inputs`), as in ``spinsa evaluate``; the
-training and random starts come from ``np.random.default_rng([seed, STREAMS[...]])``.
-Trajectories follow the run's dynamics (``tasks.clamp_visible`` included), except the
-attractor search (:func:`spinsa.analysis.find_attractors`), which runs eq. 1 with the run's
-``lam_eval``, ``gamma``, ``norm`` and ``update``. Errors and patch variances are in the
-embedding's pixel space, as in the evaluation.
+attributes. The corrupted images are the run's task inputs, as in ``spinsa evaluate``; the
+other starts come from :data:`STREAMS`. Trajectories follow the run's dynamics, except the
+attractor search (:func:`spinsa.analysis.find_attractors`): eq. 1 with the run's
+``lam_eval``, ``gamma``, ``norm`` and ``update``. Errors are in the embedding's pixel space.
 """
 
 from __future__ import annotations
@@ -125,21 +121,18 @@ class AnalysisSettings:
     bins: int = 50
 
     def __post_init__(self):
-        check_count(self.n_test, "n_test", 2)
-        check_count(self.steps, "steps", 1)
-        check_count(self.seed, "seed", 0)
+        minimum = dict(n_test=2, steps=1, seed=0, n_attractor_starts=1, max_period=1, bins=1)
+        for name, low in minimum.items():
+            check_count(getattr(self, name), name, low)
+        check_count(self.attractor_steps, "attractor_steps", 2 * self.max_period - 1)
         if self.n_train_starts is not None:
             check_count(self.n_train_starts, "n_train_starts", 1)
-        check_count(self.n_attractor_starts, "n_attractor_starts", 1)
-        check_count(self.max_period, "max_period", 1)
-        check_count(self.attractor_steps, "attractor_steps", 2 * self.max_period - 1)
         object.__setattr__(self, "tol", check_positive(self.tol, "tol"))
         q_min = check_real(self.q_min, "q_min")
         if not -1.0 < q_min <= 1.0:
             raise ValueError(f"q_min must be in (-1, 1], got {q_min}")
         object.__setattr__(self, "q_min", q_min)
         object.__setattr__(self, "threshold", check_real(self.threshold, "threshold"))
-        check_count(self.bins, "bins", 1)
 
 
 # --------------------------------------------------------------------------- results
@@ -153,8 +146,8 @@ class ErrorCurves(AnalysisResult):
     errors : ndarray of float64, shape (M, T + 1, P)
         Mean squared pixel error over all pixels of every image, per model.
     mean_all, sem_all, mean_masked, sem_masked, mean_visible, sem_visible
-        ndarray of float64, shape (M, T + 1): mean over images and its standard error, over
-        all, masked and visible pixels (masked and visible are NaN without a mask).
+        ndarray of float64, shape (M, T + 1): mean over images and its standard error
+        (masked and visible pixels: NaN without a mask).
     models : tuple of str, length M
     task : str
     """
@@ -274,10 +267,8 @@ class RunInputs:
     config : spinsa.experiments.ExperimentConfig
         The run's config, with ``data.n_test`` the number of test images loaded.
     J : ndarray of float32, shape (N, N, d, d)
-        The fitted couplings.
     embedding : spinsa.PatchEmbedding
-    train_images : ndarray, shape (M, H, W)
-    test_images : ndarray, shape (P, H, W)
+    train_images, test_images : ndarray, shapes (M, H, W) and (P, H, W)
     test_index : ndarray of int64, shape (P,)
         The test images' numbers in their split (the keys of their task streams).
     patterns, test_patterns : ndarray, shapes (M, N, d) and (P, N, d)
@@ -460,19 +451,16 @@ def _lifetimes(ctx: _Context) -> Results:
     s, tasks = ctx.settings, ctx.inputs.config.tasks
     times = np.arange(s.steps + 1, dtype=np.int64)
     levels = {"masked": tasks.mask_fraction, "denoise": tasks.noise_variance}
-    per: dict[str, list] = {"error": [], "overlap": []}
     out: Results = {}
     for task in TASKS:
         p = ctx.task_pass("fitted", task)
         common = {"task": task, "level": float(levels[task]), "n_images": int(p.overlap.shape[1])}
         err = analysis.error_lifetimes(p.errors.all, times)
-        ovl = analysis.overlap_lifetimes(p.overlap, times, s.threshold)
-        per["error"].append(err)
-        per["overlap"].append(ovl)
         out[f"{task}_error"] = (err, {**common, "error": "mean squared error over all pixels"})
-        out[f"{task}_overlap"] = (ovl, common)
+        out[f"{task}_overlap"] = (analysis.overlap_lifetimes(p.overlap, times, s.threshold), common)
     names = {"tasks": list(TASKS), "level_names": ["mask fraction", "noise variance"]}
-    for criterion, results in per.items():
+    for criterion in ("error", "overlap"):
+        results = [out[f"{task}_{criterion}"][0] for task in TASKS]
         table = analysis.summarize_lifetimes(results, [levels[t] for t in TASKS])
         out[f"table_{criterion}"] = (table, names)
     return out
@@ -485,15 +473,13 @@ def _attractors(ctx: _Context) -> Results:
     masked, noisy = inp.starts("masked")[0][:n], inp.starts("denoise")[0][:n]
     rand = analysis.random_spins(n, N, d, np.random.default_rng([s.seed, STREAMS["random"]]))
     x0s = np.concatenate([inp.test_patterns[:n], masked, noisy, rand.astype(masked.dtype)])
+    design = dataclasses.asdict(dyn.model_config())  # eq. 1 with the run's lam, gamma, ...
     report = analysis.find_attractors(
         inp.J,
-        dyn.lam_eval,
+        design.pop("lam"),
         x0s,
         s.attractor_steps,
-        gamma=dyn.gamma,
-        norm=dyn.norm,
-        update=dyn.update,
-        seed=dyn.seed,
+        **design,
         max_period=s.max_period,
         tol=s.tol,
         q_min=s.q_min,
@@ -593,17 +579,11 @@ ANALYSES: dict[str, _Analysis] = {
 
 
 def _select(only: str | Iterable[str] | None) -> list[str]:
-    if only is None:
-        return list(ANALYSES)
-    names = [only] if isinstance(only, str) else list(only)
-    if not names:
-        raise ValueError(f"only must name at least one analysis: {', '.join(ANALYSES)}")
+    names = list(ANALYSES) if only is None else [only] if isinstance(only, str) else list(only)
     unknown = [n for n in names if n not in ANALYSES]
-    if unknown:
-        raise ValueError(
-            f"unknown analysis {', '.join(map(repr, unknown))}; the analyses are: "
-            + ", ".join(ANALYSES)
-        )
+    if unknown or not names:
+        what = f"unknown analysis {', '.join(map(repr, unknown))}" if unknown else "no analysis"
+        raise ValueError(f"{what}; the analyses are: {', '.join(ANALYSES)}")
     return [n for n in ANALYSES if n in names]  # table order, no duplicates
 
 
@@ -623,19 +603,14 @@ def analyze_run(
     Parameters
     ----------
     path : str or PathLike
-        A run file (``kind = "experiment"``, from ``spinsa train`` or
-        :func:`spinsa.experiments.run_experiment`); other files are refused.
+        A run file (``kind = "experiment"``); other files are refused.
     only : str or iterable of str, optional
-        Names from :data:`ANALYSES` (default: all of them); an unknown name raises a
-        ``ValueError`` that lists the known ones.
+        Names from :data:`ANALYSES` (default: all of them).
     n_test, steps, seed, **settings
-        The fields of :class:`AnalysisSettings`: test images started from, steps T of the
-        trajectories, seed of the training and random starts (the corruptions are the
-        run's own), and any other (``attractor_steps``, ``tol``...).
+        The fields of :class:`AnalysisSettings` (``attractor_steps``, ``tol``...).
     overwrite : bool
         Replace analyses the file already holds (default: refuse before computing anything).
     progress : bool
-        Progress bars (one over the analyses, one per run of the dynamics).
 
     Returns
     -------
@@ -661,12 +636,8 @@ def analyze_run(
             bar.set_postfix_str(name)
             t0 = time.perf_counter()
             results = ANALYSES[name].run(ctx)
-            attrs = {
-                **dataclasses.asdict(cfg),
-                **ctx.dynamics_attrs(name),
-                "analysis": name,
-                "wall_time": time.perf_counter() - t0,
-            }
+            attrs = {**dataclasses.asdict(cfg), **ctx.dynamics_attrs(name), "analysis": name}
+            attrs["wall_time"] = time.perf_counter() - t0
             io.write_group(path, f"{ROOT}/{name}", {}, attrs, overwrite=True)
             for sub, (result, extra) in results.items():
                 analysis.save_analysis(path, f"{name}/{sub}", result, attrs=extra)

@@ -9,8 +9,7 @@ for every bare-SA model of the run, recomputed from its couplings at its best t.
 Layout of ``baselines.h5``::
 
     /models/<recycled|vit>/<task>/times                 (T,) int64, 1 .. T
-    /models/<recycled|vit>/<task>/mean/{all,masked,visible}   (T,) mean over test images
-    /models/<recycled|vit>/<task>/sem/{all,masked,visible}    (T,) standard error
+    /models/<recycled|vit>/<task>/{mean,sem}/{all,masked,visible}   (T,) over test images
     /models/<recycled|vit>/<task>/errors/all             (T, P) float32 per image
     /models/<recycled|vit>/<task>/history/{epoch_loss, epoch_seconds, step_loss, step_lr,
                                            step_tau}
@@ -88,10 +87,8 @@ class BaselinesSpec:
         Train on a seeded random subset of this many training images (None: all).
     T : int
         Iterations of the evaluation, t = 1..T (the ViT is constant in t).
-    n_patch_images : int
-        Test images whose masked patches enter the patch-variance distributions.
-    bins : int
-        Bins of the patch-variance histograms.
+    n_patch_images, bins : int
+        Test images whose masked patches enter Fig. 2, and bins of its histograms.
     seed : int
         Seed of the training subset.
     """
@@ -111,10 +108,8 @@ class BaselinesSpec:
             raise ValueError("the recycled block and the ViT must have one image_shape")
         if self.n_train is not None:
             check_count(self.n_train, "n_train", 1)
-        check_count(self.T, "T", 1)
-        check_count(self.n_patch_images, "n_patch_images", 1)
-        check_count(self.bins, "bins", 1)
-        check_count(self.seed, "seed", 0)
+        for name, minimum in dict(T=1, n_patch_images=1, bins=1, seed=0).items():
+            check_count(getattr(self, name), name, minimum)
 
     def configs(self) -> dict[str, BaselineConfig]:
         """``{"recycled": ..., "vit": ...}``."""
@@ -174,17 +169,15 @@ def run_baselines(
     out_path : str or PathLike
         The file to write (replaced if present).
     config : ReproduceConfig
-        The run's configuration (tasks, seeds, the bare-SA models).
     spec : BaselinesSpec
     images : spinsa.experiments.pipeline.Images
         The run's images: ``train`` (P, H, W) and ``test`` (Q, H, W) in [0, 1].
     reproduce_h5 : str or PathLike
-        The run's assembled ``reproduce.h5`` (couplings and error curves of the bare SA).
+        The run's ``reproduce.h5`` (couplings and error curves of the bare SA).
     checkpoint_dir : str or PathLike, optional
-        Where the training checkpoints ``baseline-<model>-<task>.pt`` go (default: next to
-        ``out_path``); an existing one is resumed.
+        Where the checkpoints ``baseline-<model>-<task>.pt`` go and are resumed from
+        (default: next to ``out_path``).
     progress : bool
-        Progress bars of the training.
     log : callable, optional
         Receives one line per model and task.
 
@@ -233,13 +226,9 @@ def run_baselines(
         variances = masked_patch_variances(emb.decode_pixels(x), mask, exp.embedding.patch)
         fig2[name] = (variances, exp.embedding.patch, best_t)
 
+    streams = dict(seed=tasks.seed, index=images.test_index)  # the run's corruptions, checked above
+    streams.update(mask_fraction=tasks.mask_fraction, noise_variance=tasks.noise_variance)
     for model, bc in spec.configs().items():
-        streams = dict(
-            seed=tasks.seed,
-            index=images.test_index,
-            mask_fraction=bc.mask_fraction,
-            noise_variance=bc.noise_variance,
-        )
         for task in TASKS:
             ckpt = ckdir / f"baseline-{model}-{task}.pt"
             t0 = time.perf_counter()

@@ -82,10 +82,9 @@ class DataSection:
 
     def __post_init__(self):
         check_choice(self.dataset, "data.dataset", DATASETS)
-        if self.n_train is not None:
-            check_count(self.n_train, "data.n_train", 1)
-        if self.per_class is not None:
-            check_count(self.per_class, "data.per_class", 1)
+        for name in ("n_train", "per_class"):
+            if getattr(self, name) is not None:
+                check_count(getattr(self, name), f"data.{name}", 1)
         if self.n_train is not None and self.per_class is not None:
             raise ValueError(
                 "data.n_train and data.per_class are exclusive: give one of them "

@@ -1,13 +1,10 @@
 """The published notebook's own printed numbers, and the same measurements on spinsa's preset.
 
 The notebook (``bare_self_attention.ipynb`` of Francill99/self_attention_attractor_network)
-trains the bare self-attention on 10,000 MNIST images (1,000 per class) and prints, after
-every epoch, the mean minibatch training loss and a validation score: the masked pixels'
-1 - MSE in its pixel space min(2p, 1) after 5 steps of its dynamics (lambda = 1, g = 0.5) on
-a test batch of 256 images with 30 % of the tokens masked. :func:`notebook_check` measures
-the same two things on a fit of the ``damico2024`` preset, on the first 256 test images,
-together with the simple references on the same images, so that a report can set them side
-by side (:data:`TRAIN_LOSS`, :data:`VALIDATION`).
+prints after every epoch the mean minibatch training loss and a validation score: the masked
+pixels' 1 - MSE in its pixel space after 5 steps of its dynamics on 256 test images, 30 % of
+their tokens masked. :func:`notebook_check` measures both on a fit of the ``damico2024``
+preset (first 256 test images), with the simple references on the same images.
 """
 
 from __future__ import annotations
@@ -78,15 +75,13 @@ def notebook_check(config, J: np.ndarray, images, step_loss, n_epochs: int, *, f
         The fit's per-step losses, over ``n_epochs`` epochs.
     n_epochs : int
     fetch : bool
-        Fetch the data set on first use.
 
     Returns
     -------
     arrays : dict
-        ``train_loss`` (n_epochs,): the epoch means of the minibatch losses;
-        ``masked_score`` (256,): each of the first 256 test images' masked-pixel 1 - MSE
-        after 5 steps; ``references/<name>`` (256,): the same score of the references of
-        :mod:`spinsa.references` on the same inputs.
+        ``train_loss`` (n_epochs,): the epoch means of the minibatch losses; ``masked_score``
+        (256,): the first 256 test images' masked-pixel 1 - MSE after 5 steps;
+        ``references/<name>`` (256,): the same score of the references.
     attrs : dict
         The published values and tolerances, the number of steps and images.
     """

@@ -12,13 +12,13 @@ every state), so memory stays O(P N d + T P), never O(T P N d). Run file layout:
     /evaluation/<task>/times             (T + 1,) int64, 0 .. T
     /evaluation/<task>/errors/{all, masked, visible}   (T + 1, P) float32, per test image
     /evaluation/<task>/{mean, sem}/{all, masked, visible}   (T + 1,) over images
-    /evaluation/<task>/references/<name>/{all, masked, visible}   (P,) float32, the simple
-                                         predictors of spinsa.references on the same inputs
+    /evaluation/<task>/references/<name>/{all, masked, visible}   (P,) float32, the errors
+                                         of spinsa.references on the same inputs
     /evaluation/<task>/mean_image_corr   (T + 1, P) correlation of each decoded state with
                                          the mean training image (and its _mean, _sem)
     /evaluation/<task>/step_change       (T,) mean over images and tokens of |x_i(t) - x_i(t-1)|
-    /evaluation/<task>/final_mean_image  (H, W) mean over test images of the state at t = T
-    /evaluation/<task>/final_coherence   (P,) correlation of each final image with that mean
+    /evaluation/<task>/final_mean_image  (H, W) mean over test images of the state at t = T,
+    /evaluation/<task>/final_coherence   (P,) and the correlation of each final image with it
     /evaluation/<task>/examples/{images (k, n, H, W), times (k,), index (n,), clean (n, H, W)}
 
 Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`),
@@ -27,6 +27,7 @@ on the task inputs of :meth:`TasksSection.inputs`, the same in every evaluation 
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,26 +103,21 @@ def load_images(
     from spinsa import datasets
 
     data = config.data
-    none = np.zeros(0, dtype=np.int64)
-    tr = te = np.zeros((0, *data.image_shape), dtype=np.float32), none, none
     if data.dataset == "synthetic":
 
-        def make(n, stream):
-            gen = np.random.default_rng([data.seed, stream])
+        def load(split, n, per_class=None):  # seeded per split: streams 0 and 1
+            n = 10 * per_class if n is None else n
+            gen = np.random.default_rng([data.seed, 0 if split == "train" else 1])
             imgs, labels = datasets.synthetic_digits(n, size=data.image_size, seed=gen)
             return imgs, labels, np.arange(n, dtype=np.int64)
 
-        if train:
-            tr = make(data.n_train_images, 0)
-        if test:
-            te = make(data.n_test, 1)
     else:
-        load = datasets.load_mnist if data.dataset == "mnist" else datasets.load_fashion_mnist
-        opts = dict(seed=data.seed, fetch=fetch, return_index=True)
-        if train:
-            tr = load("train", n=data.n_train, per_class=data.per_class, **opts)
-        if test:
-            te = load("test", n=data.n_test, **opts)
+        mnist = datasets.load_mnist if data.dataset == "mnist" else datasets.load_fashion_mnist
+        load = functools.partial(mnist, seed=data.seed, fetch=fetch, return_index=True)
+    none = np.zeros(0, dtype=np.int64)
+    empty = np.zeros((0, *data.image_shape), dtype=np.float32), none, none
+    tr = load("train", n=data.n_train, per_class=data.per_class) if train else empty
+    te = load("test", n=data.n_test) if test else empty
     return Images(*tr[:2], *te[:2], train_index=tr[2], test_index=te[2])
 
 
@@ -138,15 +134,11 @@ class TaskEvaluation:
     errors : spinsa.tasks.ReconstructionErrors
         Per-image errors, fields of shape (T + 1, P).
     mean_image_corr : ndarray, shape (T + 1, P)
-        Pearson correlation of each decoded state with the mean training image.
     step_change : ndarray, shape (T,)
-    final_mean_image : ndarray, shape (H, W)
-    final_coherence : ndarray, shape (P,)
-    examples : ndarray, shape (k, n, H, W)
-        Decoded states of the first n test images at ``example_times`` (k,), their numbers
-        ``example_index`` (n,) and their clean images ``clean_examples`` (n, H, W).
-    references : dict
-        ``name -> spinsa.references.Reference`` on the same inputs.
+    final_mean_image, final_coherence : ndarray, shapes (H, W) and (P,)
+    examples, example_times, example_index, clean_examples : ndarray
+        Shapes (k, n, H, W), (k,), (n,) and (n, H, W).
+    references : dict of str to spinsa.references.Reference
     wall_time : float
         Seconds spent.
     """
@@ -319,13 +311,12 @@ def evaluate_task(
     chunk_size = check_count(chunk_size, "chunk_size", 1)
     t_start = time.perf_counter()
     emb = config.make_embedding()
-    test = np.asarray(images.test, dtype=np.float32)
-    if test.ndim != 3 or test.shape[1:] != emb.image_shape:
+    test, shape = np.asarray(images.test, dtype=np.float32), emb.image_shape
+    if test.ndim != 3 or test.shape[1:] != shape:
         raise ValueError(
-            f"test images must have shape (P, {emb.image_shape[0]}, {emb.image_shape[1]}), "
-            f"got {test.shape}"
+            f"test images must have shape (P, {shape[0]}, {shape[1]}), got {test.shape}"
         )
-    P, shape = test.shape[0], emb.image_shape
+    P = test.shape[0]
     x0_all, mask_all = config.tasks.inputs(task, emb, test, images.test_index)
     pmask_all = None if mask_all is None else pixel_mask(mask_all, emb)
     clean_all = emb.pixel_space(test)
@@ -415,16 +406,8 @@ def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int)
 def _write(path, config, kind, arrays, attrs, group_attrs, overwrite) -> Path:
     """One file of the pipeline: the arrays, the whole config and every seed."""
     seeds = {s: getattr(config, s).seed for s in ("data", "embedding", "fit", "tasks", "dynamics")}
-    return io.write_file(
-        path,
-        arrays,
-        attrs,
-        kind=kind,
-        config=config,
-        seeds=seeds,
-        group_attrs=group_attrs,
-        overwrite=overwrite,
-    )
+    options = dict(kind=kind, config=config, seeds=seeds, group_attrs=group_attrs)
+    return io.write_file(path, arrays, attrs, overwrite=overwrite, **options)
 
 
 def _new_file(path, overwrite: bool) -> Path:
@@ -511,11 +494,10 @@ def train(
     ----------
     config : ExperimentConfig
     out_path : str or PathLike
-        The run file (``.h5``); refused, before the fit, if it exists unless ``overwrite``.
+        The run file; refused before the fit if it exists, unless ``overwrite``.
     overwrite, progress : bool
     checkpoint : str or PathLike, optional
-        Fit checkpoint: an interrupted fit resumes from it (see
-        :func:`spinsa.fit_pseudolikelihood`); removed once the run file is written.
+        Fit checkpoint, resumed after an interruption and removed once the file is written.
     images : Images, optional
         Already loaded images (default: :func:`load_images`).
 
@@ -548,8 +530,7 @@ def evaluate(
     steps, n_test : int, optional
         T and the number of test images (default: the config's).
     out : str or PathLike, optional
-        Write the evaluation to this file (``kind = "evaluation"``, with the config) instead
-        of adding a group to the run file.
+        Write the evaluation to a file of its own (``kind = "evaluation"``).
     overwrite : bool
         Replace an existing evaluation of this task (or an existing ``out`` file).
     chunk_size, progress
@@ -576,8 +557,7 @@ def evaluate(
     if out is not None:
         out = _new_file(out, overwrite)
     J = io.read_array(run_path, "J")
-    if images is None:
-        images = load_images(config)
+    images = load_images(config) if images is None else images
     ev = evaluate_task(config, J, images, task, chunk_size=chunk_size, progress=progress)
     attrs = _evaluation_attrs(config, ev, images.test.shape[0])
     if out is None:
@@ -599,10 +579,8 @@ def run_experiment(
     tasks: tuple[str, ...] = TASKS,
     chunk_size: int = 1000,
 ) -> Path:
-    """Train, evaluate every task and write one self-describing run file.
-
-    Deterministic for a given config (on one machine and library versions): the data
-    subsets, the embedding, the fit, the masks and the noise all come from the config's seeds.
+    """Train, evaluate every task and write one run file; deterministic for a given config
+    (on one machine and library versions: every draw comes from the config's seeds).
 
     Parameters
     ----------

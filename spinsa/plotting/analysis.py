@@ -55,12 +55,9 @@ def _curve(ax, t, values, label, color, ls="-"):
 
 def _title(fig, text: str, attrs: dict) -> None:
     """The figure's title, and under it the dynamics the analysis ran."""
-    sub = []
-    if "lam" in attrs:
-        sub.append(f"λ_eval = {float(attrs['lam']):g}")
-    if "dynamics" in attrs:
-        sub.append(f"{attrs['dynamics']} dynamics")
-    fig.suptitle(f"{text}\n{', '.join(sub)}" if sub else text, fontsize=11)
+    sub = [f"λ_eval = {float(attrs['lam']):g}"] if "lam" in attrs else []
+    sub += [f"{attrs['dynamics']} dynamics"] if "dynamics" in attrs else []
+    fig.suptitle("\n".join([text, ", ".join(sub)]) if sub else text, fontsize=11)
 
 
 def figure_overlaps(path, *, figsize=(11.0, 4.0)):
@@ -198,16 +195,8 @@ def figure_attractors(path, *, n_show: int = 8, figsize=None):
         if rest.any():
             ax.barh(names, rest, left=left, color="0.6", label="other attractors")
             left += rest
-        unconverged = report.group_unconverged[order]
-        ax.barh(
-            names,
-            unconverged,
-            left=left,
-            color="white",
-            edgecolor="0.3",
-            hatch="//",
-            label="not converged",
-        )
+        hatched = dict(color="white", edgecolor="0.3", hatch="//", label="not converged")
+        ax.barh(names, report.group_unconverged[order], left=left, **hatched)
         ax.invert_yaxis()  # groups top to bottom in the order above
         ax.set_xlim(0, 1)
         ax.set_xlabel("fraction of starts in each basin")
@@ -286,9 +275,9 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
             extent=(-gw + 0.5, gw - 0.5, gh - 0.5, -gh + 0.5),
         )
 
-    h = ax[0, 3]
+    h, cosine = ax[0, 3], comp.mean_pair_cosine
     h.hist(comp.pair_cosine[np.isfinite(comp.pair_cosine)], bins=50, range=(-1, 1), color="C0")
-    h.axvline(comp.mean_pair_cosine, color="C3", lw=1.2, label=f"mean {comp.mean_pair_cosine:.3f}")
+    h.axvline(cosine, color="C3", lw=1.2, label=f"mean {cosine:.3f}")
     finish(
         h, "per-pair similarity", r"cosine of $J_{ij}$ and $K_{ij}$ (per pair of patches)", "pairs"
     )
@@ -415,15 +404,13 @@ def plot_run(
     Parameters
     ----------
     path : str or PathLike
-        A spinsa file (a run file, or anything with ``/analysis`` or ``/evaluation`` groups).
+        A spinsa file with ``/analysis`` or ``/evaluation`` groups.
     out_dir : str or PathLike, optional
-        Directory of the figures (created if needed); default ``<stem>-figures`` next to
-        the file.
+        Directory of the figures (default: ``<stem>-figures`` next to the file).
     fmt : str
-        File format, e.g. ``"png"``, ``"pdf"``, ``"svg"``.
+        File format: ``"png"``, ``"pdf"``, ``"svg"``...
     dpi : int
     progress : bool
-        A progress bar over the figures.
 
     Returns
     -------

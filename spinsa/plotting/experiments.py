@@ -19,15 +19,11 @@ __all__ = [
 ]
 
 PIXELS = ("all", "masked", "visible")
-REFERENCE_STYLES = {  # colour and line style of each reference's horizontal line
-    "masked_input": ("0.55", ":"),
-    "noisy_input": ("0.55", ":"),
-    "mean_fill": ("tab:red", "--"),
-    "mean_image": ("tab:red", "--"),
-    "harmonic": ("tab:green", "--"),
-    "blur": ("tab:green", "--"),
-    "nearest": ("tab:purple", "-."),
-    "knn_mean": ("tab:purple", "-."),
+REFERENCE_STYLES = {  # colour and line style of each reference's level, alike in both tasks
+    **dict.fromkeys(("masked_input", "noisy_input"), ("0.55", ":")),
+    **dict.fromkeys(("mean_fill", "mean_image"), ("tab:red", "--")),
+    **dict.fromkeys(("harmonic", "blur"), ("tab:green", "--")),
+    **dict.fromkeys(("nearest", "knn_mean"), ("tab:purple", "-.")),
 }
 
 
@@ -88,9 +84,8 @@ def figure_errors(
         Which pixels the error is averaged over.
     figsize : (float, float), optional
     baselines : str or PathLike, optional
-        A ``baselines.h5`` (``spinsa reproduce``): the recycled block as a curve over t = 1..T
-        and the ViT as a level, with standard-error bands, in the panels of the models whose
-        pixel space is the images' own (the baselines are trained on pixels in [0, 1]).
+        A ``baselines.h5``: the recycled block (a curve) and the ViT (a level) in the panels
+        of the models whose pixel space is the images' own, as the baselines'.
 
     Returns
     -------
@@ -117,14 +112,8 @@ def figure_errors(
             if np.isfinite(mean).any():
                 b = int(np.nanargmin(mean))
                 ax.plot(t[b], mean[b], "o", color="C0", ms=5)
-                ax.annotate(
-                    f"t = {t[b]}: {mean[b]:.4f}",
-                    (t[b], mean[b]),
-                    textcoords="offset points",
-                    xytext=(4, -12),
-                    fontsize=8,
-                    color="C0",
-                )
+                note = dict(textcoords="offset points", xytext=(4, -12), fontsize=8, color="C0")
+                ax.annotate(f"t = {t[b]}: {mean[b]:.4f}", (t[b], mean[b]), **note)
             for ref, (value, sem) in _reference_levels(arrays, task, pixels).items():
                 color, ls = REFERENCE_STYLES.get(ref, ("0.3", "--"))
                 level(ax, value, sem, f"{REFERENCES[task][ref]} ({value:.4f})", color, ls=ls)
@@ -164,12 +153,9 @@ def _draw_baselines(ax, path, task: str, pixels: str) -> list[float]:
 def figure_notebook_view(
     path, *, model: str | None = None, figsize: tuple[float, float] | None = None
 ):
-    """The published notebook's own figure of the masked task, over the test images.
-
-    The notebook plots, for one image, 1 - MSE in its pixel space over all, masked and
-    visible pixels against q, the state after step q + 1. Here: means over the test images
-    with standard-error bands against q = t - 1, and the masked pixels' 1 - MSE of the masked
-    input, the mean image in the hole and harmonic inpainting as levels.
+    """The published notebook's own figure of the masked task, over the test images: 1 - MSE
+    over all, masked and visible pixels against q = t - 1 (the notebook labels the state after
+    step q + 1 "q"), with the masked pixels' 1 - MSE of three references as levels.
 
     Parameters
     ----------
@@ -228,19 +214,13 @@ def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, floa
         raise ValueError(f"{path} holds no patch_variances group") from None
     fig = new_figure(figsize or (6.0, 4.0))
     ax = fig.subplots()
+    edges, density = (np.asarray(arrays[k], dtype=float) for k in ("bin_edges", "density"))
     for k, model in enumerate(str(m) for m in attrs["models"]):
         patch = attrs.get("patch", {}).get(model)
         label = f"{model} (median {float(arrays['median'][k]):.4f}"
         label += f", {patch}x{patch} patches)" if patch else ")"
-        clean = model == "clean"
-        ax.stairs(
-            np.asarray(arrays["density"][k], dtype=float),
-            np.asarray(arrays["bin_edges"], dtype=float),
-            color="0.4" if clean else f"C{k}",
-            ls=":" if clean else "-",
-            lw=1.5,
-            label=label,
-        )
+        style = dict(color="0.4", ls=":") if model == "clean" else dict(color=f"C{k}", ls="-")
+        ax.stairs(density[k], edges, lw=1.5, label=label, **style)
     if log:
         ax.set_yscale("log")
     ax.set_ylabel("density")
@@ -276,12 +256,9 @@ def figure_examples(
     matplotlib.figure.Figure
     """
     name = model or model_names(path)[0]
-    blocks = []
-    for task, arrays, _ in _evaluations(path, name, tasks):
-        ex = arrays["examples"]
-        n = min(int(n_examples), ex["images"].shape[1])
-        if n > 0:
-            blocks.append((task, ex, n))
+    examples = [(task, arrays["examples"]) for task, arrays, _ in _evaluations(path, name, tasks)]
+    blocks = [(task, ex, min(int(n_examples), ex["images"].shape[1])) for task, ex in examples]
+    blocks = [(task, ex, n) for task, ex, n in blocks if n > 0]
     if not blocks:
         raise ValueError(f"{path} holds no example images for model {name!r}")
     n_cols = 1 + max(ex["times"].size for _, ex, _ in blocks)
