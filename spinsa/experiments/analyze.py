@@ -362,32 +362,27 @@ class _Context:
         (computed once)."""
         if (which, task) in self._passes:
             return self._passes[which, task]
-        inp, T = self.inputs, self.settings.steps
+        inp, T, emb = self.inputs, self.settings.steps, self.inputs.embedding
         x0, mask = inp.starts(task)
-        P = x0.shape[0]
-        pmask = None if mask is None else pixel_mask(mask, inp.embedding)
-        errs = {k: np.empty((T + 1, P)) for k in PIXELS}
-        overlap = np.empty((T + 1, P))
+        pmask = None if mask is None else pixel_mask(mask, emb)
+        errs = {k: np.empty((T + 1, x0.shape[0])) for k in PIXELS}
+        overlap = np.empty((T + 1, x0.shape[0]))
         keep_var = mask is not None and which == "fitted"
         variances = np.empty((T + 1, int(mask.sum()))) if keep_var else None
 
         def record(t, x):
-            dec = inp.embedding.decode_pixels(x)
+            dec = emb.decode_pixels(x)
             e = reconstruction_errors(dec, inp.clean, pmask)
             for k in errs:
                 errs[k][t] = getattr(e, k)
             overlap[t] = analysis.target_overlaps(x, inp.test_patterns)
             if keep_var:
-                variances[t] = analysis.masked_patch_variances(
-                    dec, mask, inp.embedding.patch
-                ).variance
+                variances[t] = analysis.masked_patch_variances(dec, mask, emb.patch).variance
 
-        self.run(
-            inp.J if which == "fitted" else self.hebbian, x0, mask, T, record, f"{task} ({which} J)"
-        )
-        self._passes[which, task] = _TaskPass(
-            ReconstructionErrors(**errs), overlap, mask, variances
-        )
+        J = inp.J if which == "fitted" else self.hebbian
+        self.run(J, x0, mask, T, record, f"{task} ({which} J)")
+        errors = ReconstructionErrors(**errs)
+        self._passes[which, task] = _TaskPass(errors, overlap, mask, variances)
         return self._passes[which, task]
 
     def dynamics_attrs(self, name: str) -> dict[str, Any]:

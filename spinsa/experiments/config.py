@@ -353,9 +353,8 @@ class ModelSpec:
 
     def __post_init__(self):
         check_choice(self.kind, f"models.{self.name}.kind", MODEL_KINDS)
-        object.__setattr__(
-            self, "overrides", tuple((str(k), v) for k, v in dict(self.overrides).items())
-        )
+        pairs = tuple((str(k), v) for k, v in dict(self.overrides).items())
+        object.__setattr__(self, "overrides", pairs)
 
 
 @dataclass(frozen=True)
@@ -407,12 +406,8 @@ class ReproduceConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Nested dicts: the shared sections, then ``models = {name: {kind, overrides}}``."""
-        out = self.base.to_dict()
-        out.pop("name")
-        out["models"] = {
-            m.name: {"kind": m.kind, "overrides": dict(m.overrides)} for m in self.models
-        }
-        return out
+        models = {m.name: {"kind": m.kind, "overrides": dict(m.overrides)} for m in self.models}
+        return {**{k: v for k, v in self.base.to_dict().items() if k != "name"}, "models": models}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> ReproduceConfig:

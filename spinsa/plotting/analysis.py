@@ -242,12 +242,8 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
     ax[0, 0].scatter(kx, jy, s=2, alpha=0.3, color="C0", rasterized=True)
     lim = float(np.nanmax(np.abs(np.concatenate([kx, jy])))) if n else 1.0
     ax[0, 0].plot([-lim, lim], [-lim, lim], color="0.4", lw=0.8, ls="--", label="J = K")
-    finish(
-        ax[0, 0],
-        f"matrix elements (global cosine {comp.global_cosine:.3f})",
-        r"Hebbian $K_{ij}^{ab}$ (norm-matched)",
-        r"fitted $J_{ij}^{ab}$",
-    )
+    title = f"matrix elements (global cosine {comp.global_cosine:.3f})"
+    finish(ax[0, 0], title, r"Hebbian $K_{ij}^{ab}$ (norm-matched)", r"fitted $J_{ij}^{ab}$")
 
     def heat(axis, data, title, xlabel, ylabel, **kwargs):
         im = axis.imshow(
@@ -278,9 +274,8 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
     h, cosine = ax[0, 3], comp.mean_pair_cosine
     h.hist(comp.pair_cosine[np.isfinite(comp.pair_cosine)], bins=50, range=(-1, 1), color="C0")
     h.axvline(cosine, color="C3", lw=1.2, label=f"mean {cosine:.3f}")
-    finish(
-        h, "per-pair similarity", r"cosine of $J_{ij}$ and $K_{ij}$ (per pair of patches)", "pairs"
-    )
+    cosines = r"cosine of $J_{ij}$ and $K_{ij}$ (per pair of patches)"
+    finish(h, "per-pair similarity", cosines, "pairs")
 
     style = dict(lw=1.2, marker="o", ms=2.5, capsize=0)
     for name, label, color in (("distance", "fitted", "C0"), ("distance_hebbian", "Hebbian", "C1")):
