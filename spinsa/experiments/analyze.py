@@ -303,8 +303,19 @@ def _read_run(path):
 
 
 def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
-    """The couplings, config and images of a run file (``kind = "experiment"``), with
-    ``n_test`` test images (see :class:`RunInputs`)."""
+    """The couplings, config and images of a run file (see :class:`RunInputs`).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A run file (``kind = "experiment"``).
+    n_test : int
+        Test images to load.
+
+    Returns
+    -------
+    RunInputs
+    """
     path = Path(path)
     n_test = check_count(n_test, "n_test", 1)
     config = _read_run(path)[1].with_overrides({"data.n_test": n_test})
@@ -483,10 +494,9 @@ def _attractors(ctx: _Context) -> Results:
         groups=np.repeat(np.array(GROUPS), n),
         progress=ctx.progress,
     )
+    emb = inp.embedding
     images = (
-        inp.embedding.decode_pixels(report.states)
-        if report.n_attractors
-        else np.zeros((0, *inp.embedding.image_shape), dtype=np.float32)
+        emb.decode_pixels(report.states) if report.n_attractors else np.zeros((0, *emb.image_shape))
     )
     return {
         "report": (report, {"starts_per_group": int(n), "group_order": list(GROUPS)}),

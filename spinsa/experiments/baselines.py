@@ -240,7 +240,7 @@ def run_baselines(
             summary = ev.summary()
             mean = np.asarray(summary.mean.all, dtype=np.float64)
             sem = np.asarray(summary.sem.all, dtype=np.float64)
-            b = best_time(mean)
+            b = best_time(mean)  # an index into times, which start at t = 1
             best_t = int(ev.times[b])
             if task == "masked":
                 inputs, pm = corrupt_images(test, task, bc.patch, **streams)

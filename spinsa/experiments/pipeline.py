@@ -17,8 +17,8 @@ every state), so memory stays O(P N d + T P), never O(T P N d). Run file layout:
     /evaluation/<task>/mean_image_corr   (T + 1, P) correlation of each decoded state with
                                          the mean training image (and its _mean, _sem)
     /evaluation/<task>/step_change       (T,) mean over images and tokens of |x_i(t) - x_i(t-1)|
-    /evaluation/<task>/final_mean_image  (H, W) mean over test images of the state at t = T,
-    /evaluation/<task>/final_coherence   (P,) and the correlation of each final image with it
+    /evaluation/<task>/final_mean_image  (H, W) mean over test images of the state at t = T
+    /evaluation/<task>/final_coherence   (P,) correlation of each final image with that mean
     /evaluation/<task>/examples/{images (k, n, H, W), times (k,), index (n,), clean (n, H, W)}
 
 Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`),
@@ -125,7 +125,7 @@ def load_images(
 @dataclass(frozen=True, eq=False)
 class TaskEvaluation:
     """Everything kept from the dynamics on one task: the arrays of ``/evaluation/<task>``
-    (the module docstring says what each holds).
+    (laid out in the docstring of :mod:`spinsa.experiments.pipeline`).
 
     Attributes
     ----------
@@ -384,16 +384,10 @@ def evaluate_task(
 
 # ---------------------------------------------------------------------------- files
 def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int) -> dict:
-    tasks = config.tasks
-    attrs = {
-        "task": ev.task,
-        "steps": int(ev.times[-1]),
-        "n_test": int(n_test),
-        "dynamics": config.dynamics.preset,
-        "embedding_scale": config.embedding.scale,
-        "lam_eval": config.dynamics.lam_eval,
-        "wall_time": float(ev.wall_time),
-    }
+    tasks, dyn = config.tasks, config.dynamics
+    attrs = dict(task=ev.task, steps=int(ev.times[-1]), n_test=int(n_test), dynamics=dyn.preset)
+    attrs.update(embedding_scale=config.embedding.scale, lam_eval=dyn.lam_eval)
+    attrs["wall_time"] = float(ev.wall_time)
     if ev.task == "masked":
         attrs.update(mask_fraction=tasks.mask_fraction, clamp_visible=tasks.clamp_visible)
     else:
@@ -450,12 +444,8 @@ def _fit_and_write(
     emb = config.make_embedding()
     xi = emb.encode(images.train)
     fit = fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)
-    mean_train = emb.pixel_space(images.train).mean(axis=0, dtype=np.float64).astype(np.float32)
-    arrays = {
-        "J": fit.J,
-        "fit": {"history": fit.history()},
-        "data": {"mean_train_image": mean_train},
-    }
+    mean = emb.pixel_space(images.train).mean(axis=0, dtype=np.float64).astype(np.float32)
+    arrays = {"J": fit.J, "fit": {"history": fit.history()}, "data": {"mean_train_image": mean}}
     group_attrs = {}
     for task in tasks:
         ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
