@@ -289,10 +289,24 @@ def test_train_then_evaluate(tiny, tmp_path):
     evaluate(path, "masked", steps=3, overwrite=True)
     assert read_evaluation(path, "masked")[0]["times"].size == 4
     out = evaluate(path, "denoise", n_test=5, out=tmp_path / "e.h5")
-    assert io.read(out).kind == "evaluation"
-    assert read_evaluation(out, "denoise")[0]["errors"]["all"].shape == (5, 5)
+    assert io.read(out).kind == "evaluation" and io.read(out).attrs["run_file"] == str(path)
+    arrays, attrs = read_evaluation(out, "denoise")
+    assert arrays["errors"]["all"].shape == (5, 5)
+    assert attrs["task"] == "denoise" and attrs["n_test"] == 5 and "summary.best_t" in attrs
     with pytest.raises(ValueError, match="kind"):
         evaluate(_fit_only(tmp_path), "masked")
+
+
+def test_a_file_that_cannot_be_written_is_refused_before_the_fit(tiny, tmp_path, monkeypatch):
+    from spinsa.experiments import pipeline
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("nothing may be fitted")
+
+    monkeypatch.setattr(pipeline, "fit_pseudolikelihood", no_fit)
+    for make in (train, run_experiment):
+        with pytest.raises(FileNotFoundError, match="does not exist"):
+            make(tiny, tmp_path / "missing" / "run.h5")
 
 
 def _fit_only(tmp_path):
@@ -361,3 +375,12 @@ def test_references_are_stored_with_every_evaluation(tiny, run_file):
         assert s["transient_memory"] == (s["best_reference"] in s["beats"])
     params = read_evaluation(run_file, "denoise")[1]["reference_params"]
     assert params["blur"]["sigma"] in params["blur"]["candidates"]
+
+
+def test_report_number_formats():
+    from spinsa.experiments.baselines import format_number, format_pm
+
+    assert (format_number(0.123456), format_number(2.0, 1)) == ("0.1235", "2.0")
+    assert format_number(None) == format_number(float("nan")) == "n/a"
+    assert format_pm(0.5, 0.01) == "0.5000 ± 0.0100"
+    assert format_pm(0.5, float("nan")) == "0.5000" and format_pm(float("inf"), 0.1) == "n/a"

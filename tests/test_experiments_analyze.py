@@ -382,6 +382,8 @@ def test_existing_analyses_are_kept_unless_overwrite(run_file, tmp_path):
 def test_bad_names_and_settings(fresh):
     with pytest.raises(ValueError, match="overlaps, lifetimes, attractors, hebbian, patches"):
         analyze_run(fresh, only=["overlaps", "nope"])
+    with pytest.raises(ValueError, match="no analysis"):
+        analyze_run(fresh, only=[])
     with pytest.raises(ValueError, match="attractor_steps"):
         analyze_run(fresh, attractor_step=10)
     with pytest.raises(ValueError, match="n_test"):

@@ -1,19 +1,15 @@
 """The backprop baselines of ``spinsa reproduce``: recycled block and ViT next to the bare SA.
 
-One stage, one file (``baselines.h5``). For each task (masked prediction, denoising) it
-trains the recycled transformer block and the ViT (:mod:`spinsa.baselines`, checkpointed,
-resumed after a kill) on the run's training images (a seeded subset in quick runs), evaluates
-them on the run's test images with the run's task streams (the same noise; for the masked
-task the same masks when the baselines use the embedding's patch size), and measures the
-texture of the predicted masked patches (D'Amico & Negri 2024, Fig. 2) for the baselines and
-for every bare-SA model of the run, whose predictions at its best t are recomputed from its
-couplings for the first ``n_patch_images`` test images.
+One stage, one file. For each task it trains the recycled block and the ViT
+(:mod:`spinsa.baselines`, checkpointed) on the run's training images, evaluates them on the
+run's test images with the run's task streams (the same masks when the patch sizes agree),
+and measures the texture of the predicted masked patches (the paper's Fig. 2) for them and
+for every bare-SA model of the run, recomputed from its couplings at its best t.
 
 Layout of ``baselines.h5``::
 
     /models/<recycled|vit>/<task>/times                 (T,) int64, 1 .. T
-    /models/<recycled|vit>/<task>/mean/{all,masked,visible}   (T,) mean over test images
-    /models/<recycled|vit>/<task>/sem/{all,masked,visible}    (T,) standard error
+    /models/<recycled|vit>/<task>/{mean,sem}/{all,masked,visible}   (T,) over test images
     /models/<recycled|vit>/<task>/errors/all             (T, P) float32 per image
     /models/<recycled|vit>/<task>/history/{epoch_loss, epoch_seconds, step_loss, step_lr,
                                            step_tau}
@@ -33,9 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from spinsa import io
 from spinsa._checks import check_count
 from spinsa._config import config_from_dict, config_to_dict
+from spinsa.analysis.patches import masked_patch_variances, patch_pixels, patch_variance_histograms
+from spinsa.analysis.summary import best_time, read_summaries
 from spinsa.baselines.config import BaselineConfig
+from spinsa.experiments.pipeline import PIXELS, state_at
+from spinsa.io.results import model_names, read_tree
 from spinsa.tasks import TASKS
 
 __all__ = [
@@ -45,14 +46,23 @@ __all__ = [
     "BaselinesSpec",
     "assess_baseline_claims",
     "baseline_report_lines",
+    "format_number",
+    "format_pm",
     "run_baselines",
 ]
 
 BASELINES_NAME = "baselines.h5"
 BASELINES_KIND = "reproduce-baselines"
 BASELINE_MODELS = ("recycled", "vit")
-PIXELS = ("all", "masked", "visible")
 ABOUT_TRAINING_RANGE = (2, 8)  # "lowest for t in about 3-7": the training range, +-1
+BLOCK_BEST_T = "the block's error is lowest for t in about 3-7"
+VIT_BEST = "the ViT is best"
+BLOCK_BEATS_SA = "the block beats the bare SA given enough iterations"
+SA_MORE_UNIFORM = (
+    "predicted patches are more uniform for the bare SA than for the block and the ViT"
+)
+HISTORY = ("epoch_loss", "epoch_seconds", "step_loss", "step_lr", "step_tau")
+HISTOGRAMS = ("bin_edges", "counts", "density", "mean", "median", "n_patches")
 
 
 def _config(value: Any, model: str) -> BaselineConfig:
@@ -72,17 +82,13 @@ class BaselinesSpec:
     Parameters
     ----------
     recycled, vit : BaselineConfig
-        Model and recipe of the recycled block and of the ViT (``model`` must match; the
-        ``progress`` field is ignored and stored as False).
+        The recipes (``model`` must match; ``progress`` is stored as False).
     n_train : int or None
-        Train on a seeded random subset of this many of the run's training images (None:
-        all of them).
+        Train on a seeded random subset of this many training images (None: all).
     T : int
-        Iterations of the evaluation (the block is evaluated at t = 1..T; the ViT is constant).
-    n_patch_images : int
-        Test images whose masked patches enter the patch-variance distributions.
-    bins : int
-        Bins of the patch-variance histograms.
+        Iterations of the evaluation, t = 1..T (the ViT is constant in t).
+    n_patch_images, bins : int
+        Test images whose masked patches enter Fig. 2, and bins of its histograms.
     seed : int
         Seed of the training subset.
     """
@@ -102,81 +108,47 @@ class BaselinesSpec:
             raise ValueError("the recycled block and the ViT must have one image_shape")
         if self.n_train is not None:
             check_count(self.n_train, "n_train", 1)
-        check_count(self.T, "T", 1)
-        check_count(self.n_patch_images, "n_patch_images", 1)
-        check_count(self.bins, "bins", 1)
-        check_count(self.seed, "seed", 0)
+        for name, minimum in dict(T=1, n_patch_images=1, bins=1, seed=0).items():
+            check_count(getattr(self, name), name, minimum)
 
     def configs(self) -> dict[str, BaselineConfig]:
         """``{"recycled": ..., "vit": ...}``."""
         return {"recycled": self.recycled, "vit": self.vit}
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain types (stored as the stage file's config)."""
+        """Plain types (stored as the stage file's config); :meth:`from_dict` inverts it."""
         return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> BaselinesSpec:
-        """Inverse of :meth:`to_dict`."""
         return config_from_dict(cls, values)
 
     @classmethod
     def for_run(cls, config, quick: bool = True) -> BaselinesSpec:
-        """The baselines of a :class:`~spinsa.experiments.ReproduceConfig`.
+        """The baselines of a :class:`~spinsa.experiments.ReproduceConfig`, with 4x4 patches
+        when they tile the images and the run's mask fraction and noise.
 
-        ``quick``: :meth:`BaselineConfig.quick` (width 32, 2 heads, batch 64, CPU), one
-        epoch on 3,000 training images, Fig. 2 on 200 test images. Otherwise the paper's
-        recipe: width 128, 4 heads, 100 epochs, batch 256, CUDA when present, on all the
-        training images, Fig. 2 on 1,000 test images. Both use 4x4 patches when they tile
-        the images (else the embedding's patch) and the run's mask fraction and noise.
+        ``quick``: :meth:`BaselineConfig.quick`, one epoch on 3,000 training images, Fig. 2
+        on 200 test images; otherwise the paper's recipe (width 128, 100 epochs, batch 256,
+        CUDA when present) on every training image, Fig. 2 on 1,000 test images.
         """
         base = config.base
         shape = tuple(base.data.image_shape)
         patch = 4 if shape[0] % 4 == 0 and shape[1] % 4 == 0 else base.embedding.patch
-        common = dict(
-            image_shape=shape,
-            patch=patch,
-            mask_fraction=base.tasks.mask_fraction,
-            noise_variance=base.tasks.noise_variance,
-            progress=False,
-        )
+        tasks = base.tasks
+        common = dict(image_shape=shape, patch=patch, progress=False)
+        common.update(mask_fraction=tasks.mask_fraction, noise_variance=tasks.noise_variance)
         if quick:
-            make = lambda model: BaselineConfig.quick(model=model, epochs=1, **common)  # noqa: E731
-            return cls(make("recycled"), make("vit"), n_train=3000, n_patch_images=200)
-        make = lambda model: BaselineConfig(  # noqa: E731
-            model=model, epochs=100, batch_size=256, device="auto", **common
-        )
-        return cls(make("recycled"), make("vit"), n_train=None, n_patch_images=1000)
+            models = (BaselineConfig.quick(model=m, epochs=1, **common) for m in BASELINE_MODELS)
+            return cls(*models, n_train=3000, n_patch_images=200)
+        common.update(epochs=100, batch_size=256, device="auto")
+        models = (BaselineConfig(model=m, **common) for m in BASELINE_MODELS)
+        return cls(*models, n_train=None, n_patch_images=1000)
 
 
 # ---------------------------------------------------------------------------- the stage
 def _token_mask(pixel_mask: np.ndarray, patch: int) -> np.ndarray:
-    from spinsa.analysis.patches import patch_pixels
-
     return patch_pixels(pixel_mask.astype(np.float64), patch).min(axis=-1) > 0.5
-
-
-def _best(mean: np.ndarray) -> int:
-    """Index of the first minimum of a curve (0 when it is all NaN)."""
-    return int(np.nanargmin(mean)) if np.isfinite(mean).any() else 0
-
-
-def _sa_patch_variances(exp, J: np.ndarray, images, best_t: int, n: int):
-    """Masked-patch variances of a bare-SA model's predictions at ``best_t``."""
-    from spinsa.analysis.patches import masked_patch_variances
-    from spinsa.experiments import pipeline
-
-    emb = exp.make_embedding()
-    x0, mask = exp.tasks.inputs("masked", emb, images.test[:n], images.test_index[:n])
-    state = {"x": x0}
-
-    def keep(t, x):
-        if t == best_t:
-            state["x"] = np.array(x, copy=True)
-
-    if best_t > 0:
-        pipeline.run_dynamics(exp, J, x0, mask, best_t, keep)
-    return masked_patch_variances(emb.decode_pixels(state["x"]), mask, exp.embedding.patch)
 
 
 def run_baselines(
@@ -197,17 +169,15 @@ def run_baselines(
     out_path : str or PathLike
         The file to write (replaced if present).
     config : ReproduceConfig
-        The run's configuration (tasks, seeds, the bare-SA models).
     spec : BaselinesSpec
     images : spinsa.experiments.pipeline.Images
         The run's images: ``train`` (P, H, W) and ``test`` (Q, H, W) in [0, 1].
     reproduce_h5 : str or PathLike
-        The run's assembled ``reproduce.h5`` (couplings and error curves of the bare SA).
+        The run's ``reproduce.h5`` (couplings and error curves of the bare SA).
     checkpoint_dir : str or PathLike, optional
-        Where the training checkpoints ``baseline-<model>-<task>.pt`` go (default: next to
-        ``out_path``); an existing one is resumed.
+        Where the checkpoints ``baseline-<model>-<task>.pt`` go and are resumed from
+        (default: next to ``out_path``).
     progress : bool
-        Progress bars of the training.
     log : callable, optional
         Receives one line per model and task.
 
@@ -215,9 +185,6 @@ def run_baselines(
     -------
     Path
     """
-    from spinsa import io
-    from spinsa.analysis.patches import masked_patch_variances, patch_variance_histograms
-    from spinsa.analysis.summary import read_summaries
     from spinsa.baselines import (
         corrupt_images,
         count_parameters,
@@ -231,16 +198,12 @@ def run_baselines(
     say = log or (lambda message: None)
     out_path = Path(out_path)
     ckdir = Path(checkpoint_dir) if checkpoint_dir is not None else out_path.parent
-    base = config.base
-    tasks_cfg = base.tasks
+    tasks = config.base.tasks
     for name, bc in spec.configs().items():
-        if (bc.mask_fraction, bc.noise_variance) != (
-            tasks_cfg.mask_fraction,
-            tasks_cfg.noise_variance,
-        ):
+        if (bc.mask_fraction, bc.noise_variance) != (tasks.mask_fraction, tasks.noise_variance):
             raise ValueError(
                 f"the {name} baseline must use the run's mask fraction and noise variance "
-                f"({tasks_cfg.mask_fraction}, {tasks_cfg.noise_variance}), got "
+                f"({tasks.mask_fraction}, {tasks.noise_variance}), got "
                 f"({bc.mask_fraction}, {bc.noise_variance})"
             )
     train = np.asarray(images.train, dtype=np.float32)
@@ -250,21 +213,22 @@ def run_baselines(
         train = train[np.sort(pick)]
     n_var = min(spec.n_patch_images, test.shape[0])
 
-    arrays: dict[str, Any] = {"models": {}, "patch_variances": {"values": {}}}
+    arrays: dict[str, Any] = {}
     group_attrs: dict[str, dict] = {}
-    variances: dict[str, Any] = {}
-    var_patch: dict[str, int] = {}
-    var_t: dict[str, int] = {}
+    fig2: dict[str, tuple[Any, int, int]] = {}  # model -> (patch variances, patch, t)
 
     # the bare SA: predictions at its best t (masked task), from its couplings
     for name, exp in config.experiments().items():
-        s = read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]
-        J = io.read_array(reproduce_h5, f"models/{name}/J")
-        variances[name] = _sa_patch_variances(exp, J, images, int(s["best_t"]), n_var)
-        var_patch[name], var_t[name] = exp.embedding.patch, int(s["best_t"])
+        best_t = int(read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]["best_t"])
+        emb = exp.make_embedding()
+        x0, mask = exp.tasks.inputs("masked", emb, images.test[:n_var], images.test_index[:n_var])
+        x = state_at(exp, io.read_array(reproduce_h5, f"models/{name}/J"), x0, mask, best_t)
+        variances = masked_patch_variances(emb.decode_pixels(x), mask, exp.embedding.patch)
+        fig2[name] = (variances, exp.embedding.patch, best_t)
 
+    streams = dict(seed=tasks.seed, index=images.test_index)  # the run's corruptions, checked above
+    streams.update(mask_fraction=tasks.mask_fraction, noise_variance=tasks.noise_variance)
     for model, bc in spec.configs().items():
-        arrays["models"][model] = {}
         for task in TASKS:
             ckpt = ckdir / f"baseline-{model}-{task}.pt"
             t0 = time.perf_counter()
@@ -272,49 +236,27 @@ def run_baselines(
                 bc.replace(progress=progress), train, task, checkpoint=ckpt, resume=True
             )
             t1 = time.perf_counter()
-            streams = dict(seed=tasks_cfg.seed, index=images.test_index)
-            ev = evaluate_baseline(
-                net,
-                test,
-                task,
-                T=spec.T,
-                mask_fraction=bc.mask_fraction,
-                noise_variance=bc.noise_variance,
-                **streams,
-            )
-            summ = ev.summary()
-            mean = np.asarray(summ.mean.all, dtype=np.float64)
-            sem = np.asarray(summ.sem.all, dtype=np.float64)
-            b = _best(mean)
+            ev = evaluate_baseline(net, test, task, T=spec.T, **streams)
+            summary = ev.summary()
+            mean = np.asarray(summary.mean.all, dtype=np.float64)
+            sem = np.asarray(summary.sem.all, dtype=np.float64)
+            b = best_time(mean)  # an index into times, which start at t = 1
             best_t = int(ev.times[b])
             if task == "masked":
-                inputs, pm = corrupt_images(
-                    test,
-                    task,
-                    bc.patch,
-                    mask_fraction=bc.mask_fraction,
-                    noise_variance=bc.noise_variance,
-                    **streams,
-                )
+                inputs, pm = corrupt_images(test, task, bc.patch, **streams)
                 pred = predict_trajectory(net, inputs[:n_var], best_t)[best_t - 1]
                 mask = _token_mask(pm[:n_var], bc.patch)
-                variances[model] = masked_patch_variances(pred, mask, bc.patch)
-                var_patch[model], var_t[model] = bc.patch, best_t
-                if "clean" not in variances:
-                    variances["clean"] = masked_patch_variances(test[:n_var], mask, bc.patch)
-                    var_patch["clean"], var_t["clean"] = bc.patch, 0
+                fig2[model] = (masked_patch_variances(pred, mask, bc.patch), bc.patch, best_t)
+                if "clean" not in fig2:
+                    clean = masked_patch_variances(test[:n_var], mask, bc.patch)
+                    fig2["clean"] = (clean, bc.patch, 0)
             t2 = time.perf_counter()
-            arrays["models"][model][task] = {
+            arrays[f"models/{model}/{task}"] = {
                 "times": ev.times,
-                "mean": {
-                    k: np.asarray(getattr(summ.mean, k)) for k in ("all", "masked", "visible")
-                },
-                "sem": {k: np.asarray(getattr(summ.sem, k)) for k in ("all", "masked", "visible")},
+                "mean": {k: np.asarray(getattr(summary.mean, k)) for k in PIXELS},
+                "sem": {k: np.asarray(getattr(summary.sem, k)) for k in PIXELS},
                 "errors": {"all": ev.errors.all.astype(np.float32)},
-                "history": {
-                    k: getattr(hist, k)
-                    for k in ("epoch_loss", "epoch_seconds", "step_loss", "step_lr", "step_tau")
-                },
+                "history": {k: getattr(hist, k) for k in HISTORY},
             }
             group_attrs[f"models/{model}/{task}"] = {
                 "best_t": best_t,
@@ -337,16 +279,13 @@ def run_baselines(
             )
 
     order = [*config.experiments(), *BASELINE_MODELS, "clean"]
-    hists = patch_variance_histograms({m: variances[m] for m in order}, bins=spec.bins)
-    pv = arrays["patch_variances"]
-    for key in ("bin_edges", "counts", "density", "mean", "median", "n_patches"):
-        pv[key] = getattr(hists, key)
-    for m in order:
-        pv["values"][m] = variances[m].variance
+    hists = patch_variance_histograms({m: fig2[m][0] for m in order}, bins=spec.bins)
+    arrays["patch_variances"] = {k: getattr(hists, k) for k in HISTOGRAMS}
+    arrays["patch_variances"]["values"] = {m: fig2[m][0].variance for m in order}
     group_attrs["patch_variances"] = {
-        "models": list(order),
-        "patch": {m: int(var_patch[m]) for m in order},
-        "best_t": {m: int(var_t[m]) for m in order},
+        "models": order,
+        "patch": {m: int(fig2[m][1]) for m in order},
+        "best_t": {m: int(fig2[m][2]) for m in order},
         "n_images": int(n_var),
     }
     io.write_file(
@@ -355,7 +294,7 @@ def run_baselines(
         {"models": list(BASELINE_MODELS), "sa_models": list(config.experiments()), "T": spec.T},
         kind=BASELINES_KIND,
         config=stage_config(config, spec),
-        seeds={"subset": spec.seed, "tasks": tasks_cfg.seed},
+        seeds={"subset": spec.seed, "tasks": tasks.seed},
         group_attrs=group_attrs,
         overwrite=True,
     )
@@ -369,12 +308,16 @@ def stage_config(config, spec: BaselinesSpec) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- report
-def _fmt(value: float, digits: int = 4) -> str:
+def format_number(value: float | None, digits: int = 4) -> str:
+    """``value`` with ``digits`` decimals; "n/a" when it is None or not finite."""
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _verdict(ok: bool) -> str:
-    return "holds" if ok else "does not hold"
+def format_pm(value: float, sem: float, digits: int = 4) -> str:
+    """``value ± sem``; the value alone when the sem is not finite, "n/a" when the value is not."""
+    if not np.isfinite(value) or not np.isfinite(sem):
+        return format_number(value, digits)
+    return f"{value:.{digits}f} ± {sem:.{digits}f}"
 
 
 def assess_baseline_claims(
@@ -382,16 +325,10 @@ def assess_baseline_claims(
     sa: dict[str, dict[str, dict]],
     medians: dict[str, float],
 ) -> list[tuple[str, str, str, str]]:
-    """Plain verdicts on the baselines' fidelity statements.
-
-    * "the block's error is lowest for t in about 3-7": its best t lies in 2..8 (the
-      training range 3..7, give or take one iteration);
-    * "the ViT is best": the ViT's mean error is below the block's best and every bare-SA
-      model's best;
-    * "the block beats the bare SA given enough iterations": the block's best error is below
-      the bare SA's best (t >= 1 for the masked task);
-    * "predicted patches are more uniform for the bare SA than for the block and the ViT":
-      the median variance of the bare SA's masked patches is below both baselines'.
+    """Plain verdicts on the baselines' fidelity statements: the block's best t in
+    :data:`ABOUT_TRAINING_RANGE`; the ViT's error below every other model's best; the block's
+    best error below the bare SA's best; the bare SA's median masked-patch variance below
+    both baselines'.
 
     Parameters
     ----------
@@ -407,70 +344,39 @@ def assess_baseline_claims(
     list of (statement, task or model, verdict, evidence)
     """
     lo, hi = ABOUT_TRAINING_RANGE
-    out = []
     rb, vit = baselines["recycled"], baselines["vit"]
-    for task in TASKS:
-        if task not in rb:
-            continue
-        bt = rb[task]["best_t"]
-        out.append(
-            (
-                "the block's error is lowest for t in about 3-7",
-                task,
-                _verdict(lo <= bt <= hi),
-                f"best t = {bt} (error {_fmt(rb[task]['best_error'])})",
-            )
-        )
-    for task in TASKS:
-        if task not in vit:
-            continue
+    out = []
+
+    def claim(statement, where, ok, evidence):
+        out.append((statement, where, "holds" if ok else "does not hold", evidence))
+
+    for task in (t for t in TASKS if t in rb):
+        bt, error = rb[task]["best_t"], format_number(rb[task]["best_error"])
+        claim(BLOCK_BEST_T, task, lo <= bt <= hi, f"best t = {bt} (error {error})")
+    for task in (t for t in TASKS if t in vit):
         v = vit[task]["best_error"]
         others = {"block": rb[task]["best_error"]}
         others.update({m: s[task]["best_error"] for m, s in sa.items() if task in s})
-        out.append(
-            (
-                "the ViT is best",
-                task,
-                _verdict(all(v < o for o in others.values())),
-                f"ViT {_fmt(v)}; " + ", ".join(f"{m} best {_fmt(o)}" for m, o in others.items()),
-            )
-        )
-    for task in TASKS:
-        for m, s in sa.items():
-            if task not in s or task not in rb:
-                continue
+        listed = ", ".join(f"{m} best {format_number(o)}" for m, o in others.items())
+        ok = all(v < o for o in others.values())
+        claim(VIT_BEST, task, ok, f"ViT {format_number(v)}; {listed}")
+    for task in (t for t in TASKS if t in rb):
+        for m, s in ((m, s) for m, s in sa.items() if task in s):
             b, a = rb[task]["best_error"], s[task]["best_error"]
-            out.append(
-                (
-                    "the block beats the bare SA given enough iterations",
-                    f"{task}, {m}",
-                    _verdict(b < a),
-                    f"block {_fmt(b)} at t = {rb[task]['best_t']}; bare SA ({m}) "
-                    f"{_fmt(a)} at t = {s[task]['best_t']}",
-                )
-            )
-    for m in sa:
-        if m not in medians:
-            continue
+            block = f"block {format_number(b)} at t = {rb[task]['best_t']}"
+            bare = f"bare SA ({m}) {format_number(a)} at t = {s[task]['best_t']}"
+            claim(BLOCK_BEATS_SA, f"{task}, {m}", b < a, f"{block}; {bare}")
+    for m in (m for m in sa if m in medians):
         ok = all(medians[m] < medians[b] for b in BASELINE_MODELS if b in medians)
-        out.append(
-            (
-                "predicted patches are more uniform for the bare SA than for the block and the ViT",
-                m,
-                _verdict(ok),
-                "median masked-patch variance: "
-                + ", ".join(
-                    f"{k} {_fmt(medians[k], 5)}" for k in (m, *BASELINE_MODELS) if k in medians
-                ),
-            )
+        shown = ", ".join(
+            f"{k} {format_number(medians[k], 5)}" for k in (m, *BASELINE_MODELS) if k in medians
         )
+        claim(SA_MORE_UNIFORM, m, ok, f"median masked-patch variance: {shown}")
     return out
 
 
 def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
     """``model -> task -> attrs`` (best_t, best_error, ...) of a ``baselines.h5``."""
-    from spinsa.io.results import read_tree
-
     out: dict[str, dict[str, dict]] = {}
     for model in BASELINE_MODELS:
         for task in TASKS:
@@ -483,9 +389,6 @@ def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
 
 def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
     """The report's section on the baselines (markdown lines), from the two files only."""
-    from spinsa.analysis.summary import read_summaries
-    from spinsa.io.results import model_names, read_tree
-
     bl = read_baseline_summaries(baselines_h5)
     sa = {m: read_summaries(reproduce_h5, m) for m in model_names(reproduce_h5)}
     pv_arrays, pv_attrs = read_tree(baselines_h5, "patch_variances")
@@ -508,30 +411,24 @@ def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
         " training (s) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for model in BASELINE_MODELS:
-        for task in TASKS:
-            a = bl.get(model, {}).get(task)
-            if a is None:
-                continue
-            best = (
-                f"{_fmt(a['best_error'])} ± {_fmt(a['best_sem'])}"
-                if model == "recycled"
-                else f"{_fmt(a['best_error'])} ± {_fmt(a['best_sem'])} (constant in t)"
+    for model, label in (("recycled", "recycled block"), ("vit", "ViT")):
+        for task, a in bl.get(model, {}).items():
+            best = format_pm(a["best_error"], a["best_sem"]) + (
+                " (constant in t)" if model == "vit" else ""
             )
             lines.append(
-                f"| {'recycled block' if model == 'recycled' else 'ViT'} | {task} | "
-                f"{a['n_parameters']['total']:,} | {a['best_t'] if model == 'recycled' else '-'}"
-                f" | {best} | {_fmt(a['error_t1'])} | {_fmt(a['error_T'])} | "
-                f"{_fmt(a['train_seconds'], 1)} |"
+                f"| {label} | {task} | {a['n_parameters']['total']:,} | "
+                f"{a['best_t'] if model == 'recycled' else '-'} | {best} | "
+                f"{format_number(a['error_t1'])} | {format_number(a['error_T'])} | "
+                f"{format_number(a['train_seconds'], 1)} |"
             )
     for m, s in sa.items():
-        for task in TASKS:
-            if task in s:
-                lines.append(
-                    f"| bare SA ({m}) | {task} | - | {s[task]['best_t']} | "
-                    f"{_fmt(s[task]['best_error'])} ± {_fmt(s[task]['best_sem'])} | "
-                    f"{_fmt(s[task]['error_t1'])} | {_fmt(s[task]['error_T'])} | - |"
-                )
+        for task, x in s.items():
+            lines.append(
+                f"| bare SA ({m}) | {task} | - | {x['best_t']} | "
+                f"{format_pm(x['best_error'], x['best_sem'])} | "
+                f"{format_number(x['error_t1'])} | {format_number(x['error_T'])} | - |"
+            )
     lines += [
         "",
         f"Masked-patch pixel variances (Fig. 2; first {pv_attrs['n_images']} test images, each "
@@ -541,10 +438,11 @@ def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for k, m in enumerate(pv_models):
+        patch = pv_attrs["patch"][m]
         lines.append(
-            f"| {m} | {pv_attrs['patch'][m]}x{pv_attrs['patch'][m]} | "
-            f"{pv_attrs['best_t'][m] if m != 'clean' else '-'} | {int(pv_arrays['n_patches'][k])}"
-            f" | {_fmt(means[m], 5)} | {_fmt(medians[m], 5)} |"
+            f"| {m} | {patch}x{patch} | {pv_attrs['best_t'][m] if m != 'clean' else '-'} | "
+            f"{int(pv_arrays['n_patches'][k])} | {format_number(means[m], 5)} | "
+            f"{format_number(medians[m], 5)} |"
         )
     lines += [
         "",

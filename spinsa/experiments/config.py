@@ -1,42 +1,22 @@
 """Configuration of an experiment: data, embedding, fit, dynamics and tasks, in one frozen object.
 
-An :class:`ExperimentConfig` describes one model end to end: which images train it, how they
-become spins, how the couplings are fitted, which dynamics runs at evaluation and on which
-tasks. It is written in full into every HDF5 file the pipeline produces, and can be read
-from TOML::
+An :class:`ExperimentConfig` describes one model end to end and is written in full into
+every file the pipeline produces. In TOML each section is a table of its class's fields
+(``[fit]`` takes any field of :class:`spinsa.fit.FitConfig`)::
 
     name = "design"
-
     [data]
     dataset = "mnist"        # "mnist", "fashion-mnist" or "synthetic"
     per_class = 1000         # or n_train = 10000
-    n_test = 1000
-    seed = 0
-
     [embedding]
     patch = 2
     d = 8
-    scale = "paper"          # or "damico2024"
-
-    [fit]                    # any field of spinsa.fit.FitConfig
-    backend = "lbfgs"
-    lam = 5.0
-
     [dynamics]
     preset = "design"        # or "damico2024", the published notebook's dynamics
-    lam_eval = 1.0
-    steps = 100
 
-    [tasks]
-    mask_fraction = 0.3
-    noise_variance = 0.7
-
-A :class:`ReproduceConfig` is the same sections (shared by every model) plus a table
-``[models.<name>]`` per model with the sections it changes; :func:`spinsa.experiments.reproduce`
-fits and evaluates each model. The list of models is the place where other kinds of model
-(backpropagation baselines) will be added.
-
-Unknown keys raise a ``ValueError`` that names the key and lists the known ones.
+A :class:`ReproduceConfig` is the same sections, shared by every model, plus a table
+``[models.<name>]`` per model with what it changes. An unknown key raises a ``ValueError``
+that names it and lists the known ones.
 """
 
 from __future__ import annotations
@@ -74,16 +54,6 @@ SECTIONS = ("data", "embedding", "fit", "dynamics", "tasks")
 MNIST_SIZE = 28
 
 
-def _unknown_key(key: str, where: str, known) -> ValueError:
-    return ValueError(f"unknown key {key!r} in {where}; known keys: {', '.join(known)}")
-
-
-def _check_bool(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class DataSection:
     """Which images train and test the model.
@@ -91,17 +61,12 @@ class DataSection:
     Parameters
     ----------
     dataset : {"mnist", "fashion-mnist", "synthetic"}
-        ``"synthetic"`` draws seven-segment digits in code
-        (:func:`spinsa.datasets.synthetic_digits`).
-    n_train : int or None
-        A seeded random subset of this many training images.
-    per_class : int or None
-        This many training images of every class (the paper: 1,000). Give ``n_train`` or
-        ``per_class``, not both; with neither, the whole training split.
-        (:meth:`ExperimentConfig.with_overrides` setting one of them clears the other.)
+        ``"synthetic"``: seven-segment digits (:func:`spinsa.datasets.synthetic_digits`).
+    n_train, per_class : int or None
+        A seeded random subset of this many training images, or of this many per class
+        (the paper: 1,000); not both. With neither, the whole training split.
     n_test : int
-        A seeded random subset of this many test images (all 10,000 of MNIST's test split
-        when equal to 10,000).
+        A seeded random subset of this many test images.
     seed : int
         Seed of the subsets (and of the synthetic images).
     image_size : int
@@ -117,10 +82,9 @@ class DataSection:
 
     def __post_init__(self):
         check_choice(self.dataset, "data.dataset", DATASETS)
-        if self.n_train is not None:
-            check_count(self.n_train, "data.n_train", 1)
-        if self.per_class is not None:
-            check_count(self.per_class, "data.per_class", 1)
+        for name in ("n_train", "per_class"):
+            if getattr(self, name) is not None:
+                check_count(getattr(self, name), f"data.{name}", 1)
         if self.n_train is not None and self.per_class is not None:
             raise ValueError(
                 "data.n_train and data.per_class are exclusive: give one of them "
@@ -144,11 +108,7 @@ class DataSection:
     @property
     def n_train_images(self) -> int | None:
         """Number of training images when it is known without the data set (else None)."""
-        if self.n_train is not None:
-            return self.n_train
-        if self.per_class is not None:
-            return 10 * self.per_class
-        return None
+        return self.n_train if self.per_class is None else 10 * self.per_class
 
 
 @dataclass(frozen=True)
@@ -164,8 +124,7 @@ class EmbeddingSection:
     seed : int
         Seed of the random matrix F.
     scale : {"paper", "damico2024"}
-        The paper's embedding, or the published notebook's (pixels min(2p, 1), F scaled by
-        1/sqrt(2a)).
+        The paper's embedding, or the notebook's (pixels min(2p, 1), F scaled by 1/sqrt(2a)).
     """
 
     patch: int = 2
@@ -188,22 +147,18 @@ class DynamicsSection:
     Parameters
     ----------
     preset : {"design", "damico2024"}
-        ``"design"``: eq. 1 of DESIGN §1, x_i <- Norm(h_i + gamma x_i) (:func:`spinsa.run`).
-        ``"damico2024"``: the published notebook's dynamics
-        (:mod:`spinsa.damico`); ``gamma``, ``norm`` and ``update`` do not apply.
+        ``"design"``: eq. 1 of DESIGN §1, x_i <- Norm(h_i + gamma x_i) (:func:`spinsa.run`);
+        ``"damico2024"``: the published notebook's (:mod:`spinsa.damico`), to which
+        ``gamma``, ``norm`` and ``update`` do not apply.
     lam_eval : float
         Inverse temperature of the dynamics (1 in the paper).
-    gamma : float
-        Weight of the residual term (design dynamics).
-    norm : {"sphere", "layernorm", "none"}
-        Normalisation after each update (design dynamics).
-    update : {"sync", "async"}
-        Synchronous or random sequential updates (design dynamics).
+    gamma, norm, update
+        As in :class:`spinsa.DynamicsConfig`.
     steps : int
         Number of steps T; errors are recorded at every t = 0 .. T.
     seed : int or None
-        Seed of the asynchronous site orders (None: ``tasks.seed``). Every chunk of test
-        images starts from it, so the orders do not depend on the chunk size.
+        Seed of the asynchronous site orders (None: ``tasks.seed``), the same for every
+        chunk of test images.
     """
 
     preset: Literal["design", "damico2024"] = "design"
@@ -235,15 +190,12 @@ class TasksSection:
 
     Parameters
     ----------
-    mask_fraction : float
-        Fraction of the tokens set to the zero spin in the masked task (0.3).
-    noise_variance : float
-        Variance of the Gaussian noise of the denoising task (0.7).
+    mask_fraction, noise_variance : float
+        Fraction of the tokens set to the zero spin (0.3); variance of the noise (0.7).
     clamp_visible : bool
         Keep the visible tokens fixed during the masked task's dynamics.
     seed : int
-        Seed of the masks and of the noise: test image k of the split is corrupted from
-        ``default_rng([seed, stream of the task, k])`` (:func:`spinsa.tasks.task_inputs`).
+        Seed of the masks and the noise (per image, :func:`spinsa.tasks.task_inputs`).
     n_examples : int
         Number of test images whose decoded states are kept for figures.
     example_times : tuple of int
@@ -266,7 +218,10 @@ class TasksSection:
         if var < 0:
             raise ValueError(f"tasks.noise_variance must be >= 0, got {var}")
         object.__setattr__(self, "noise_variance", var)
-        _check_bool(self.clamp_visible, "tasks.clamp_visible")
+        if not isinstance(self.clamp_visible, bool):
+            raise ValueError(
+                f"tasks.clamp_visible must be true or false, got {self.clamp_visible!r}"
+            )
         check_count(self.seed, "tasks.seed", 0)
         check_count(self.n_examples, "tasks.n_examples", 0)
         times = self.example_times
@@ -276,11 +231,9 @@ class TasksSection:
         object.__setattr__(self, "example_times", tuple(sorted(set(times))))
 
     def inputs(self, task: str, embedding: PatchEmbedding, images, index):
-        """The corrupted inputs of ``task`` (:func:`spinsa.tasks.task_inputs` with this
-        section's seed, mask fraction and noise variance): ``(x0 (P, N, d), mask or None)``.
-
-        ``index`` holds the images' numbers in their split; an image gets the same
-        corruption in every evaluation, analysis and baseline of a run.
+        """``(x0 (P, N, d), mask (P, N) or None)``: :func:`spinsa.tasks.task_inputs` with this
+        section's seed, mask fraction and noise variance, for images numbered ``index`` in
+        their split (so an image is corrupted alike in every evaluation, analysis, baseline).
         """
         from spinsa.tasks import task_inputs
 
@@ -297,10 +250,7 @@ class TasksSection:
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """One model, end to end: data, embedding, fit, dynamics, tasks.
-
-    The embedding is validated against the image size on construction, so a patch that
-    does not tile the images fails here, before any data is loaded.
+    """One model, end to end; a patch that does not tile the images fails on construction.
 
     Parameters
     ----------
@@ -311,7 +261,6 @@ class ExperimentConfig:
     fit : spinsa.fit.FitConfig
         The pseudo-likelihood fit; ``fit.lam`` is lambda_train.
     dynamics : DynamicsSection
-        ``dynamics.lam_eval`` is lambda_eval.
     tasks : TasksSection
     """
 
@@ -323,10 +272,8 @@ class ExperimentConfig:
     tasks: TasksSection = field(default_factory=TasksSection)
 
     def __post_init__(self):
-        if (
-            not isinstance(self.name, str)
-            or not self.name
-            or not self.name.replace("-", "").replace("_", "").isalnum()
+        if not (
+            isinstance(self.name, str) and self.name.replace("-", "").replace("_", "").isalnum()
         ):
             raise ValueError(
                 f"name must be a non-empty string of letters, digits, '-' and '_', "
@@ -353,49 +300,37 @@ class ExperimentConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> ExperimentConfig:
-        """The config from nested dicts (the inverse of :meth:`to_dict`; sections may be
-        partial, missing keys take their defaults). The ``fit`` table is built with
-        :meth:`spinsa.fit.FitConfig.from_dict`, so ``preset = "damico2024"`` gives the
-        published recipe with the table's other keys overriding it."""
+        """The inverse of :meth:`to_dict`; missing keys take their defaults, and a ``fit``
+        table with a ``preset`` gets the preset's values under its other keys."""
         return config_from_dict(cls, values, "the experiment config")
 
     @classmethod
     def from_toml(cls, path_or_text: str | os.PathLike) -> ExperimentConfig:
-        """The config from a TOML file or TOML text (see the module docstring)."""
+        """The config from a TOML file or TOML text."""
         return cls.from_dict(read_toml(path_or_text))
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> ExperimentConfig:
         """A copy with some values changed, by dotted key: ``{"fit.lam": 5.0, "name": "x"}``.
 
         Overriding ``fit.preset`` rebuilds the fit section from that preset (plus the other
-        ``fit.*`` overrides of the same call); the previous fit values are dropped.
+        ``fit.*`` overrides of the same call); setting ``data.n_train`` clears
+        ``data.per_class`` and the reverse.
         """
         nested = self.to_dict()
-        fit_preset_changed = "fit.preset" in overrides
-        if fit_preset_changed:
+        if "fit.preset" in overrides:
             nested["fit"] = {}
+        for a, b in (("n_train", "per_class"), ("per_class", "n_train")):
+            if overrides.get(f"data.{a}") is not None and f"data.{b}" not in overrides:
+                nested["data"][b] = None  # the two ways of sizing the training set exclude
         for key, value in overrides.items():
-            if not isinstance(key, str):
-                raise ValueError(f"override keys must be dotted strings, got {key!r}")
+            section, _, name = str(key).partition(".")
             if key == "name":
                 nested["name"] = value
-                continue
-            section, _, name = key.partition(".")
-            if section not in SECTIONS or not name:
-                raise _unknown_key(
-                    key, "the overrides", ["name"] + [f"{s}.<key>" for s in SECTIONS]
-                )
-            known = [f.name for f in dataclasses.fields(type(getattr(self, section)))]
-            if name not in known:
-                raise _unknown_key(name, f"[{section}] (override {key!r})", known)
-            nested[section][name] = value
-        for a, b in (("n_train", "per_class"), ("per_class", "n_train")):
-            if (
-                f"data.{a}" in overrides
-                and f"data.{b}" not in overrides
-                and (overrides[f"data.{a}"] is not None)
-            ):
-                nested["data"][b] = None  # the two ways of sizing the training set exclude
+            elif section in SECTIONS and name:  # an unknown name fails in from_dict
+                nested[section][name] = value
+            else:
+                known = ", ".join(["name", *(f"{s}.<key>" for s in SECTIONS)])
+                raise ValueError(f"unknown key {key!r} in the overrides; known keys: {known}")
         return ExperimentConfig.from_dict(nested)
 
 
@@ -407,8 +342,7 @@ class ModelSpec:
     ----------
     name : str
     kind : {"attention"}
-        What is trained and evaluated. Only the attractor network of spinsa exists today;
-        backpropagation baselines are the next kind.
+        What is trained and evaluated (only spinsa's attractor network, so far).
     overrides : tuple of (str, value)
         Dotted keys (``"fit.backend"``) applied to the shared sections.
     """
@@ -419,9 +353,8 @@ class ModelSpec:
 
     def __post_init__(self):
         check_choice(self.kind, f"models.{self.name}.kind", MODEL_KINDS)
-        object.__setattr__(
-            self, "overrides", tuple((str(k), v) for k, v in dict(self.overrides).items())
-        )
+        pairs = tuple((str(k), v) for k, v in dict(self.overrides).items())
+        object.__setattr__(self, "overrides", pairs)
 
 
 @dataclass(frozen=True)
@@ -433,7 +366,6 @@ class ReproduceConfig:
 
         [models.design]
         fit = { backend = "lbfgs", max_iter = 40 }
-
         [models.damico2024]
         embedding = { scale = "damico2024" }
         fit = { preset = "damico2024", epochs = 20 }
@@ -474,12 +406,8 @@ class ReproduceConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Nested dicts: the shared sections, then ``models = {name: {kind, overrides}}``."""
-        out = self.base.to_dict()
-        out.pop("name")
-        out["models"] = {
-            m.name: {"kind": m.kind, "overrides": dict(m.overrides)} for m in self.models
-        }
-        return out
+        models = {m.name: {"kind": m.kind, "overrides": dict(m.overrides)} for m in self.models}
+        return {**{k: v for k, v in self.base.to_dict().items() if k != "name"}, "models": models}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> ReproduceConfig:
@@ -507,45 +435,34 @@ class ReproduceConfig:
 
     @classmethod
     def paper(cls, quick: bool = True) -> ReproduceConfig:
-        """The paper's bare-self-attention experiment on MNIST (2x2 patches, d = 8,
-        lambda_train = 5, lambda_eval = 1, 30 % masked tokens, noise variance 0.7, T = 100),
-        with the DESIGN dynamics and the published notebook's preset side by side (the
-        latter with T = 101, as the notebook runs it).
+        """The paper's bare-SA experiment on MNIST (2x2 patches, d = 8, lambda_train = 5,
+        lambda_eval = 1, 30 % masked tokens, noise variance 0.7, T = 100), with the DESIGN
+        dynamics and the published notebook's preset (T = 101, as it runs) side by side.
 
         ``quick``: 10,000 training images (1,000 per class) and 1,000 test images;
-        otherwise 50,000 (5,000 per class) and the 10,000 test images.
-        The same values are shipped as ``analysis/configs/reproduce_{quick,full}.toml``.
+        otherwise 50,000 and 10,000. Shipped as ``analysis/configs/reproduce_*.toml``.
         """
         per_class, n_test = (1000, 1000) if quick else (5000, 10000)
-        base = ExperimentConfig(
-            data=DataSection(dataset="mnist", per_class=per_class, n_test=n_test, seed=0),
-            embedding=EmbeddingSection(patch=2, d=8, seed=0),
-            fit=FitConfig(backend="lbfgs", lam=5.0),
-            dynamics=DynamicsSection(lam_eval=1.0, steps=100),
-            tasks=TasksSection(mask_fraction=0.3, noise_variance=0.7, seed=0),
+        fit = {"preset": "damico2024", "lam": 5.0, "epochs": 10, "eval_every": 10, "device": "auto"}
+        models = {
+            "design": {
+                "fit": {"backend": "lbfgs", "max_iter": 40 if quick else 100},
+                "dynamics": {"preset": "design"},
+            },
+            "damico2024": {
+                "embedding": {"scale": "damico2024"},
+                "fit": fit,
+                # the notebook runs 101 steps and labels the state after step q + 1 "q"
+                "dynamics": {"preset": "damico2024", "steps": 101},
+            },
+        }
+        return cls.from_dict(
+            {
+                "data": {"dataset": "mnist", "per_class": per_class, "n_test": n_test, "seed": 0},
+                "embedding": {"patch": 2, "d": 8, "seed": 0},
+                "fit": {"backend": "lbfgs", "lam": 5.0},
+                "dynamics": {"lam_eval": 1.0, "steps": 100},
+                "tasks": {"mask_fraction": 0.3, "noise_variance": 0.7, "seed": 0},
+                "models": models,
+            }
         )
-        models = (
-            ModelSpec(
-                "design",
-                overrides=(
-                    ("fit.backend", "lbfgs"),
-                    ("fit.max_iter", 40 if quick else 100),
-                    ("dynamics.preset", "design"),
-                ),
-            ),
-            ModelSpec(
-                "damico2024",
-                overrides=(
-                    ("embedding.scale", "damico2024"),
-                    ("fit.preset", "damico2024"),
-                    ("fit.lam", 5.0),
-                    ("fit.epochs", 10),
-                    ("fit.eval_every", 10),
-                    ("fit.device", "auto"),
-                    ("dynamics.preset", "damico2024"),
-                    # the notebook runs 101 steps and labels the state after step q + 1 "q"
-                    ("dynamics.steps", 101),
-                ),
-            ),
-        )
-        return cls(base=base, models=models)

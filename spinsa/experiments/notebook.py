@@ -1,13 +1,10 @@
 """The published notebook's own printed numbers, and the same measurements on spinsa's preset.
 
 The notebook (``bare_self_attention.ipynb`` of Francill99/self_attention_attractor_network)
-trains the bare self-attention on 10,000 MNIST images (1,000 per class) and prints, after
-every epoch, the mean minibatch training loss and a validation score: the masked pixels'
-1 - MSE in its pixel space min(2p, 1) after 5 steps of its dynamics (lambda = 1, g = 0.5) on
-a test batch of 256 images with 30 % of the tokens masked. :func:`notebook_check` measures
-the same two things on a fit of the ``damico2024`` preset, on the first 256 test images,
-together with the simple references on the same images, so that a report can set them side
-by side (:data:`TRAIN_LOSS`, :data:`VALIDATION`).
+prints after every epoch the mean minibatch training loss and a validation score: the masked
+pixels' 1 - MSE in its pixel space after 5 steps of its dynamics on 256 test images, 30 % of
+their tokens masked. :func:`notebook_check` measures both on a fit of the ``damico2024``
+preset (first 256 test images), with the simple references on the same images.
 """
 
 from __future__ import annotations
@@ -15,6 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from spinsa.experiments.pipeline import load_images, references, state_at
+from spinsa.tasks import pixel_mask, reconstruction_errors
 
 __all__ = [
     "TRAIN_LOSS",
@@ -30,27 +30,12 @@ __all__ = [
 ]
 
 #: The notebook's printed training loss (mean of the epoch's minibatch losses), by epoch.
-TRAIN_LOSS = {
-    2: -1.078443,
-    3: -1.085399,
-    4: -1.094539,
-    5: -1.133390,
-    6: -1.144421,
-    7: -1.159614,
-    8: -1.177884,
-    9: -1.182386,
-}
+TRAIN_LOSS = {2: -1.078443, 3: -1.085399, 4: -1.094539, 5: -1.133390, 6: -1.144421,
+              7: -1.159614, 8: -1.177884, 9: -1.182386}  # fmt: skip
 #: Its printed validation score (masked pixels, 1 - MSE after 5 steps), by epoch; epoch 4
 #: printed 0.000000 because no test batch was drawn that epoch, so it is left out.
-VALIDATION = {
-    2: 0.698962,
-    3: 0.727372,
-    5: 0.750227,
-    6: 0.761268,
-    7: 0.770638,
-    8: 0.780401,
-    9: 0.779060,
-}
+VALIDATION = {2: 0.698962, 3: 0.727372, 5: 0.750227, 6: 0.761268, 7: 0.770638, 8: 0.780401,
+              9: 0.779060}  # fmt: skip
 LOSS_TOLERANCE = 0.05
 VALIDATION_TARGET, VALIDATION_TOLERANCE = 0.78, 0.02
 VALIDATION_STEPS = 5
@@ -83,29 +68,23 @@ def notebook_check(config, J: np.ndarray, images, step_loss, n_epochs: int, *, f
     Parameters
     ----------
     config : ExperimentConfig
-        The model's config (data set, embedding, dynamics, tasks).
     J : ndarray, shape (N, N, d, d)
     images : spinsa.experiments.pipeline.Images
         The run's images (the training images give the references).
-    step_loss : array_like
-        The fit's per-step losses.
+    step_loss : array_like, shape (n_steps,)
+        The fit's per-step losses, over ``n_epochs`` epochs.
     n_epochs : int
     fetch : bool
-        Fetch the data set on first use.
 
     Returns
     -------
     arrays : dict
-        ``train_loss`` (n_epochs,): the epoch means of the minibatch losses;
-        ``masked_score`` (256,): each of the first 256 test images' masked-pixel 1 - MSE
-        after 5 steps; ``references/<name>`` (256,): the same score of the references of
-        :mod:`spinsa.references` on the same inputs.
+        ``train_loss`` (n_epochs,): the epoch means of the minibatch losses; ``masked_score``
+        (256,): the first 256 test images' masked-pixel 1 - MSE after 5 steps;
+        ``references/<name>`` (256,): the same score of the references.
     attrs : dict
         The published values and tolerances, the number of steps and images.
     """
-    from spinsa.experiments.pipeline import load_images, references, run_dynamics
-    from spinsa.tasks import pixel_mask, reconstruction_errors
-
     whole_split = VALIDATION_IMAGES if config.data.dataset == "synthetic" else 10_000
     test = load_images(
         config.with_overrides({"data.n_test": whole_split}), fetch=fetch, train=False
@@ -115,11 +94,10 @@ def notebook_check(config, J: np.ndarray, images, step_loss, n_epochs: int, *, f
     test_images, test_index = test.test[first], test.test_index[first]
     emb = config.make_embedding()
     x0, mask = config.tasks.inputs("masked", emb, test_images, test_index)
-    state = {}
-    run_dynamics(config, J, x0, mask, VALIDATION_STEPS, lambda t, x: state.update(x=x))
+    x = state_at(config, J, x0, mask, VALIDATION_STEPS)
     clean = emb.pixel_space(test_images)
     pm = pixel_mask(mask, emb)
-    score = 1.0 - reconstruction_errors(emb.decode_pixels(state["x"]), clean, pm).masked
+    score = 1.0 - reconstruction_errors(emb.decode_pixels(x), clean, pm).masked
     inputs, train = emb.decode_pixels(x0), emb.pixel_space(images.train)
     refs = references(config, images, "masked", clean, inputs, train, pm)
     arrays: dict[str, Any] = {

@@ -1,46 +1,33 @@
-"""The experiment pipeline: data -> fit -> dynamics on the two tasks -> one HDF5 file.
+"""The experiment pipeline: data -> fit -> dynamics on the two tasks -> one HDF5 run file.
 
-Three entry points:
-
-* :func:`train` fits the couplings of an :class:`ExperimentConfig` and writes a *run file*
-  (``kind = "experiment"``): ``J``, the fit history, the mean training image and the config;
-* :func:`evaluate` runs the dynamics of the run file's config on a task over the test set and
-  adds the group ``/evaluation/<task>`` to it (or writes it to a file of its own);
-* :func:`run_experiment` does both, for both tasks, in memory, and writes one run file: the
-  unit of work of a phase scan.
-
-Errors are computed on the fly (a callback of the dynamics decodes every state and keeps the
-per-image errors), so memory stays O(P N d + T P), never O(T P N d).
-
-Run file layout (one group per task under ``evaluation``)::
+:func:`train` fits the couplings of an :class:`ExperimentConfig` and writes a run file
+(``kind = "experiment"``); :func:`evaluate` adds ``/evaluation/<task>`` to it (or writes it
+to a file of its own); :func:`run_experiment` does both in memory and writes the run file
+once, the unit of work of a phase scan. Errors are computed on the fly (a callback decodes
+every state), so memory stays O(P N d + T P), never O(T P N d). Run file layout::
 
     /J                                   (N, N, d, d) float32
     /fit/history/{step_loss, step_grad_norm, step_norm, epoch_loss, epoch_grad_norm}
     /data/mean_train_image               (H, W), in the space the errors are measured in
     /evaluation/<task>/times             (T + 1,) int64, 0 .. T
     /evaluation/<task>/errors/{all, masked, visible}   (T + 1, P) float32, per test image
-    /evaluation/<task>/mean/{all, masked, visible}     (T + 1,) mean over images
-    /evaluation/<task>/sem/{all, masked, visible}      (T + 1,) standard error of the mean
+    /evaluation/<task>/{mean, sem}/{all, masked, visible}   (T + 1,) over images
     /evaluation/<task>/references/<name>/{all, masked, visible}   (P,) float32, the errors
-                                         of the simple predictors of spinsa.references on
-                                         the same inputs (attribute reference_params)
+                                         of spinsa.references on the same inputs
     /evaluation/<task>/mean_image_corr   (T + 1, P) correlation of each decoded state with
-                                         the mean training image
+                                         the mean training image (and its _mean, _sem)
     /evaluation/<task>/step_change       (T,) mean over images and tokens of |x_i(t) - x_i(t-1)|
     /evaluation/<task>/final_mean_image  (H, W) mean over test images of the state at t = T
     /evaluation/<task>/final_coherence   (P,) correlation of each final image with that mean
     /evaluation/<task>/examples/{images (k, n, H, W), times (k,), index (n,), clean (n, H, W)}
 
-Errors are measured in the embedding's own pixel space
-(:meth:`spinsa.PatchEmbedding.pixel_space`): for the paper's embedding the image itself; for
-the notebook's (``scale = "damico2024"``) its pixel values min(2p, 1), against twice the
-decoded value, so that both live in [0, 1]. The task inputs come from
-:meth:`TasksSection.inputs`: test image k is corrupted the same way by every evaluation and
-analysis of a run.
+Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`),
+on the task inputs of :meth:`TasksSection.inputs`, the same in every evaluation and analysis.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +35,24 @@ from typing import Any
 
 import numpy as np
 
+import spinsa
+from spinsa import io
+from spinsa._checks import check_choice, check_count
 from spinsa._progress import progress as progress_bar
+from spinsa.analysis.summary import summarize_arrays
+from spinsa.damico import damico_run
 from spinsa.experiments.config import ExperimentConfig
-from spinsa.tasks import TASKS
+from spinsa.fit import fit_pseudolikelihood
+from spinsa.references import task_references
+from spinsa.tasks import (
+    TASKS,
+    ReconstructionErrors,
+    draw_noisy,
+    mean_sem,
+    pixel_mask,
+    reconstruction_errors,
+    summarize,
+)
 
 __all__ = [
     "TASKS",
@@ -59,7 +61,6 @@ __all__ = [
     "Images",
     "TaskEvaluation",
     "load_images",
-    "fit_couplings",
     "evaluate_task",
     "train",
     "evaluate",
@@ -70,6 +71,7 @@ __all__ = [
 RUN_KIND = "experiment"
 EVALUATION_KIND = "evaluation"
 N_TUNE = 1000  # corrupted training images on which the denoising references are tuned
+PIXELS = ("all", "masked", "visible")
 
 
 # ---------------------------------------------------------------------------- data
@@ -96,95 +98,34 @@ class Images:
 def load_images(
     config: ExperimentConfig, *, fetch: bool = True, train: bool = True, test: bool = True
 ) -> Images:
-    """The images of ``config.data`` (MNIST/Fashion-MNIST from the cache, or synthetic digits).
-
-    ``fetch``: fetch MNIST into the cache on first use. ``train``/``test``: which splits to
-    load (the other comes back empty).
-    """
+    """The images of ``config.data``; ``fetch`` fetches MNIST into the cache on first use,
+    ``train`` and ``test`` say which splits to load (the other comes back empty)."""
     from spinsa import datasets
 
     data = config.data
-    none = np.zeros(0, dtype=np.int64)
-    empty = np.zeros((0, *data.image_shape), dtype=np.float32), none, none
-    tr, te = empty, empty
     if data.dataset == "synthetic":
 
-        def make(n, stream):
-            gen = np.random.default_rng([data.seed, stream])
+        def load(split, n, per_class=None):  # seeded per split: streams 0 and 1
+            n = 10 * per_class if n is None else n
+            gen = np.random.default_rng([data.seed, 0 if split == "train" else 1])
             imgs, labels = datasets.synthetic_digits(n, size=data.image_size, seed=gen)
             return imgs, labels, np.arange(n, dtype=np.int64)
 
-        if train:
-            tr = make(data.n_train if data.n_train is not None else 10 * data.per_class, 0)
-        if test:
-            te = make(data.n_test, 1)
     else:
-        load = datasets.load_mnist if data.dataset == "mnist" else datasets.load_fashion_mnist
-        opts = dict(seed=data.seed, fetch=fetch, return_index=True)
-        if train:
-            tr = load("train", n=data.n_train, per_class=data.per_class, **opts)
-        if test:
-            te = load("test", n=data.n_test, **opts)
+        mnist = datasets.load_mnist if data.dataset == "mnist" else datasets.load_fashion_mnist
+        load = functools.partial(mnist, seed=data.seed, fetch=fetch, return_index=True)
+    none = np.zeros(0, dtype=np.int64)
+    empty = np.zeros((0, *data.image_shape), dtype=np.float32), none, none
+    tr = load("train", n=data.n_train, per_class=data.per_class) if train else empty
+    te = load("test", n=data.n_test) if test else empty
     return Images(*tr[:2], *te[:2], train_index=tr[2], test_index=te[2])
-
-
-def mean_image(emb, images: np.ndarray) -> np.ndarray:
-    """The mean of ``images`` (P, H, W) in the embedding's pixel space, float64 (H, W)."""
-    return emb.pixel_space(images).mean(axis=0, dtype=np.float64)
-
-
-# ---------------------------------------------------------------------------- fit
-def fit_couplings(
-    config: ExperimentConfig, train_images: np.ndarray, *, checkpoint=None, progress: bool = False
-):
-    """Fit the couplings of ``config`` on the training images.
-
-    Returns
-    -------
-    spinsa.fit.FitResult
-    """
-    from spinsa.fit import fit_pseudolikelihood
-
-    emb = config.make_embedding()
-    xi = emb.encode(train_images)
-    return fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)
-
-
-def _fit_arrays(fit, mean_image: np.ndarray) -> dict[str, Any]:
-    return {
-        "J": fit.J,
-        "fit": {"history": fit.history()},
-        "data": {"mean_train_image": mean_image.astype(np.float32)},
-    }
-
-
-def _fit_attrs(fit, images: Images) -> dict[str, Any]:
-    return {
-        "fit_loss": fit.loss,
-        "fit_initial_loss": float(fit.epoch_loss[0]),
-        "fit_wall_time": float(fit.wall_time),
-        "fit_device": fit.device,
-        "fit_message": fit.message,
-        "fit_converged": fit.converged,
-        "fit_n_steps": fit.n_steps,
-        "n_train": int(images.train.shape[0]),
-    }
-
-
-def _seeds(config: ExperimentConfig) -> dict[str, Any]:
-    return {
-        "data": config.data.seed,
-        "embedding": config.embedding.seed,
-        "fit": config.fit.seed,
-        "tasks": config.tasks.seed,
-        "dynamics": config.dynamics.seed,
-    }
 
 
 # ---------------------------------------------------------------------------- evaluation
 @dataclass(frozen=True, eq=False)
 class TaskEvaluation:
-    """Everything kept from the dynamics on one task (the arrays of ``/evaluation/<task>``).
+    """Everything kept from the dynamics on one task: the arrays of ``/evaluation/<task>``
+    (laid out in the docstring of :mod:`spinsa.experiments.pipeline`).
 
     Attributes
     ----------
@@ -193,22 +134,11 @@ class TaskEvaluation:
     errors : spinsa.tasks.ReconstructionErrors
         Per-image errors, fields of shape (T + 1, P).
     mean_image_corr : ndarray, shape (T + 1, P)
-        Pearson correlation of each decoded state with the mean training image (NaN for a
-        constant image).
     step_change : ndarray, shape (T,)
-        Mean over images and tokens of |x_i(t) - x_i(t - 1)|.
-    final_mean_image : ndarray, shape (H, W)
-    final_coherence : ndarray, shape (P,)
-        Correlation of each image's state at t = T with ``final_mean_image``.
-    examples : ndarray, shape (k, n, H, W)
-        Decoded states of the first n test images at ``example_times``.
-    example_times : ndarray of int64, shape (k,)
-    example_index : ndarray of int64, shape (n,)
-    clean_examples : ndarray, shape (n, H, W)
-        Those test images in the embedding's pixel space.
-    references : dict
-        ``name -> spinsa.references.Reference``: the simple predictors' per-image errors on
-        the same inputs.
+    final_mean_image, final_coherence : ndarray, shapes (H, W) and (P,)
+    examples, example_times, example_index, clean_examples : ndarray
+        Shapes (k, n, H, W), (k,), (n,) and (n, H, W).
+    references : dict of str to spinsa.references.Reference
     wall_time : float
         Seconds spent.
     """
@@ -229,32 +159,31 @@ class TaskEvaluation:
 
     def arrays(self) -> dict[str, Any]:
         """The arrays in the layout of ``/evaluation/<task>``."""
-        from spinsa.tasks import mean_sem, summarize
+
+        def parts(errors, dtype=None):
+            return {k: np.asarray(getattr(errors, k), dtype=dtype) for k in PIXELS}
 
         summary = summarize(self.errors)
         corr_mean, corr_sem, _ = mean_sem(self.mean_image_corr)
-        fields = ("all", "masked", "visible")
+        f32 = np.float32
         return {
             "times": self.times,
-            "errors": {k: getattr(self.errors, k).astype(np.float32) for k in fields},
-            "mean": {k: getattr(summary.mean, k) for k in fields},
-            "sem": {k: getattr(summary.sem, k) for k in fields},
-            "mean_image_corr": self.mean_image_corr.astype(np.float32),
+            "errors": parts(self.errors, f32),
+            "mean": parts(summary.mean),
+            "sem": parts(summary.sem),
+            "mean_image_corr": self.mean_image_corr.astype(f32),
             "mean_image_corr_mean": corr_mean,
             "mean_image_corr_sem": corr_sem,
             "step_change": self.step_change,
-            "final_mean_image": self.final_mean_image.astype(np.float32),
-            "final_coherence": self.final_coherence.astype(np.float32),
+            "final_mean_image": self.final_mean_image.astype(f32),
+            "final_coherence": self.final_coherence.astype(f32),
             "examples": {
-                "images": self.examples.astype(np.float32),
+                "images": self.examples.astype(f32),
                 "times": self.example_times,
                 "index": self.example_index,
-                "clean": self.clean_examples.astype(np.float32),
+                "clean": self.clean_examples.astype(f32),
             },
-            "references": {
-                name: {k: getattr(ref.errors, k).astype(np.float32) for k in fields}
-                for name, ref in self.references.items()
-            },
+            "references": {n: parts(r.errors, f32) for n, r in self.references.items()},
         }
 
     def reference_params(self) -> dict[str, dict]:
@@ -277,57 +206,38 @@ def _correlation(images: np.ndarray, target: np.ndarray) -> np.ndarray:
 def references(
     config: ExperimentConfig, images: Images, task: str, clean, inputs, train, pixel_mask=None
 ):
-    """The simple predictors of :mod:`spinsa.references` on a task's test inputs.
+    """``name -> spinsa.references.Reference``: the simple predictors on a task's inputs.
 
     ``clean``, ``inputs`` (P, H, W) and ``train`` (M, H, W) are in the embedding's pixel
     space: the clean test images, the decoded t = 0 states and the training images. The
-    denoising references are tuned on :data:`N_TUNE` corrupted training images (evenly spaced
-    through the training set, corrupted by the run's noise from their own streams).
-
-    Returns
-    -------
-    dict
-        ``name -> spinsa.references.Reference``.
+    denoising references are tuned on :data:`N_TUNE` training images, evenly spaced,
+    corrupted by the run's noise from their own streams.
     """
-    from spinsa.references import task_references
-    from spinsa.tasks import draw_noisy
-
-    emb = config.make_embedding()
     tune: dict[str, Any] = {}
     if task == "denoise":
         pick = np.unique(np.linspace(0, train.shape[0] - 1, N_TUNE).astype(np.int64))
+        tasks = config.tasks
         noisy = draw_noisy(
-            images.train[pick],
-            images.train_index[pick],
-            config.tasks.noise_variance,
-            config.tasks.seed,
+            images.train[pick], images.train_index[pick], tasks.noise_variance, tasks.seed
         )
-        tune = dict(tune_clean=train[pick], tune_noisy=emb.pixel_space(noisy), tune_index=pick)
+        noisy = config.make_embedding().pixel_space(noisy)
+        tune = dict(tune_clean=train[pick], tune_noisy=noisy, tune_index=pick)
     return task_references(task, clean, inputs, train, pixel_mask=pixel_mask, **tune)
 
 
-def _dynamics_seed(config: ExperimentConfig) -> int:
-    """Seed of the asynchronous site orders: the config's, else the tasks' (deterministic)."""
-    seed = config.dynamics.seed
-    return config.tasks.seed if seed is None else seed
-
-
 def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
-    """Iterate the config's dynamics from x0 (one chunk of images), calling callback(t, x).
+    """Iterate the config's dynamics from x0 (P, N, d), calling callback(t, x) at t >= 1.
 
-    The one place that maps a config's ``[dynamics]`` and ``clamp_visible`` to a run: the
-    evaluation, the analyses and the baselines' Fig. 2 all go through it.
+    The one place that maps ``[dynamics]`` and ``clamp_visible`` to a run (evaluation,
+    analyses, Fig. 2); asynchronous site orders come from ``dynamics.seed``, else ``tasks.seed``.
     """
-    import spinsa
-
     dyn = config.dynamics
     clamp = config.tasks.clamp_visible and mask is not None
+    seed = config.tasks.seed if dyn.seed is None else dyn.seed
     if dyn.preset == "damico2024":
-        from spinsa.damico import damico_run
-
         damico_run(x0, J, dyn.lam_eval, steps, mask, clamp_visible=clamp, callback=callback)
-        return
-    if not clamp:
+    elif not clamp:
+        # one record at the end: the callback keeps what the caller needs
         spinsa.run(
             x0,
             J,
@@ -335,22 +245,35 @@ def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
             steps,
             gamma=dyn.gamma,
             norm=dyn.norm,
-            record_every=max(steps, 1),
             update=dyn.update,
-            seed=_dynamics_seed(config),
+            seed=seed,
             callback=callback,
+            record_every=max(steps, 1),
         )
-        return
-    rng = np.random.default_rng(_dynamics_seed(config))
-    visible = ~mask
-    x = np.array(x0, copy=True)
-    for t in range(1, steps + 1):
-        if dyn.update == "sync":
-            x = spinsa.step(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm)
-        else:
-            x = spinsa.async_sweep(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm, rng=rng)
-        x[visible] = x0[visible]
-        callback(t, x)
+    else:
+        rng = np.random.default_rng(seed)
+        visible = ~mask
+        x = np.array(x0, copy=True)
+        for t in range(1, steps + 1):
+            if dyn.update == "sync":
+                x = spinsa.step(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm)
+            else:
+                x = spinsa.async_sweep(x, J, dyn.lam_eval, gamma=dyn.gamma, norm=dyn.norm, rng=rng)
+            x[visible] = x0[visible]
+            callback(t, x)
+
+
+def state_at(config: ExperimentConfig, J, x0, mask, steps: int) -> np.ndarray:
+    """The state (P, N, d) after ``steps`` steps of the config's dynamics from x0 (P, N, d)."""
+    state = [x0]
+
+    def keep(t, x):
+        if t == steps:
+            state[0] = np.array(x, copy=True)
+
+    if steps > 0:
+        run_dynamics(config, J, x0, mask, steps, keep)
+    return state[0]
 
 
 def evaluate_task(
@@ -369,35 +292,29 @@ def evaluate_task(
     ----------
     config : ExperimentConfig
     J : ndarray, shape (N, N, d, d)
-        The couplings.
     images : Images
-        The run's images: the test images are corrupted and iterated; the training images
-        give the mean image and the references (:func:`references`).
+        The test images are corrupted and iterated; the training images give the mean
+        image and the references (:func:`references`).
     task : {"masked", "denoise"}
     steps : int, optional
         T (default ``config.dynamics.steps``).
     chunk_size : int
         Images iterated at once (memory; the results do not depend on it).
     progress : bool
-        Show a progress bar.
 
     Returns
     -------
     TaskEvaluation
     """
-    from spinsa._checks import check_choice, check_count
-    from spinsa.tasks import ReconstructionErrors, pixel_mask, reconstruction_errors
-
     check_choice(task, "task", TASKS)
     steps = config.dynamics.steps if steps is None else check_count(steps, "steps")
     chunk_size = check_count(chunk_size, "chunk_size", 1)
     t_start = time.perf_counter()
     emb = config.make_embedding()
-    test = np.asarray(images.test, dtype=np.float32)
-    if test.ndim != 3 or test.shape[1:] != emb.image_shape:
+    test, shape = np.asarray(images.test, dtype=np.float32), emb.image_shape
+    if test.ndim != 3 or test.shape[1:] != shape:
         raise ValueError(
-            f"test images must have shape (P, {emb.image_shape[0]}, {emb.image_shape[1]}), "
-            f"got {test.shape}"
+            f"test images must have shape (P, {shape[0]}, {shape[1]}), got {test.shape}"
         )
     P = test.shape[0]
     x0_all, mask_all = config.tasks.inputs(task, emb, test, images.test_index)
@@ -406,48 +323,42 @@ def evaluate_task(
     train_px = emb.pixel_space(images.train)
     mean_img = train_px.mean(axis=0, dtype=np.float64)
 
-    T1 = steps + 1
-    errs = {k: np.full((T1, P), np.nan) for k in ("all", "masked", "visible")}
-    corr = np.full((T1, P), np.nan)
+    errs = {k: np.full((steps + 1, P), np.nan) for k in PIXELS}
+    corr = np.full((steps + 1, P), np.nan)
     change = np.zeros(max(steps, 0))
     n_ex = min(config.tasks.n_examples, P)
     ex_times = np.array([t for t in config.tasks.example_times if t <= steps], dtype=np.int64)
-    examples = np.zeros((ex_times.size, n_ex, *emb.image_shape), dtype=np.float32)
-    finals = np.empty((P, *emb.image_shape), dtype=np.float32)
-    inputs = np.empty((P, *emb.image_shape), dtype=np.float32)
-
-    bar = progress_bar(
-        P * steps, f"{config.name}: {task}", "img-step", enabled=progress, unit_scale=True
-    )
+    examples = np.zeros((ex_times.size, n_ex, *shape), dtype=np.float32)
+    finals = np.empty((P, *shape), dtype=np.float32)
+    inputs = np.empty((P, *shape), dtype=np.float32)
+    desc = f"{config.name}: {task}"
+    bar = progress_bar(P * steps, desc, "img-step", enabled=progress, unit_scale=True)
 
     for start in range(0, P, chunk_size):
         sl = slice(start, min(start + chunk_size, P))
-        x0 = x0_all[sl]
         mask = None if mask_all is None else mask_all[sl]
-        ref = clean_all[sl]
         pmask = None if pmask_all is None else pmask_all[sl]
+        x0 = x0_all[sl]
         prev = [x0]
 
-        def record(t, x, sl=sl, ref=ref, pmask=pmask, prev=prev):
+        def record(t, x, sl=sl, pmask=pmask, prev=prev):
             dec = emb.decode_pixels(x)
-            e = reconstruction_errors(dec, ref, pmask)
+            e = reconstruction_errors(dec, clean_all[sl], pmask)
             for k in errs:
                 errs[k][t, sl] = getattr(e, k)
             corr[t, sl] = _correlation(dec, mean_img)
             if t == 0:
                 inputs[sl] = dec
             else:
-                diff = np.linalg.norm(x - prev[0], axis=2).mean(axis=1)
-                change[t - 1] += float(diff.sum()) / P
+                change[t - 1] += float(np.linalg.norm(x - prev[0], axis=2).mean(axis=1).sum()) / P
                 prev[0] = x
+                bar.update(dec.shape[0])
             where = np.flatnonzero(ex_times == t)
-            lo, hi = sl.start, min(sl.stop, n_ex)
-            if where.size and lo < hi:
-                examples[where[0], lo:hi] = dec[: hi - lo]
+            hi = min(sl.stop, n_ex)
+            if where.size and sl.start < hi:
+                examples[where[0], sl.start : hi] = dec[: hi - sl.start]
             if t == steps:
                 finals[sl] = dec
-            if t > 0:
-                bar.update(dec.shape[0])
 
         record(0, x0)
         run_dynamics(config, J, x0, mask, steps, record)
@@ -456,7 +367,7 @@ def evaluate_task(
     final_mean = finals.mean(axis=0, dtype=np.float64)
     return TaskEvaluation(
         task=task,
-        times=np.arange(T1, dtype=np.int64),
+        times=np.arange(steps + 1, dtype=np.int64),
         errors=ReconstructionErrors(**errs),
         mean_image_corr=corr,
         step_change=change,
@@ -471,43 +382,93 @@ def evaluate_task(
     )
 
 
+# ---------------------------------------------------------------------------- files
 def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int) -> dict:
-    from spinsa.analysis.summary import summarize_arrays
-
-    attrs = {
-        "task": ev.task,
-        "steps": int(ev.times[-1]),
-        "n_test": int(n_test),
-        "dynamics": config.dynamics.preset,
-        "embedding_scale": config.embedding.scale,
-        "lam_eval": config.dynamics.lam_eval,
-        "wall_time": float(ev.wall_time),
-    }
+    tasks, dyn = config.tasks, config.dynamics
+    attrs = dict(task=ev.task, steps=int(ev.times[-1]), n_test=int(n_test), dynamics=dyn.preset)
+    attrs.update(embedding_scale=config.embedding.scale, lam_eval=dyn.lam_eval)
+    attrs["wall_time"] = float(ev.wall_time)
     if ev.task == "masked":
-        attrs["mask_fraction"] = config.tasks.mask_fraction
-        attrs["clamp_visible"] = config.tasks.clamp_visible
+        attrs.update(mask_fraction=tasks.mask_fraction, clamp_visible=tasks.clamp_visible)
     else:
-        attrs["noise_variance"] = config.tasks.noise_variance
+        attrs["noise_variance"] = tasks.noise_variance
     attrs["reference_params"] = ev.reference_params()
     summary = summarize_arrays(ev.task, ev.arrays())
-    attrs.update({f"summary.{k}": v for k, v in summary.items()})
-    return attrs
+    return {**attrs, **{f"summary.{k}": v for k, v in summary.items()}}
+
+
+def _write(path, config, kind, arrays, attrs, group_attrs, overwrite) -> Path:
+    """One file of the pipeline: the arrays, the whole config and every seed."""
+    seeds = {s: getattr(config, s).seed for s in ("data", "embedding", "fit", "tasks", "dynamics")}
+    options = dict(kind=kind, config=config, seeds=seeds, group_attrs=group_attrs)
+    return io.write_file(path, arrays, attrs, overwrite=overwrite, **options)
+
+
+def _new_file(path, overwrite: bool) -> Path:
+    """``path``, refused before any work if it exists (unless ``overwrite``) or its
+    directory does not."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
+    return path
+
+
+def read_run(path, kinds=(RUN_KIND, EVALUATION_KIND)):
+    """The file's :class:`~spinsa.io.RunFile` and config; other kinds of file are refused."""
+    info = io.read(path)  # refuses foreign and broken files with a SpinsaFileError
+    if info.kind not in kinds:
+        hint = " A reproduce directory keeps each model's run file as fit-<model>.h5 next to it."
+        raise ValueError(
+            f"{path} is a spinsa file of kind {info.kind!r}; expected a run file (kind "
+            f"{RUN_KIND!r}) written by spinsa train or run_experiment."
+            + (hint if info.kind == "reproduce" else "")
+        )
+    return info, ExperimentConfig.from_dict(info.config)
+
+
+def read_run_config(path) -> ExperimentConfig:
+    """The :class:`ExperimentConfig` stored in a run (or evaluation) file."""
+    return read_run(path)[1]
+
+
+def _fit_and_write(
+    config, out_path, overwrite, checkpoint, progress, images, tasks=(), chunk_size=1000
+) -> Path:
+    """Fit, evaluate ``tasks`` in memory, write the run file at once, drop the checkpoint."""
+    if not isinstance(config, ExperimentConfig):
+        raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
+    out_path = _new_file(out_path, overwrite)
+    images = load_images(config, test=bool(tasks)) if images is None else images
+    emb = config.make_embedding()
+    xi = emb.encode(images.train)
+    fit = fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)
+    mean = emb.pixel_space(images.train).mean(axis=0, dtype=np.float64).astype(np.float32)
+    arrays = {"J": fit.J, "fit": {"history": fit.history()}, "data": {"mean_train_image": mean}}
+    group_attrs = {}
+    for task in tasks:
+        ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
+        arrays[f"evaluation/{task}"] = ev.arrays()
+        group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, images.test.shape[0])
+    attrs = {
+        "name": config.name,
+        "fit_loss": fit.loss,
+        "fit_initial_loss": float(fit.epoch_loss[0]),
+        "fit_wall_time": float(fit.wall_time),
+        "fit_device": fit.device,
+        "fit_message": fit.message,
+        "fit_converged": fit.converged,
+        "fit_n_steps": fit.n_steps,
+        "n_train": int(images.train.shape[0]),
+    }
+    _write(out_path, config, RUN_KIND, arrays, attrs, group_attrs, overwrite)
+    if checkpoint is not None:
+        Path(checkpoint).unlink(missing_ok=True)
+    return out_path
 
 
 # ---------------------------------------------------------------------------- stages
-def read_run_config(path) -> ExperimentConfig:
-    """The :class:`ExperimentConfig` stored in a run (or evaluation) file."""
-    from spinsa import io
-
-    info = io.read(path)
-    if info.kind not in (RUN_KIND, EVALUATION_KIND):
-        raise ValueError(
-            f"{path} is a spinsa file of kind {info.kind!r}; expected a run file written by "
-            "spinsa train / run_experiment (kind 'experiment')"
-        )
-    return ExperimentConfig.from_dict(info.config)
-
-
 def train(
     config: ExperimentConfig,
     out_path,
@@ -523,12 +484,10 @@ def train(
     ----------
     config : ExperimentConfig
     out_path : str or PathLike
-        The run file (``.h5``); refused if it exists unless ``overwrite``.
-    overwrite : bool
+        The run file; refused before the fit if it exists, unless ``overwrite``.
+    overwrite, progress : bool
     checkpoint : str or PathLike, optional
-        Fit checkpoint: an interrupted fit resumes from it (see
-        :func:`spinsa.fit_pseudolikelihood`); removed once the run file is written.
-    progress : bool
+        Fit checkpoint, resumed after an interruption and removed once the file is written.
     images : Images, optional
         Already loaded images (default: :func:`load_images`).
 
@@ -536,29 +495,7 @@ def train(
     -------
     Path
     """
-    from spinsa import io
-
-    if not isinstance(config, ExperimentConfig):
-        raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
-    out_path = Path(out_path)
-    if out_path.exists() and not overwrite:
-        raise FileExistsError(f"{out_path} already exists; pass overwrite=True to replace it")
-    if images is None:
-        images = load_images(config, test=False)
-    emb = config.make_embedding()
-    fit = fit_couplings(config, images.train, checkpoint=checkpoint, progress=progress)
-    io.write_file(
-        out_path,
-        _fit_arrays(fit, mean_image(emb, images.train)),
-        {"name": config.name, **_fit_attrs(fit, images)},
-        kind=RUN_KIND,
-        config=config,
-        seeds=_seeds(config),
-        overwrite=overwrite,
-    )
-    if checkpoint is not None:
-        Path(checkpoint).unlink(missing_ok=True)
-    return out_path
+    return _fit_and_write(config, out_path, overwrite, checkpoint, progress, images)
 
 
 def evaluate(
@@ -580,64 +517,46 @@ def evaluate(
     run_path : str or PathLike
         A run file written by :func:`train` or :func:`run_experiment`.
     task : {"masked", "denoise"}
-    steps : int, optional
-        T (default: the config's ``dynamics.steps``).
-    n_test : int, optional
-        Number of test images (default: the config's ``data.n_test``).
+    steps, n_test : int, optional
+        T and the number of test images (default: the config's).
     out : str or PathLike, optional
-        Write the evaluation to this file (``kind = "evaluation"``, with the config) instead
-        of adding a group to the run file.
+        Write the evaluation to a file of its own (``kind = "evaluation"``).
     overwrite : bool
         Replace an existing evaluation of this task (or an existing ``out`` file).
     chunk_size, progress
         As in :func:`evaluate_task`.
     images : Images, optional
-        Already loaded images (the training images give the mean image and the references).
+        Already loaded images (default: :func:`load_images`).
 
     Returns
     -------
     Path
         The file written.
     """
-    from spinsa import io
-    from spinsa._checks import check_choice
-
     check_choice(task, "task", TASKS)
     run_path = Path(run_path)
-    config = read_run_config(run_path)
-    if n_test is not None:
-        config = config.with_overrides({"data.n_test": n_test})
-    if steps is not None:
-        config = config.with_overrides({"dynamics.steps": steps})
+    info, config = read_run(run_path)
+    changed = {"data.n_test": n_test, "dynamics.steps": steps}
+    config = config.with_overrides({k: v for k, v in changed.items() if v is not None})
     group = f"evaluation/{task}"
-    info = io.read(run_path)
     if out is None and group in info.groups and not overwrite:
         raise FileExistsError(
             f"{run_path} already holds an evaluation of the {task} task; pass overwrite=True "
             "(--overwrite) to replace it"
         )
-    if out is not None and Path(out).exists() and not overwrite:
-        raise FileExistsError(f"{out} already exists; pass overwrite=True to replace it")
+    if out is not None:
+        out = _new_file(out, overwrite)
     J = io.read_array(run_path, "J")
-    if images is None:
-        images = load_images(config)
+    images = load_images(config) if images is None else images
     ev = evaluate_task(config, J, images, task, chunk_size=chunk_size, progress=progress)
     attrs = _evaluation_attrs(config, ev, images.test.shape[0])
     if out is None:
         io.write_group(run_path, group, ev.arrays(), attrs, overwrite=overwrite)
         return run_path
-    out = Path(out)
-    io.write_file(
-        out,
-        {group: ev.arrays()},
-        {"name": config.name, "run_file": str(run_path)},
-        kind=EVALUATION_KIND,
-        config=config,
-        seeds=_seeds(config),
-        group_attrs={group: attrs},
-        overwrite=overwrite,
+    root = {"name": config.name, "run_file": str(run_path)}
+    return _write(
+        out, config, EVALUATION_KIND, {group: ev.arrays()}, root, {group: attrs}, overwrite
     )
-    return out
 
 
 def run_experiment(
@@ -650,63 +569,24 @@ def run_experiment(
     tasks: tuple[str, ...] = TASKS,
     chunk_size: int = 1000,
 ) -> Path:
-    """Train, evaluate every task and write one self-describing run file.
-
-    Deterministic for a given config (on one machine and library versions): the data
-    subsets, the embedding, the fit, the masks and the noise all come from the config's seeds.
+    """Train, evaluate every task and write one run file; deterministic for a given config
+    (on one machine and library versions: every draw comes from the config's seeds).
 
     Parameters
     ----------
-    config : ExperimentConfig
-    out_path : str or PathLike
-        The run file; refused if it exists unless ``overwrite``.
-    progress : bool
-        Progress bars for the fit and the dynamics.
-    overwrite : bool
-    checkpoint : str or PathLike, optional
-        Fit checkpoint (removed once the file is written).
+    config, out_path, progress, overwrite, checkpoint
+        As in :func:`train`.
     tasks : tuple of {"masked", "denoise"}
     chunk_size : int
-        Images iterated at once.
+        Images iterated at once (:func:`evaluate_task`).
 
     Returns
     -------
     Path
         ``out_path``; its layout is in the module docstring.
     """
-    from spinsa import io
-    from spinsa._checks import check_choice
-
-    if not isinstance(config, ExperimentConfig):
-        raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
     for task in tasks:
         check_choice(task, "tasks[...]", TASKS)
-    out_path = Path(out_path)
-    if out_path.exists() and not overwrite:
-        raise FileExistsError(f"{out_path} already exists; pass overwrite=True to replace it")
-    if not out_path.parent.is_dir():
-        raise FileNotFoundError(
-            f"cannot write {out_path}: directory {out_path.parent} does not exist"
-        )
-    images = load_images(config)
-    emb = config.make_embedding()
-    fit = fit_couplings(config, images.train, checkpoint=checkpoint, progress=progress)
-    arrays = _fit_arrays(fit, mean_image(emb, images.train))
-    group_attrs = {}
-    for task in tasks:
-        ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
-        arrays[f"evaluation/{task}"] = ev.arrays()
-        group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, images.test.shape[0])
-    io.write_file(
-        out_path,
-        arrays,
-        {"name": config.name, **_fit_attrs(fit, images)},
-        kind=RUN_KIND,
-        config=config,
-        seeds=_seeds(config),
-        group_attrs=group_attrs,
-        overwrite=overwrite,
+    return _fit_and_write(
+        config, out_path, overwrite, checkpoint, progress, None, tasks, chunk_size
     )
-    if checkpoint is not None:
-        Path(checkpoint).unlink(missing_ok=True)
-    return out_path
