@@ -2,6 +2,8 @@
 
 import dataclasses
 import shutil
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -26,14 +28,9 @@ from spinsa.analysis import (
     target_overlaps,
     trajectory_overlaps,
 )
-from spinsa.analysis.hebbian import compare_with_hebbian
+from spinsa.analysis.hebbian import compare_with_hebbian, strength_maps
 from spinsa.experiments import ExperimentConfig, analyze_run
-from spinsa.experiments.analyze import (
-    ANALYSES,
-    AnalysisSettings,
-    load_run_inputs,
-    strength_maps,
-)
+from spinsa.experiments.analyze import ANALYSES, AnalysisSettings, load_run_inputs
 from spinsa.experiments.pipeline import evaluate, load_images, train
 from spinsa.plotting import plot_run
 from spinsa.tasks import pixel_mask, reconstruction_errors, summarize, task_inputs
@@ -446,3 +443,15 @@ def test_cli_analyze_then_plot(fresh, tmp_path, capsys):
     assert main(["plot", str(fresh), "--out", str(out), "--no-progress"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["lifetimes.png", "patches.png"]
     assert "2 figures" in capsys.readouterr().out
+
+
+def test_stored_results_load_in_a_fresh_interpreter(run_file):
+    # every result type is registered by spinsa.analysis itself: reading a run file's
+    # analyses needs no import of spinsa.experiments
+    path, _ = run_file
+    code = (
+        "import sys; from spinsa.analysis import list_analyses, load_analysis; "
+        f"[load_analysis({str(path)!r}, n) for n in list_analyses({str(path)!r})]; "
+        "assert 'spinsa.experiments' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

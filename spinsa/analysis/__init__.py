@@ -18,6 +18,7 @@ from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.attractors import (
     AttractorReport,
     CycleReport,
+    DecodedImages,
     StateClusters,
     cluster_states,
     find_attractors,
@@ -31,13 +32,16 @@ from spinsa.analysis.hebbian import (
     CouplingSpectrum,
     HebbianComparison,
     StrengthDistance,
+    StrengthMaps,
     compare_with_hebbian,
+    comparison_of,
     coupling_cosine,
     coupling_matrix,
     coupling_spectrum,
     matched_hebbian,
     pair_cosines,
     pair_strengths,
+    strength_maps,
     strength_vs_distance,
 )
 from spinsa.analysis.lifetimes import (
@@ -67,6 +71,7 @@ from spinsa.analysis.patches import (
     patch_variance_histograms,
 )
 from spinsa.analysis.store import list_analyses, load_analysis, save_analysis
+from spinsa.analysis.summary import ErrorCurves
 from spinsa.analysis.twobody import (
     TwoBodyFit,
     TwoBodyVsHebbian,
@@ -87,6 +92,8 @@ __all__ = [
     "AttractorReport",
     "CouplingSpectrum",
     "CycleReport",
+    "DecodedImages",
+    "ErrorCurves",
     "HebbianComparison",
     "LifetimeTable",
     "Lifetimes",
@@ -96,10 +103,12 @@ __all__ = [
     "PatchVariances",
     "StateClusters",
     "StrengthDistance",
+    "StrengthMaps",
     "TwoBodyFit",
     "TwoBodyVsHebbian",
     "cluster_states",
     "compare_with_hebbian",
+    "comparison_of",
     "coupling_cosine",
     "coupling_matrix",
     "coupling_spectrum",
@@ -130,6 +139,7 @@ __all__ = [
     "random_spins",
     "save_analysis",
     "step_sizes",
+    "strength_maps",
     "strength_vs_distance",
     "summarize_lifetimes",
     "target_overlaps",

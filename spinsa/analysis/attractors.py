@@ -23,6 +23,7 @@ the attractors, their basin fractions, and how they compare with the training pa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -528,3 +529,21 @@ def find_attractors(
         q_min=q_min,
         **fields,
     )
+
+
+@dataclass(frozen=True)
+class DecodedImages(AnalysisResult):
+    """Configurations decoded into images (e.g. the attractors), for figures.
+
+    Attributes
+    ----------
+    images : ndarray of float32, shape (C, H, W), in the embedding's pixel space
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = ("images",)
+    images: np.ndarray
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        if self.images.ndim not in (3, 4):
+            raise ValueError(f"images must have shape (C, H, W[, ch]), got {self.images.shape}")

@@ -15,10 +15,11 @@ comparisons:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from spinsa._checks import check_choice, check_couplings, check_finite, check_spins
+from spinsa._checks import check_choice, check_count, check_couplings, check_finite, check_spins
 from spinsa.analysis._results import AnalysisResult, bin_edges
 from spinsa.couplings import hebbian_couplings, row_norms
 from spinsa.tasks import mean_sem
@@ -296,3 +297,69 @@ def comparison_of(J, K, spectrum, spectrum_hebbian, distance, match, n_patterns)
         match=match,
         n_patterns=int(n_patterns),
     )
+
+
+@dataclass(frozen=True)
+class StrengthMaps(AnalysisResult):
+    """Coupling strength |J_ij|_F laid out on the grid of patches.
+
+    Attributes
+    ----------
+    center : ndarray of float64, shape (gh, gw)
+        |J_cj|_F at the grid position of j, for the central token c = ``center_token`` (row
+        ``gh // 2``, column ``gw // 2``).
+    offset : ndarray of float64, shape (2 gh - 1, 2 gw - 1)
+        Mean of |J_ij|_F over the pairs with grid displacement (r_j - r_i, c_j - c_i); NaN
+        at zero displacement.
+    center_token : int
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = ("center", "offset")
+    center: np.ndarray
+    offset: np.ndarray
+    center_token: int = 0
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        gh, gw = self.center.shape
+        if self.offset.shape != (2 * gh - 1, 2 * gw - 1):
+            raise ValueError(
+                f"offset must have shape ({2 * gh - 1}, {2 * gw - 1}), got {self.offset.shape}"
+            )
+
+
+def strength_maps(J, grid_shape: tuple[int, int]) -> StrengthMaps:
+    """|J_ij|_F on the patch grid: around the central token, and averaged by displacement.
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+    grid_shape : (int, int)
+        (gh, gw) with gh * gw = N, tokens in row-major grid order
+        (:attr:`spinsa.PatchEmbedding.grid_shape`).
+
+    Returns
+    -------
+    StrengthMaps
+    """
+    S = pair_strengths(J)
+    gh, gw = (check_count(g, "grid_shape[...]", 1) for g in grid_shape)
+    if gh * gw != S.shape[0]:
+        raise ValueError(f"grid_shape {grid_shape} does not hold the N = {S.shape[0]} tokens")
+    c = (gh // 2) * gw + gw // 2
+    r, q = np.divmod(np.arange(gh * gw), gw)
+    dr = (r[None, :] - r[:, None]) + gh - 1
+    dc = (q[None, :] - q[:, None]) + gw - 1
+    off = ~np.eye(gh * gw, dtype=bool)
+    shape = (2 * gh - 1, 2 * gw - 1)
+    flat = np.ravel_multi_index((dr[off], dc[off]), shape)
+    total = np.bincount(flat, weights=S[off], minlength=shape[0] * shape[1])
+    count = np.bincount(flat, minlength=shape[0] * shape[1])
+    offset = np.full(total.shape, np.nan)
+    np.divide(total, count, out=offset, where=count > 0)
+    return StrengthMaps(
+        center=S[c].reshape(gh, gw), offset=offset.reshape(shape), center_token=int(c)
+    )
+
+
+# --------------------------------------------------------------------------- inputs

@@ -9,14 +9,17 @@ and falls in standard errors, and how the best error compares with every simple 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
+from spinsa.analysis._results import AnalysisResult
 from spinsa.io.results import read_evaluation
 
 __all__ = [
     "SIGNIFICANT_Z",
+    "ErrorCurves",
     "best_time",
     "summarize_arrays",
     "summarize_references",
@@ -147,3 +150,46 @@ def read_summaries(path, model: str | None = None, tasks=("masked", "denoise")) 
             continue
         out[task] = summarize_arrays(task, arrays)
     return out
+
+
+PIXELS = ("all", "masked", "visible")
+CURVES = tuple(f"{stat}_{part}" for part in PIXELS for stat in ("mean", "sem"))
+
+
+@dataclass(frozen=True)
+class ErrorCurves(AnalysisResult):
+    """Task errors of several couplings from the same corrupted images.
+
+    Attributes
+    ----------
+    times : ndarray of int64, shape (T + 1,)
+    errors : ndarray of float64, shape (M, T + 1, P)
+        Mean squared pixel error over all pixels of every image, per model.
+    mean_all, sem_all, mean_masked, sem_masked, mean_visible, sem_visible
+        ndarray of float64, shape (M, T + 1): mean over images and its standard error
+        (masked and visible pixels: NaN without a mask).
+    models : tuple of str, length M
+    task : str
+    """
+
+    _arrays: ClassVar[tuple[str, ...]] = ("times", "errors", *CURVES)
+    times: np.ndarray
+    errors: np.ndarray
+    mean_all: np.ndarray
+    sem_all: np.ndarray
+    mean_masked: np.ndarray
+    sem_masked: np.ndarray
+    mean_visible: np.ndarray
+    sem_visible: np.ndarray
+    models: tuple[str, ...] = ()
+    task: str = ""
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        object.__setattr__(self, "models", tuple(str(m) for m in self.models))
+        M, T1 = len(self.models), self.times.shape[0]
+        if self.errors.ndim != 3 or self.errors.shape[:2] != (M, T1):
+            raise ValueError(f"errors must have shape ({M}, {T1}, P), got {self.errors.shape}")
+        for name in CURVES:
+            if getattr(self, name).shape != (M, T1):
+                raise ValueError(f"{name} must have shape ({M}, {T1})")

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -65,20 +65,15 @@ __all__ = [
     "ANALYSES",
     "STREAMS",
     "AnalysisSettings",
-    "DecodedImages",
-    "ErrorCurves",
     "RunInputs",
-    "StrengthMaps",
     "analyze_run",
     "load_run_inputs",
-    "strength_maps",
 ]
 
 #: Random streams of the starts: ``np.random.default_rng([seed, STREAMS[name]])``.
 STREAMS = {"train_starts": 0, "random": 3}
 ROOT = "analysis"
 GROUPS = ("test", "masked", "noisy", "random")  # the starts of the attractor search
-CURVES = tuple(f"{stat}_{part}" for part in PIXELS for stat in ("mean", "sem"))
 
 
 @dataclass(frozen=True)
@@ -135,128 +130,6 @@ class AnalysisSettings:
         object.__setattr__(self, "threshold", check_real(self.threshold, "threshold"))
 
 
-# --------------------------------------------------------------------------- results
-@dataclass(frozen=True)
-class ErrorCurves(AnalysisResult):
-    """Task errors of several couplings from the same corrupted images.
-
-    Attributes
-    ----------
-    times : ndarray of int64, shape (T + 1,)
-    errors : ndarray of float64, shape (M, T + 1, P)
-        Mean squared pixel error over all pixels of every image, per model.
-    mean_all, sem_all, mean_masked, sem_masked, mean_visible, sem_visible
-        ndarray of float64, shape (M, T + 1): mean over images and its standard error
-        (masked and visible pixels: NaN without a mask).
-    models : tuple of str, length M
-    task : str
-    """
-
-    _arrays: ClassVar[tuple[str, ...]] = ("times", "errors", *CURVES)
-    times: np.ndarray
-    errors: np.ndarray
-    mean_all: np.ndarray
-    sem_all: np.ndarray
-    mean_masked: np.ndarray
-    sem_masked: np.ndarray
-    mean_visible: np.ndarray
-    sem_visible: np.ndarray
-    models: tuple[str, ...] = ()
-    task: str = ""
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        object.__setattr__(self, "models", tuple(str(m) for m in self.models))
-        M, T1 = len(self.models), self.times.shape[0]
-        if self.errors.ndim != 3 or self.errors.shape[:2] != (M, T1):
-            raise ValueError(f"errors must have shape ({M}, {T1}, P), got {self.errors.shape}")
-        for name in CURVES:
-            if getattr(self, name).shape != (M, T1):
-                raise ValueError(f"{name} must have shape ({M}, {T1})")
-
-
-@dataclass(frozen=True)
-class StrengthMaps(AnalysisResult):
-    """Coupling strength |J_ij|_F laid out on the grid of patches.
-
-    Attributes
-    ----------
-    center : ndarray of float64, shape (gh, gw)
-        |J_cj|_F at the grid position of j, for the central token c = ``center_token`` (row
-        ``gh // 2``, column ``gw // 2``).
-    offset : ndarray of float64, shape (2 gh - 1, 2 gw - 1)
-        Mean of |J_ij|_F over the pairs with grid displacement (r_j - r_i, c_j - c_i); NaN
-        at zero displacement.
-    center_token : int
-    """
-
-    _arrays: ClassVar[tuple[str, ...]] = ("center", "offset")
-    center: np.ndarray
-    offset: np.ndarray
-    center_token: int = 0
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        gh, gw = self.center.shape
-        if self.offset.shape != (2 * gh - 1, 2 * gw - 1):
-            raise ValueError(
-                f"offset must have shape ({2 * gh - 1}, {2 * gw - 1}), got {self.offset.shape}"
-            )
-
-
-@dataclass(frozen=True)
-class DecodedImages(AnalysisResult):
-    """Configurations decoded into images (e.g. the attractors), for figures.
-
-    Attributes
-    ----------
-    images : ndarray of float32, shape (C, H, W), in the embedding's pixel space
-    """
-
-    _arrays: ClassVar[tuple[str, ...]] = ("images",)
-    images: np.ndarray
-
-    def __post_init__(self):
-        self._freeze_arrays()
-        if self.images.ndim not in (3, 4):
-            raise ValueError(f"images must have shape (C, H, W[, ch]), got {self.images.shape}")
-
-
-def strength_maps(J, grid_shape: tuple[int, int]) -> StrengthMaps:
-    """|J_ij|_F on the patch grid: around the central token, and averaged by displacement.
-
-    Parameters
-    ----------
-    J : ndarray, shape (N, N, d, d)
-    grid_shape : (int, int)
-        (gh, gw) with gh * gw = N, tokens in row-major grid order
-        (:attr:`spinsa.PatchEmbedding.grid_shape`).
-
-    Returns
-    -------
-    StrengthMaps
-    """
-    S = analysis.pair_strengths(J)
-    gh, gw = (check_count(g, "grid_shape[...]", 1) for g in grid_shape)
-    if gh * gw != S.shape[0]:
-        raise ValueError(f"grid_shape {grid_shape} does not hold the N = {S.shape[0]} tokens")
-    c = (gh // 2) * gw + gw // 2
-    r, q = np.divmod(np.arange(gh * gw), gw)
-    dr = (r[None, :] - r[:, None]) + gh - 1
-    dc = (q[None, :] - q[:, None]) + gw - 1
-    off = ~np.eye(gh * gw, dtype=bool)
-    shape = (2 * gh - 1, 2 * gw - 1)
-    flat = np.ravel_multi_index((dr[off], dc[off]), shape)
-    total = np.bincount(flat, weights=S[off], minlength=shape[0] * shape[1])
-    count = np.bincount(flat, minlength=shape[0] * shape[1])
-    offset = np.full(total.shape, np.nan)
-    np.divide(total, count, out=offset, where=count > 0)
-    return StrengthMaps(
-        center=S[c].reshape(gh, gw), offset=offset.reshape(shape), center_token=int(c)
-    )
-
-
-# --------------------------------------------------------------------------- inputs
 @dataclass(frozen=True, eq=False)
 class RunInputs:
     """What the analyses of a run file need, rebuilt from the file and its config.
@@ -500,7 +373,10 @@ def _attractors(ctx: _Context) -> Results:
     )
     return {
         "report": (report, {"starts_per_group": int(n), "group_order": list(GROUPS)}),
-        "images": (DecodedImages(images=images.astype(np.float32)), {"of": "report/states"}),
+        "images": (
+            analysis.DecodedImages(images=images.astype(np.float32)),
+            {"of": "report/states"},
+        ),
     }
 
 
@@ -521,8 +397,8 @@ def _hebbian(ctx: _Context) -> Results:
         "comparison": (comparison, unit),
         "distance": (analysis.strength_vs_distance(J, positions), {**fitted, **unit}),
         "distance_hebbian": (analysis.strength_vs_distance(K, positions), {**hebbian, **unit}),
-        "maps": (strength_maps(J, grid), fitted),
-        "maps_hebbian": (strength_maps(K, grid), hebbian),
+        "maps": (analysis.strength_maps(J, grid), fitted),
+        "maps_hebbian": (analysis.strength_maps(K, grid), hebbian),
         "spectrum": (sJ, fitted),
         "spectrum_hebbian": (sK, hebbian),
     }
@@ -537,7 +413,9 @@ def _hebbian(ctx: _Context) -> Results:
             for stat in ("mean", "sem")
         }
         errors = np.stack([p.errors.all for p in passes])
-        result = ErrorCurves(times=times, errors=errors, models=models, task=task, **curves)
+        result = analysis.ErrorCurves(
+            times=times, errors=errors, models=models, task=task, **curves
+        )
         out[f"errors_{task}"] = (result, {"n_images": int(passes[0].overlap.shape[1])})
     return out
 

@@ -22,6 +22,7 @@ Layout of ``baselines.h5``::
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -314,9 +315,14 @@ def format_number(value: float | None, digits: int = 4) -> str:
 
 
 def format_pm(value: float, sem: float, digits: int = 4) -> str:
-    """``value ± sem``; the value alone when the sem is not finite, "n/a" when the value is not."""
-    if not np.isfinite(value) or not np.isfinite(sem):
+    """``value ± sem`` with ``digits`` decimals, more when the standard error would print as
+    0; just the value when the sem is not finite; "n/a" when the value is not."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if sem is None or not np.isfinite(sem):
         return format_number(value, digits)
+    if 0 < sem < 0.5 * 10**-digits:
+        digits = 1 - math.floor(math.log10(sem))
     return f"{value:.{digits}f} ± {sem:.{digits}f}"
 
 

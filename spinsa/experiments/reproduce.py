@@ -46,6 +46,8 @@ import numpy as np
 
 from spinsa._files import TEMP_GLOB, atomic_write_text
 from spinsa.analysis.summary import SIGNIFICANT_Z
+from spinsa.experiments.baselines import format_number as _fmt
+from spinsa.experiments.baselines import format_pm as _pm
 from spinsa.experiments.config import ExperimentConfig, ReproduceConfig
 from spinsa.tasks import TASKS
 
@@ -647,23 +649,6 @@ def _assemble(
 
 
 # ---------------------------------------------------------------------------- report
-def _fmt(value: float, digits: int = 4) -> str:
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    return f"{value:.{digits}f}"
-
-
-def _pm(value: float, sem: float, digits: int = 4) -> str:
-    """``value ± sem``, with enough decimals to show the standard error's first digit."""
-    if not np.isfinite(value):
-        return "n/a"
-    if not np.isfinite(sem):
-        return _fmt(value, digits)
-    if 0 < sem < 0.5 * 10**-digits:  # it would print as 0
-        digits = 1 - math.floor(math.log10(sem))
-    return f"{value:.{digits}f} ± {sem:.{digits}f}"
-
-
 ONE_ATTRACTOR_COHERENCE = 0.9  # final images correlate at least this much with their mean
 RESEMBLES_MEAN_DIGIT = 0.5  # correlation with the mean training image that we call "resembles"
 
