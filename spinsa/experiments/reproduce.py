@@ -649,6 +649,31 @@ def _assemble(
 
 
 # ---------------------------------------------------------------------------- report
+# The rows of the report's table of numbers, for each task: label, cell from a summary.
+_NUMBER_ROWS = [
+    ("error at t = 0 (input)", lambda s: _pm(s["error_t0"], s["sem_t0"])),
+    ("error at t = 1", lambda s: _pm(s["error_t1"], s["sem_t1"])),
+    (
+        "best t and its error",
+        lambda s: f"t = {s['best_t']}: " + _pm(s["best_error"], s["best_sem"]),
+    ),
+    ("error at t = T", lambda s: _pm(s["error_T"], s["sem_T"])),
+    (
+        "masked pixels only: t = 0 / best t / T",
+        lambda s: " / ".join(
+            _fmt(s[k]) for k in ("masked_error_t0", "masked_error_best", "masked_error_T")
+        ),
+    ),
+    (
+        "correlation of the state at t = T with the mean training digit",
+        lambda s: _pm(s["corr_T"], s["corr_T_sem"], 3),
+    ),
+    (
+        "correlation of the final images with their own mean",
+        lambda s: _pm(s["coherence_T"], s["coherence_T_sem"], 3),
+    ),
+    ("mean token change in the last step", lambda s: f"{s['step_change_T']:.2e}"),
+]
 ONE_ATTRACTOR_COHERENCE = 0.9  # final images correlate at least this much with their mean
 RESEMBLES_MEAN_DIGIT = 0.5  # correlation with the mean training image that we call "resembles"
 
@@ -1057,52 +1082,17 @@ def write_report(
             f"{_fmt(a.get('fit_wall_time', math.nan), 1)} s on {a.get('fit_device')}; "
             f"dynamics {dyn_text}, T = {dyn_m['steps']}"
         )
-    lines += ["", "## The numbers", ""]
-    header = "| | " + " | ".join(models) + " |"
-    lines += [header, "|---|" + "---|" * len(models)]
-
-    def row(label, fn):
-        cells = []
-        for m in models:
-            try:
-                cells.append(fn(summaries[m]))
-            except KeyError:
-                cells.append("n/a")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-
+    lines += ["", "## The numbers", "", "| | " + " | ".join(models) + " |"]
+    lines.append("|---|" + "---|" * len(models))
     for task, title in (("masked", "masked prediction"), ("denoise", "denoising")):
-        row(
-            f"**{title}**: error at t = 0 (input)",
-            lambda s, task=task: _pm(s[task]["error_t0"], s[task]["sem_t0"]),
-        )
-        row("error at t = 1", lambda s, task=task: _pm(s[task]["error_t1"], s[task]["sem_t1"]))
-        row(
-            "best t" + (" (t >= 1)" if task == "masked" else "") + " and its error",
-            lambda s, task=task: (
-                f"t = {s[task]['best_t']}: " + _pm(s[task]["best_error"], s[task]["best_sem"])
-            ),
-        )
-        row("error at t = T", lambda s, task=task: _pm(s[task]["error_T"], s[task]["sem_T"]))
-        if task == "masked":
-            row(
-                "masked pixels only: t = 0 / best t / T",
-                lambda s: " / ".join(
-                    _fmt(s["masked"][k])
-                    for k in ("masked_error_t0", "masked_error_best", "masked_error_T")
-                ),
-            )
-        row(
-            "correlation of the state at t = T with the mean training digit",
-            lambda s, task=task: _pm(s[task]["corr_T"], s[task]["corr_T_sem"], 3),
-        )
-        row(
-            "correlation of the final images with their own mean",
-            lambda s, task=task: _pm(s[task]["coherence_T"], s[task]["coherence_T_sem"], 3),
-        )
-        row(
-            "mean token change in the last step",
-            lambda s, task=task: f"{s[task]['step_change_T']:.2e}",
-        )
+        for k, (label, cell) in enumerate(_NUMBER_ROWS):
+            if label.startswith("masked pixels") and task != "masked":
+                continue
+            if label.startswith("best t") and task == "masked":  # the paper counts from t = 1
+                label = "best t (t >= 1) and its error"
+            cells = [cell(summaries[m][task]) if task in summaries[m] else "n/a" for m in models]
+            head = f"**{title}**: {label}" if k == 0 else label
+            lines.append(f"| {head} | " + " | ".join(cells) + " |")
     lines += ["", *_reference_lines(models, summaries)]
     lines += ["", "## The paper's claims, as stated", ""]
     lines += [
