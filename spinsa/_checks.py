@@ -48,6 +48,32 @@ def check_spins(x, name: str = "x", dtype=None) -> np.ndarray:
     return x
 
 
+def check_images(images, name: str = "images", shape: tuple | None = None, dtype=None):
+    """A finite C-contiguous float array of images (P, ...) with pixel values in [0, 1].
+
+    ``shape``: the shape of one image, e.g. (H, W) or (H, W, C) (default: any, at least 1-d);
+    ``dtype``: the returned dtype (default: float64 for float64 input, float32 otherwise).
+    """
+    images = np.asarray(images)
+    if shape is not None and images.shape[1:] != tuple(shape) or images.ndim < 2:
+        want = "(P, ...)" if shape is None else f"(P, {', '.join(map(str, shape))})"
+        hint = " (for a single image pass images[None])" if images.shape == shape else ""
+        raise ValueError(f"{name} must have shape {want}, got shape {images.shape}{hint}")
+    if images.dtype != np.bool_ and (
+        not np.issubdtype(images.dtype, np.number) or np.iscomplexobj(images)
+    ):
+        raise ValueError(f"{name} must be a real array, got dtype {images.dtype}")
+    images = np.ascontiguousarray(images, dtype=dtype or compute_dtype(images))
+    check_finite(images, name)
+    if images.size and (images.min() < 0 or images.max() > 1):
+        lo, hi = float(images.min()), float(images.max())
+        hint = " (8-bit images: divide by 255)" if hi > 1 and lo >= 0 else ""
+        raise ValueError(
+            f"{name} must have pixel values in [0, 1], got values in [{lo:g}, {hi:g}]{hint}"
+        )
+    return images
+
+
 def check_couplings(
     J, n_tokens: int | None = None, d: int | None = None, dtype=None, name: str = "J"
 ) -> np.ndarray:

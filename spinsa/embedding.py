@@ -36,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-from spinsa._checks import check_choice, check_count, check_finite, compute_dtype
+from spinsa._checks import check_choice, check_count, check_finite, check_images, compute_dtype
 
 __all__ = ["PatchEmbedding"]
 
@@ -227,28 +227,7 @@ class PatchEmbedding:
         return (H, W) if self.channels == 1 else (H, W, self.channels)
 
     def _check_images(self, images) -> np.ndarray:
-        images = np.asarray(images)
-        full = self._image_shape_full()
-        if images.ndim != len(full) + 1 or images.shape[1:] != full:
-            layout = "(P, H, W)" if self.channels == 1 else "(P, H, W, C)"
-            hint = " (for a single image pass images[None])" if images.shape == full else ""
-            raise ValueError(
-                f"images must have shape {layout} = (P, {', '.join(map(str, full))}), "
-                f"got shape {images.shape}{hint}"
-            )
-        if images.dtype != np.bool_ and (
-            not np.issubdtype(images.dtype, np.number) or np.iscomplexobj(images)
-        ):
-            raise ValueError(f"images must be a real array, got dtype {images.dtype}")
-        images = np.asarray(images, dtype=compute_dtype(images))
-        check_finite(images, "images")
-        if images.size and (images.min() < 0 or images.max() > 1):
-            lo, hi = float(images.min()), float(images.max())
-            hint = " (8-bit images: divide by 255)" if hi > 1 and lo >= 0 else ""
-            raise ValueError(
-                f"images must have pixel values in [0, 1], got values in [{lo:g}, {hi:g}]{hint}"
-            )
-        return images
+        return check_images(images, "images", self._image_shape_full())
 
     def _to_tokens(self, pixels: np.ndarray) -> np.ndarray:
         """(P, H, W, C, 2) -> (P, N, 2aC) in the documented order."""

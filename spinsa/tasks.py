@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spinsa._checks import check_finite, check_real, check_spins, compute_dtype
+from spinsa._checks import check_finite, check_images, check_real, check_spins
 from spinsa.embedding import PatchEmbedding
 
 __all__ = [
@@ -162,29 +162,14 @@ def corrupt_gaussian(images, variance: float = 0.7, rng=None, clip: bool = True)
     ndarray, same shape as ``images``
         float64 for float64 input, float32 otherwise.
     """
-    images, dtype = _check_images(images)
+    images = check_images(images)
+    dtype = images.dtype
     variance = check_real(variance, "variance")
     if variance < 0:
         raise ValueError(f"variance must be >= 0, got {variance}")
     gen = as_generator(rng)
     noise = gen.standard_normal(images.shape)
     return _restore_statistics(images, noise, variance, clip).astype(dtype)
-
-
-def _check_images(images) -> tuple[np.ndarray, np.dtype]:
-    images = np.asarray(images)
-    if images.ndim < 2:
-        raise ValueError(f"images must have shape (P, ...) with P images, got {images.shape}")
-    if not np.issubdtype(images.dtype, np.number) or np.iscomplexobj(images):
-        raise ValueError(f"images must be a real array, got dtype {images.dtype}")
-    dtype = compute_dtype(images)
-    check_finite(images, "images")
-    if images.size and (images.min() < 0 or images.max() > 1):
-        raise ValueError(
-            f"images must have pixel values in [0, 1], got values in "
-            f"[{float(images.min()):g}, {float(images.max()):g}]"
-        )
-    return images, dtype
 
 
 def _restore_statistics(images, noise, variance: float, clip: bool) -> np.ndarray:
@@ -278,7 +263,8 @@ def draw_noisy(images, index=None, variance: float = 0.7, seed: int = 0) -> np.n
     ndarray, same shape as ``images``
         Clipped to [0, 1]; float64 for float64 input, float32 otherwise.
     """
-    images, dtype = _check_images(images)
+    images = check_images(images)
+    dtype = images.dtype
     variance = check_real(variance, "variance")
     if variance < 0:
         raise ValueError(f"variance must be >= 0, got {variance}")

@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from spinsa._checks import check_choice, check_count, check_finite, check_positive, check_real
+from spinsa._checks import check_choice, check_count, check_positive, check_real
+from spinsa._checks import check_images as _check_images
 from spinsa._config import check_keys, config_from_dict, config_to_dict, read_toml
 from spinsa.embedding import PatchEmbedding
 from spinsa.tasks import TASKS, masked_count
@@ -235,25 +236,8 @@ class BaselineConfig:
 
 
 def check_images(images, image_shape: tuple[int, int], name: str = "images") -> np.ndarray:
-    """A finite, C-contiguous float32 array of shape (P, H, W) with values in [0, 1].
-
-    Raises
-    ------
-    ValueError
-        Wrong shape, non-real dtype, NaN/inf, values outside [0, 1] or no image at all; the
-        message names the argument ``name``.
-    """
-    images = np.asarray(images)
-    H, W = image_shape
-    if images.ndim != 3 or images.shape[1:] != (H, W) or images.shape[0] == 0:
-        hint = " (for a single image pass images[None])" if images.shape == (H, W) else ""
-        raise ValueError(f"{name} must have shape (P, {H}, {W}), P >= 1, got {images.shape}{hint}")
-    if not np.issubdtype(images.dtype, np.number) or np.iscomplexobj(images):
-        raise ValueError(f"{name} must be a real array, got dtype {images.dtype}")
-    images = np.ascontiguousarray(images, dtype=np.float32)
-    check_finite(images, name)
-    lo, hi = float(images.min()), float(images.max())
-    if lo < 0 or hi > 1:
-        hint = " (8-bit images: divide by 255)" if hi > 1 and lo >= 0 else ""
-        raise ValueError(f"{name} must have pixel values in [0, 1], got [{lo:g}, {hi:g}]{hint}")
+    """A finite, C-contiguous float32 array of at least one image (P, H, W) in [0, 1]."""
+    images = _check_images(images, name, tuple(image_shape), np.float32)
+    if images.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least one image, got shape {images.shape}")
     return images
