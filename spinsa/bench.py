@@ -1,6 +1,6 @@
 """The benchmark harness: fast code and a plain implementation, side by side, in one process.
 
-Run ``spinsa bench`` (or ``python -m spinsa.bench``). Each benchmark prints the best of a few
+Run ``spinsa bench``. Each benchmark prints the best of a few
 repetitions of both implementations, their ratio, the useful GFLOP/s and, for scale, this
 machine's float32 matmul peak measured by numpy's BLAS in the same process. Timings on a
 shared machine are noisy; ratios measured in one process much less so. Tests never assert
@@ -13,13 +13,14 @@ evaluation (scores, and the gradient's outer products).
 
 from __future__ import annotations
 
-import argparse
 import resource
 import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from spinsa._torch import import_torch
 
 
 @dataclass(frozen=True)
@@ -55,17 +56,9 @@ def peak_rss_mb() -> float:
 
 
 # ------------------------------------------------------------------ plain implementations
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError('the plain baselines need torch: pip install "spinsa[torch]"') from exc
-    return torch
-
-
 def plain_torch_run(x0, J, lam, steps, gamma=1.0, batch=256, device="cpu"):
     """The published notebook's way: materialise y[p, i, j] = J_ij x_j, (batch, N, N, d)."""
-    torch = _torch()
+    torch = import_torch()
     J = torch.as_tensor(J, device=device)
     x = torch.as_tensor(x0, device=device).clone()
     N = x.shape[1]
@@ -81,22 +74,6 @@ def plain_torch_run(x0, J, lam, steps, gamma=1.0, batch=256, device="cpu"):
             out[start : start + batch] = u / u.norm(dim=-1, keepdim=True)
         x = out
     return x.cpu().numpy()
-
-
-def autograd_loss_and_grad(xi, J, lam, batch=512):
-    """The objective of DESIGN §4 and its gradient by torch autograd (the reference to beat)."""
-    torch = _torch()
-    Jt = torch.as_tensor(J).clone().requires_grad_(True)
-    N = Jt.shape[0]
-    eye = torch.eye(N, dtype=torch.bool)
-    total = 0.0
-    for start in range(0, xi.shape[0], batch):
-        xb = torch.as_tensor(xi[start : start + batch])
-        s = torch.einsum("pia,ijab,pjb->pij", xb, Jt, xb).masked_fill(eye, float("-inf"))
-        loss = -(torch.logsumexp(lam * s, dim=-1) / lam).sum() / xi.shape[0]
-        loss.backward()
-        total += float(loss.detach())
-    return total, Jt.grad.numpy()
 
 
 # ------------------------------------------------------------------------- benchmarks
@@ -143,10 +120,12 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
         # parameter x sample updates per second (the unit plmc is quoted in)
         "updates_per_s": N * (N - 1) * d * d * P / fast,
     }
-    if with_plain:
-        plain = best_time(lambda: autograd_loss_and_grad(xi, J, 5.0), 1)
+    if with_plain:  # the same objective differentiated by torch autograd (CPU)
+        from spinsa.fit.torch_backend import autograd_loss_and_grad
+
+        plain = best_time(lambda: autograd_loss_and_grad(xi, J, 5.0, 512), 1)
         out["plain"] = Timing("torch autograd", plain, flops / plain / 1e9)
-        loss, g = autograd_loss_and_grad(xi, J, 5.0)
+        loss, g = autograd_loss_and_grad(xi, J, 5.0, 512)
         out["max_rel_diff"] = float(np.abs(grad - g).max() / np.abs(g).max())
     return out
 
@@ -165,12 +144,6 @@ def _print_pair(title, res, peak):
     for key in ("extra_mb", "updates_per_s", "max_abs_diff", "max_rel_diff"):
         if key in res:
             print(f"  {key:<22}{res[key]:9.3g}")
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="spinsa bench", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    return run_benchmarks(parser.parse_args(argv))
 
 
 def add_arguments(parser) -> None:
@@ -235,7 +208,3 @@ def _bench_gpu(torch):
         f"\nGPU ({torch.cuda.get_device_name()}): plain torch dynamics {t:.3f} s, "
         f"{flops / t / 1e9:.1f} GFLOP/s"
     )
-
-
-if __name__ == "__main__":
-    sys.exit(main())
