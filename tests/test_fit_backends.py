@@ -323,7 +323,7 @@ def test_cli_train_random_patterns_and_refusal(tmp_path, capsys):
     np.testing.assert_array_equal(res.J, direct.J)  # the same patterns, the same fit
     assert not (tmp_path / "fit.h5.ckpt.h5").exists()
     assert "wrote" in capsys.readouterr().out
-    assert main(argv) == 2  # the output exists
+    assert main(argv) == 4  # the output exists: a file error
     assert "already exists" in capsys.readouterr().err
 
 
@@ -361,7 +361,7 @@ def test_cli_train_estimate_needs_no_data(tmp_path, capsys):
 def test_cli_train_bad_input(tmp_path, capsys):
     from spinsa.cli import main
 
-    assert main(["train", "--patterns", str(tmp_path / "missing.npy"), "-o", "x.h5"]) == 2
+    assert main(["train", "--patterns", str(tmp_path / "missing.npy"), "-o", "x.h5"]) == 4
     assert "does not exist" in capsys.readouterr().err
     np.savez(tmp_path / "two.npz", a=np.zeros((2, 3, 2)), b=np.zeros((2, 3, 2)))
     assert main(["train", "--patterns", str(tmp_path / "two.npz"), "-o", "x.h5"]) == 2

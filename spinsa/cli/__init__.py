@@ -3,19 +3,42 @@
 Each subcommand module declares its parsers (``add_<name>(subparsers)``, with help texts so
 that ``spinsa <name> --help`` explains it) and a handler set with ``set_defaults(func=...)``
 that imports what it needs lazily, so ``spinsa --help`` stays fast. This package is the top
-layer: nothing in spinsa imports it. Errors a user can fix (bad input, missing files) are
-printed as one line and exit with status 2; anything else is a bug and keeps its traceback.
+layer: nothing in spinsa imports it.
+
+Every error a user can meet becomes one or two lines on standard error — what went wrong,
+then what to do — and an exit status (:data:`EXIT_CODES`): 2 bad usage or input, 3 data
+sets (missing, corrupt, not downloadable), 4 files (missing, unreadable, corrupt, not
+writable, existing), 5 resources (memory), 130 interrupted. ``spinsa --debug`` or
+``SPINSA_DEBUG=1`` shows the traceback instead. An exception outside these classes is a bug:
+it keeps its traceback and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 
 from spinsa.cli import basics, experiments
 from spinsa.cli._common import UsageError
 
-__all__ = ["UsageError", "build_parser", "main"]
+__all__ = ["EXIT_CODES", "UsageError", "build_parser", "main"]
+
+#: Exit status of each kind of error.
+EXIT_CODES = {"usage": 2, "data": 3, "file": 4, "resources": 5, "interrupted": 130}
+
+# what to do about an operating-system error, by errno
+_OS_HINTS = {
+    errno.EACCES: "check its permissions, or choose a path you can write to",
+    errno.EPERM: "check its permissions, or choose a path you can write to",
+    errno.EROFS: "the file system is read-only: choose another path",
+    errno.EISDIR: "a file was expected there, not a directory: give a file name",
+    errno.ENOTDIR: "a directory was expected there: check the path",
+    errno.ENOENT: "check the path",
+    errno.ENOSPC: "the disk is full: free some space or write elsewhere",
+    errno.EEXIST: "choose another name, or pass --overwrite",
+}
 
 
 def _add_scan(sub) -> None:
@@ -49,10 +72,44 @@ def build_parser() -> argparse.ArgumentParser:
         "pseudo-likelihood training without backpropagation, and its analysis.",
     )
     parser.add_argument("--version", action="version", version=f"spinsa {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the full traceback of an error (or set SPINSA_DEBUG=1)",
+    )
     sub = parser.add_subparsers(title="subcommands", metavar="COMMAND")
     for add in _SUBCOMMANDS:
         add(sub)
     return parser
+
+
+def explain(exc: BaseException) -> tuple[str, str, str]:
+    """(kind of :data:`EXIT_CODES`, what went wrong, what to do) for an error, or kind ""
+    for an exception that is a bug."""
+    from spinsa.datasets import DataError
+    from spinsa.io import SpinsaFileError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", "interrupted", "finished work is kept; run it again to resume"
+    if isinstance(exc, MemoryError):  # InsufficientMemoryError explains itself
+        text = str(exc) or "out of memory"
+        return "resources", text, "use fewer samples, a smaller chunk_size, or a bigger machine"
+    if isinstance(exc, DataError):
+        return "data", str(exc), ""
+    if isinstance(exc, SpinsaFileError):
+        return "file", str(exc), ""
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else ""
+        if exc.errno is None:  # e.g. h5py: "Unable to open file (file signature not found)"
+            text = str(exc)
+            if "signature" in text:
+                return "file", f"{name or 'the file'} is not an HDF5 file ({text})", ""
+            return "file", text, ""
+        what = f"{exc.strerror or exc}: {name}" if name else str(exc)
+        return "file", what, _OS_HINTS.get(exc.errno, "")
+    if isinstance(exc, (UsageError, ValueError)):
+        return "usage", str(exc), ""
+    return "", "", ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,14 +119,19 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
+    debug = args.debug or os.environ.get("SPINSA_DEBUG", "") not in ("", "0")
     try:
         return int(args.func(args) or 0)
-    except (UsageError, ValueError, FileNotFoundError, FileExistsError) as exc:
-        print(f"spinsa {sys.argv[1] if len(sys.argv) > 1 else ''}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; finished work is kept and a re-run resumes from it", file=sys.stderr)
-        return 130
+    except (Exception, KeyboardInterrupt) as exc:
+        kind, what, todo = explain(exc)
+        if debug or not kind:
+            raise
+        command = next((a for a in (argv if argv is not None else sys.argv[1:]) if
+                        not a.startswith("-")), "")  # fmt: skip
+        print(f"spinsa {command}: error: {what}".replace(" : ", ": "), file=sys.stderr)
+        if todo:
+            print(f"  {todo}", file=sys.stderr)
+        return EXIT_CODES[kind]
 
 
 if __name__ == "__main__":
