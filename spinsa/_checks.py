@@ -111,6 +111,27 @@ def check_positive(value, name: str) -> float:
     return value
 
 
+def check_lam(lam, x: np.ndarray, J: np.ndarray, name: str = "lam") -> float:
+    """lam > 0 whose scaled scores stay finite in the spins' dtype.
+
+    |lam s_ij| <= lam max_i |x_i|^2 max_ij |J_ij|_F must stay below the dtype's largest
+    number, or the softmax would turn into NaN (a float64 lam of 1e39 is inf in float32).
+    """
+    lam = check_positive(lam, name)
+    largest = float(np.finfo(x.dtype).max)
+    if x.size and J.size:
+        x_max = float(np.sqrt(np.einsum("pia,pia->pi", x, x, dtype=np.float64).max()))
+        J_max = float(np.sqrt(np.einsum("ijab,ijab->ij", J, J, dtype=np.float64).max()))
+        bound = lam * x_max * x_max * J_max
+        if bound >= largest or not np.isfinite(x.dtype.type(lam)):
+            raise ValueError(
+                f"{name} = {lam:g} is too large for {x.dtype} spins: the scaled scores "
+                f"lam x_i . J_ij x_j can reach {bound:.3g}, beyond {x.dtype}'s largest number "
+                f"{largest:.3g}; use a smaller {name}, or float64 spins and couplings"
+            )
+    return lam
+
+
 def check_real(value, name: str) -> float:
     """A finite real number (gamma, offsets)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

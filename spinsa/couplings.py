@@ -61,6 +61,8 @@ def hebbian_couplings(xi) -> np.ndarray:
     """
     xi = check_spins(xi, "xi")
     P, N, d = xi.shape
+    if P == 0:  # the mean over no patterns is undefined, not NaN
+        raise ValueError("xi holds no patterns (P = 0); Hebbian couplings average over patterns")
     flat = xi.reshape(P, N * d)
     J = (flat.T @ flat).reshape(N, d, N, d).transpose(0, 2, 1, 3) / P  # BLAS, K = P
     return zero_diagonal(np.ascontiguousarray(J, dtype=xi.dtype))

@@ -24,6 +24,7 @@ import numpy as np
 from spinsa._checks import (
     check_choice,
     check_count,
+    check_lam,
     check_positive,
     check_real,
     check_spins_couplings,
@@ -133,7 +134,7 @@ def local_fields(x, J, lam, *, score_clamp=None) -> np.ndarray:
         The fields; equal to -de_i/dx_i.
     """
     x, J = check_spins_couplings(x, J)
-    lam = check_positive(lam, "lam")
+    lam = check_lam(lam, x, J)
     clamp = np.inf if score_clamp is None else check_real(score_clamp, "score_clamp")
     out, _ = _fields_and_energies(x, J, lam, clamp)
     return _k.from_tiles(out, x.shape[0])
@@ -153,7 +154,7 @@ def site_energies(x, J, lam) -> np.ndarray:
     ndarray, shape (P, N)
     """
     x, J = check_spins_couplings(x, J)
-    lam = check_positive(lam, "lam")
+    lam = check_lam(lam, x, J)
     _, Et = _fields_and_energies(x, J, lam)
     return _k.energies_from_tiles(Et, x.shape[0])
 
@@ -177,7 +178,7 @@ def attention(x, J, lam) -> np.ndarray:
     ndarray, shape (P, N, N)
     """
     x, J = check_spins_couplings(x, J)
-    lam = check_positive(lam, "lam")
+    lam = check_lam(lam, x, J)
     out = np.empty((x.shape[0], x.shape[1], x.shape[1]), dtype=x.dtype)
     _k.attention(x, J, lam, out)
     return out
@@ -203,6 +204,7 @@ def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
     """
     cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm)
     x, J = check_spins_couplings(x, J)
+    check_lam(lam, x, J)
     Xt = _k.to_tiles(x)
     out = np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
@@ -232,6 +234,7 @@ def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
     """
     cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm, update="async")
     x, J = check_spins_couplings(x, J)
+    check_lam(lam, x, J)
     rng = np.random.default_rng(rng)
     Xt = _k.to_tiles(x)
     _k.async_sweep(
@@ -293,6 +296,7 @@ def run(
     steps = check_count(steps, "steps")
     record_every = check_count(record_every, "record_every", minimum=1)
     x0, J = check_spins_couplings(x0, J, x_name="x0")
+    check_lam(lam, x0, J)
     P = x0.shape[0]
     norm_code = _k.NORM_CODES[cfg.norm]
     rng = np.random.default_rng(cfg.seed)

@@ -91,9 +91,9 @@ def explain(exc: BaseException) -> tuple[str, str, str]:
 
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", "interrupted", "finished work is kept; run it again to resume"
-    if isinstance(exc, MemoryError):  # InsufficientMemoryError explains itself
-        text = str(exc) or "out of memory"
-        return "resources", text, "use fewer samples, a smaller chunk_size, or a bigger machine"
+    if isinstance(exc, MemoryError):  # the first line of InsufficientMemoryError's account
+        text = (str(exc) or "out of memory").splitlines()[0]
+        return "resources", text, "`spinsa train ... --estimate` shows where the memory goes"
     if isinstance(exc, DataError):
         return "data", str(exc), ""
     if isinstance(exc, SpinsaFileError):

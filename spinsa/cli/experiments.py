@@ -203,12 +203,15 @@ def _cmd_train(args) -> int:
         source = None
     if len(shape) != 3:
         raise UsageError(f"the patterns must have shape (P, N, d), got {shape}")
+    estimate = estimate_memory(*shape, config=config.fit)
     if args.estimate:
         print(
             f"spinsa train: P = {shape[0]}, N = {shape[1]}, d = {shape[2]}, backend "
-            f"{config.fit.backend}: {estimate_memory(*shape, config=config.fit)}"
+            f"{config.fit.backend}: {estimate}"
         )
         return 0
+    if config.fit.check_memory:
+        estimate.check()  # before the data are built or loaded
     checkpoint = None if args.no_checkpoint else out.with_name(out.name + ".ckpt.h5")
     if checkpoint is not None and checkpoint.exists():
         print(f"spinsa train: resuming the fit from {checkpoint}")

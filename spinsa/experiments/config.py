@@ -293,6 +293,16 @@ class ExperimentConfig:
             image_shape=self.data.image_shape, patch=e.patch, d=e.d, seed=e.seed, scale=e.scale
         )
 
+    def check_memory(self) -> None:
+        """Refuse a fit that cannot fit in memory, from the sizes alone, before any data is
+        loaded (:func:`spinsa.fit.estimate_memory`; a whole MNIST split is 60,000 images)."""
+        if self.fit.check_memory:
+            from spinsa.fit.memory import estimate_memory
+
+            emb = self.make_embedding()
+            P = self.data.n_train_images or 60_000
+            estimate_memory(P, emb.n_tokens, emb.d, config=self.fit).check()
+
     # ------------------------------------------------------------------ dicts and TOML
     def to_dict(self) -> dict[str, Any]:
         """The config as nested plain dicts (``{"name": ..., "data": {...}, ...}``)."""

@@ -440,7 +440,9 @@ def _fit_and_write(
     if not isinstance(config, ExperimentConfig):
         raise ValueError(f"config must be an ExperimentConfig, got {type(config).__name__}")
     out_path = _new_file(out_path, overwrite)
-    images = load_images(config, test=bool(tasks)) if images is None else images
+    if images is None:
+        config.check_memory()  # before the data are loaded
+        images = load_images(config, test=bool(tasks))
     emb = config.make_embedding()
     xi = emb.encode(images.train)
     fit = fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)

@@ -41,7 +41,7 @@ def tile_width(n_samples: int) -> int:
     """Lanes per tile: TILE (the fast path) above TILE / 2 samples, else the next multiple of 16."""
     if n_samples > TILE // 2:
         return TILE
-    return int(16 * -(-n_samples // 16))
+    return int(16 * max(1, -(-n_samples // 16)))  # no samples: zero tiles of 16 lanes
 
 
 def row_bounds(J: np.ndarray) -> np.ndarray:
