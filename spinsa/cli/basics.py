@@ -98,13 +98,8 @@ def _cmd_data_fetch(args) -> int:
     from spinsa import datasets
 
     t0 = time.perf_counter()
-    try:
-        path = datasets.fetch(
-            args.name, args.source, force=args.force, progress=not args.no_progress
-        )
-        manifest = datasets.verify(args.name)
-    except datasets.DataError as exc:
-        raise UsageError(str(exc)) from None
+    path = datasets.fetch(args.name, args.source, force=args.force, progress=not args.no_progress)
+    manifest = datasets.verify(args.name)
     sizes = ", ".join(
         f"{split} {manifest['arrays'][f'{split}_images']['shape'][0]}" for split in datasets.SPLITS
     )

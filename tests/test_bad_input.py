@@ -1,0 +1,270 @@
+"""The bad-input matrix: every wrong shape, value, option, file or environment gets an error
+of the right type whose message says what was wrong (and, on the command line, no traceback
+and a documented exit status)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import h5py
+import numpy as np
+import pytest
+
+import spinsa
+from spinsa import io, references
+from spinsa._config import read_toml
+from spinsa.datasets import DataNotFoundError, load_mnist, subsample
+from spinsa.experiments import ExperimentConfig
+from spinsa.experiments.config import DataSection, DynamicsSection, TasksSection
+from spinsa.fit import FitConfig, InsufficientMemoryError, estimate_memory
+from spinsa.tasks import draw_noisy, mask_tokens, reconstruction_errors, task_inputs
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((3, 5, 2)).astype(np.float32)
+X /= np.linalg.norm(X, axis=-1, keepdims=True)
+J = spinsa.random_couplings(5, 2, seed=1)
+EMB = spinsa.PatchEmbedding(image_shape=(4, 4), patch=2)
+IMAGES = RNG.random((3, 4, 4))
+
+
+def nan(a):
+    a = np.array(a, dtype=np.float64)
+    a.flat[1] = np.nan
+    return a
+
+
+# (what, call, exception type, phrase of the message)
+API = [
+    ("spins of one image without the sample axis", lambda: spinsa.run(X[0], J, 1.0, 2), ValueError, "x0[None]"),
+    ("NaN in the spins", lambda: spinsa.run(nan(X), J, 1.0, 2), ValueError, "NaN"),
+    ("inf in the couplings", lambda: spinsa.local_fields(X, np.full_like(J, np.inf), 1.0), ValueError, "infinite"),
+    ("lam = 0", lambda: spinsa.run(X, J, 0.0, 2), ValueError, "lam"),
+    ("negative lam", lambda: spinsa.step(X, J, -1.0), ValueError, "lam"),
+    ("lam that overflows float32", lambda: spinsa.run(X, J, 1e39, 3), ValueError, "too large for float32"),
+    ("lam as a string", lambda: spinsa.site_energies(X, J, "1"), ValueError, "lam"),
+    ("negative steps", lambda: spinsa.run(X, J, 1.0, -1), ValueError, "steps"),
+    ("unknown norm", lambda: spinsa.run(X, J, 1.0, 2, norm="cube"), ValueError, "norm"),
+    ("unknown update", lambda: spinsa.run(X, J, 1.0, 2, update="random"), ValueError, "update"),
+    ("infinite gamma", lambda: spinsa.step(X, J, 1.0, gamma=np.inf), ValueError, "gamma"),
+    ("couplings of another d", lambda: spinsa.attention(X, spinsa.random_couplings(5, 3), 1.0), ValueError, "d = 2"),
+    ("couplings of another N", lambda: spinsa.energy(X, spinsa.random_couplings(4, 2), 1.0), ValueError, "N = 5"),
+    ("complex spins", lambda: spinsa.local_fields(X.astype(complex), J, 1.0), ValueError, "real"),
+    ("string spins", lambda: spinsa.local_fields(np.full((1, 5, 2), "a"), J, 1.0), ValueError, "real"),
+    ("one token", lambda: spinsa.run(X[:, :1], J[:1, :1], 1.0, 1), ValueError, "at least 2 tokens"),
+    ("record_every 0", lambda: spinsa.run(X, J, 1.0, 2, record_every=0), ValueError, "record_every"),
+    ("Hebbian couplings of no patterns", lambda: spinsa.hebbian_couplings(X[:0]), ValueError, "no patterns"),
+    ("random couplings of one token", lambda: spinsa.random_couplings(1, 2), ValueError, "N"),
+    ("a patch that does not tile", lambda: spinsa.PatchEmbedding(image_shape=(28, 28), patch=3), ValueError, "does not tile"),
+    ("d too small", lambda: spinsa.PatchEmbedding(image_shape=(4, 4), patch=2, d=4), ValueError, "too small"),
+    ("unknown embedding scale", lambda: spinsa.PatchEmbedding(scale="log"), ValueError, "scale"),
+    ("8-bit images", lambda: EMB.encode(IMAGES * 255), ValueError, "divide by 255"),
+    ("NaN pixels", lambda: EMB.encode(nan(IMAGES)), ValueError, "NaN"),
+    ("one image without the sample axis", lambda: EMB.encode(IMAGES[0]), ValueError, "images[None]"),
+    ("images of another size", lambda: EMB.encode(np.zeros((2, 5, 5))), ValueError, "(P, 4, 4)"),
+    ("spins of the wrong shape to decode", lambda: EMB.decode(X), ValueError, "(P, 4, 8)"),
+    ("mask fraction above 1", lambda: mask_tokens(X, 1.5), ValueError, "fraction"),
+    ("an unknown task", lambda: task_inputs("inpaint", IMAGES, EMB), ValueError, "task"),
+    ("an index of the wrong length", lambda: task_inputs("masked", IMAGES, EMB, index=[1]), ValueError, "index"),
+    ("a negative seed", lambda: task_inputs("masked", IMAGES, EMB, seed=-1), ValueError, "seed"),
+    ("negative noise variance", lambda: draw_noisy(IMAGES, variance=-0.1), ValueError, "variance"),
+    ("decoded images of another shape", lambda: reconstruction_errors(IMAGES[:, :2], IMAGES), ValueError, "decoded must have shape"),
+    ("an unknown fit backend", lambda: spinsa.fit_pseudolikelihood(X, backend="newton"), ValueError, "backend"),
+    ("an unknown preset", lambda: spinsa.fit_pseudolikelihood(X, preset="vaswani2017"), ValueError, "damico2024"),
+    ("a negative learning rate", lambda: FitConfig(lr=-1.0), ValueError, "lr"),
+    ("an unknown fit option", lambda: spinsa.fit_pseudolikelihood(X, learning_rate=0.1), ValueError, "unknown fit option"),
+    ("no patterns to fit", lambda: spinsa.fit_pseudolikelihood(X[:0], backend="lbfgs"), ValueError, "empty"),
+    ("J0 of the wrong shape", lambda: spinsa.fit_pseudolikelihood(X, J0=J[:4]), ValueError, "J0"),
+    ("a zero score clamp", lambda: FitConfig(score_clamp=0.0), ValueError, "score_clamp"),
+    ("a learning-rate decay above 1", lambda: FitConfig(lr_decay=2.0), ValueError, "lr_decay"),
+    ("site sampling with L-BFGS", lambda: FitConfig(backend="lbfgs", site_sampling="one"), ValueError, "site_sampling"),
+    ("NaN couplings in the objective", lambda: spinsa.pl_loss_and_grad(X, nan(J), 1.0), ValueError, "NaN"),
+    ("a fit too big for the memory", lambda: estimate_memory(10**9, 196, 8).check(host_available=2**30), InsufficientMemoryError, "needs about"),
+    ("a pixel mask that is not bool", lambda: references.mean_fill(IMAGES, np.zeros((3, 4, 4)), IMAGES[0]), ValueError, "pixel_mask"),
+    ("more neighbours than images", lambda: references.knn_mean(IMAGES, IMAGES, 3), ValueError, "k must be"),
+    ("a blur of width 0", lambda: references.gaussian_blur(IMAGES, 0.0), ValueError, "sigma"),
+    ("an unknown config section", lambda: ExperimentConfig.from_dict({"dynamic": {}}), ValueError, "unknown key 'dynamic'"),
+    ("a misspelt fit key", lambda: ExperimentConfig.from_toml("[fit]\nlamda = 5.0\n"), ValueError, "unknown key 'lamda'"),
+    ("a fit value of the wrong type", lambda: ExperimentConfig.from_toml('[fit]\nlam = "five"\n'), ValueError, "lam"),
+    ("n_train and per_class together", lambda: DataSection(n_train=10, per_class=1), ValueError, "exclusive"),
+    ("lam_eval = 0", lambda: DynamicsSection(lam_eval=0.0), ValueError, "lam"),
+    ("an unknown dynamics preset", lambda: DynamicsSection(preset="x"), ValueError, "preset"),
+    ("a mask fraction of 0", lambda: TasksSection(mask_fraction=0.0), ValueError, "mask_fraction"),
+    ("invalid TOML", lambda: read_toml("[fit\n"), ValueError, "not valid TOML"),
+    ("a missing TOML file", lambda: read_toml("missing.toml"), FileNotFoundError, "does not exist"),
+    ("a subset larger than the data", lambda: subsample(np.arange(10) % 2, n=11), ValueError, "between 1 and 10"),
+    ("an unknown split", lambda: load_mnist("validation"), ValueError, "split"),
+    ("overlaps with patterns of another N", lambda: spinsa.analysis.overlaps(X, X[:, :4]), ValueError, "xi must have shape"),
+    ("an attractor search of 0 steps", lambda: spinsa.analysis.find_attractors(J, 1.0, X, 0), ValueError, "steps"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("what, call, error, phrase", API, ids=[c[0] for c in API])
+def test_api_bad_input(what, call, error, phrase):
+    with pytest.raises(error) as info:
+        call()
+    assert phrase in str(info.value), f"{what}: {info.value}"
+
+
+def test_matrix_is_large_enough():
+    assert len(API) + len(CLI) >= 60
+
+
+# --------------------------------------------------------------------------- files
+def _files(tmp):
+    paths = {
+        "notes": tmp / "notes.h5",
+        "foreign": tmp / "foreign.h5",
+        "newer": tmp / "newer.h5",
+        "truncated": tmp / "truncated.h5",
+        "run": tmp / "run.h5",
+    }
+    paths["notes"].write_text("not an HDF5 file\n")
+    with h5py.File(paths["foreign"], "w") as f:
+        f["x"] = np.zeros(3)
+    io.write_file(paths["newer"], {"x": np.zeros(3)}, kind="fit")
+    with h5py.File(paths["newer"], "a") as f:
+        f.attrs["schema"] = "spinsa/99"
+    io.write_file(tmp / "whole.h5", {"x": np.zeros(100_000)}, kind="fit")
+    data = (tmp / "whole.h5").read_bytes()
+    paths["truncated"].write_bytes(data[: len(data) // 2])
+    return paths
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [("notes", "not-hdf5"), ("foreign", "foreign"), ("newer", "newer-schema"),
+     ("truncated", "corrupt"), ("missing", "missing")],
+)  # fmt: skip
+def test_io_refuses_what_it_cannot_read(tmp_path, name, reason):
+    paths = _files(tmp_path)
+    path = paths.get(name, tmp_path / "missing.h5")
+    with pytest.raises(io.SpinsaFileError) as info:
+        io.read(path)
+    assert info.value.reason == reason and str(path) in str(info.value)
+
+
+def test_io_refuses_to_overwrite(tmp_path):
+    io.write_file(tmp_path / "a.h5", {"x": np.zeros(2)}, kind="fit")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        io.write_file(tmp_path / "a.h5", {"x": np.zeros(2)}, kind="fit")
+
+
+def test_an_empty_cache_says_how_to_fill_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPINSA_DATA", str(tmp_path))
+    with pytest.raises(DataNotFoundError, match="spinsa data fetch mnist"):
+        load_mnist("test", n=2)
+
+
+# --------------------------------------------------------------------------- command line
+RUNNER = """
+import contextlib, io, json, sys, traceback
+from spinsa.cli import main
+out = []
+for argv in json.load(open(sys.argv[1])):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse's own usage errors
+            code = exc.code
+        except BaseException:
+            code, _ = "raised", err.write(traceback.format_exc())
+    out.append([code, err.getvalue()])
+print(json.dumps(out))
+"""
+
+CONFIG_OK = '[data]\ndataset = "synthetic"\nn_train = 20\nn_test = 4\nimage_size = 8\n'
+CLI = [
+    # (what, argv with {tmp} for the directory, exit status, phrase of the message)
+    ("patterns that are not HDF5", "train --patterns {tmp}/notes.h5 -o {tmp}/x.h5", 4, "not an HDF5 file"),
+    ("a missing patterns file", "train --patterns {tmp}/missing.npy -o {tmp}/x.h5", 4, "does not exist"),
+    ("patterns of an unknown format", "train --patterns {tmp}/c.toml -o {tmp}/x.h5", 2, "unknown format"),
+    ("an output that is a directory", "train --random-patterns 6 3 2 --max-iter 1 -o {tmp}/dir --overwrite --no-progress", 4, "dir"),
+    ("an output that exists", "train --random-patterns 6 3 2 -o {tmp}/run.h5", 4, "already exists"),
+    ("an output in a missing directory", "train --random-patterns 6 3 2 --max-iter 1 -o {tmp}/no/x.h5 --no-progress", 4, "no"),
+    ("an output on a read-only file system", "train --random-patterns 6 3 2 --max-iter 1 -o /proc/spinsa-x.h5 --no-progress", 4, "spinsa-x.h5"),
+    ("a fit too big for the memory", "train --random-patterns 10000000 196 8 -o {tmp}/x.h5", 5, "needs about"),
+    ("its estimate, which needs no data", "train --random-patterns 100000000 196 8 --estimate -o {tmp}/x.h5", 0, ""),
+    ("a misspelt key in --set", "train {tmp}/c.toml --set fit.lamda=2 -o {tmp}/x.h5", 2, "lamda"),
+    ("--set without a value", "train {tmp}/c.toml --set fit.lam -o {tmp}/x.h5", 2, "KEY=VALUE"),
+    ("an invalid TOML config", "train {tmp}/bad.toml -o {tmp}/x.h5", 2, "not valid TOML"),
+    ("an unknown key in the config", "train {tmp}/unknown.toml -o {tmp}/x.h5", 2, "unknown key"),
+    ("a value of the wrong type", "train {tmp}/wrongtype.toml -o {tmp}/x.h5", 2, "lam"),
+    ("a missing config file", "train {tmp}/none.toml -o {tmp}/x.h5", 4, "does not exist"),
+    ("a patch that does not tile", "train {tmp}/c.toml --patch 3 -o {tmp}/x.h5", 2, "does not tile"),
+    ("an unknown backend", "train {tmp}/c.toml --backend newton -o {tmp}/x.h5", 2, "backend"),
+    ("an unknown option", "train {tmp}/c.toml --lamda 5 -o {tmp}/x.h5", 2, "unrecognized"),
+    ("no output", "train {tmp}/c.toml", 2, "required"),
+    ("MNIST without a cache and without network", "train --dataset mnist --per-class 2 -o {tmp}/x.h5 --no-progress", 3, "mnist"),
+    ("evaluating a missing file", "evaluate {tmp}/missing.h5 --task masked", 4, "no such file"),
+    ("evaluating a text file", "evaluate {tmp}/notes.h5 --task masked", 4, "not an HDF5 file"),
+    ("evaluating a foreign HDF5 file", "evaluate {tmp}/foreign.h5 --task masked", 4, "not a spinsa file"),
+    ("evaluating a truncated file", "evaluate {tmp}/truncated.h5 --task masked", 4, "truncated or corrupt"),
+    ("evaluating a file of a newer spinsa", "evaluate {tmp}/newer.h5 --task masked", 4, "newer"),
+    ("evaluating a fit file, not a run file", "evaluate {tmp}/run.h5 --task masked", 2, "kind"),
+    ("an unknown task", "evaluate {tmp}/run.h5 --task inpaint", 2, "invalid choice"),
+    ("analysing a text file", "analyze {tmp}/notes.h5", 4, "not an HDF5 file"),
+    ("an unknown analysis", "analyze {tmp}/run.h5 --only nope", 2, "unknown analysis"),
+    ("plotting a missing file", "plot {tmp}/missing.h5", 4, "no such file"),
+    ("plotting a file without results", "plot {tmp}/run.h5", 2, "neither evaluations nor analyses"),
+    ("--quick with --config", "reproduce --quick --config {tmp}/c.toml", 2, "not both"),
+    ("a reproduce directory that is a file", "reproduce --quick --out {tmp}/notes.h5", 4, "not a directory"),
+    ("an unknown baseline recipe", "reproduce --baselines huge", 2, "invalid choice"),
+    ("verifying an unknown data set", "data verify cifar", 2, "unknown data set"),
+    ("fetching from a missing directory", "data fetch fashion-mnist --from {tmp}/nowhere", 3, "nowhere"),
+    ("a demo with a corruption above 1", "demo --corrupt 2", 2, "--corrupt"),
+    ("an unknown benchmark", "bench --only everything", 2, "invalid choice"),
+    ("scanning a missing spec", "scan run {tmp}/missing.toml --out {tmp}/scan", 4, "missing.toml"),
+    ("no command at all", "--debugx", 2, "unrecognized"),
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_cli_bad_input_matrix(tmp_path):
+    """Every case in one subprocess: no traceback on standard error, the documented status."""
+    _files(tmp_path)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "c.toml").write_text(CONFIG_OK)
+    (tmp_path / "bad.toml").write_text("[fit\nlam = 5\n")
+    (tmp_path / "unknown.toml").write_text(CONFIG_OK + "[fit]\nlamda = 5.0\n")
+    (tmp_path / "wrongtype.toml").write_text(CONFIG_OK + '[fit]\nlam = "five"\n')
+    spinsa.fit_pseudolikelihood(X, backend="lbfgs", max_iter=1).save(tmp_path / "run.h5")
+    argvs = [c[1].format(tmp=tmp_path).split() for c in CLI]
+    (tmp_path / "argv.json").write_text(json.dumps(argvs))
+    (tmp_path / "runner.py").write_text(textwrap.dedent(RUNNER))
+    env = {
+        **os.environ,
+        "SPINSA_DATA": str(tmp_path / "empty-cache"),  # nothing fetched
+        "PIP_CONFIG_FILE": os.devnull,  # and no index to fetch from
+        "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+        "PIP_RETRIES": "0",
+        "PIP_TIMEOUT": "2",
+        "MPLBACKEND": "Agg",
+    }
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "argv.json")],
+        capture_output=True, text=True, env=env, check=True, timeout=600,
+    )  # fmt: skip
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    failures = []
+    for (what, argv, status, phrase), (code, err) in zip(CLI, results, strict=True):
+        if "Traceback" in err or code != status or phrase not in err:
+            failures.append(f"{what} ({argv}): status {code}, wanted {status}\n{err}")
+    assert not failures, "\n\n".join(failures)
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    from spinsa.cli import main
+
+    with pytest.raises(io.SpinsaFileError):
+        main(["--debug", "evaluate", str(tmp_path / "missing.h5"), "--task", "masked"])
+
+
+def test_interrupt_and_bugs_have_their_own_status():
+    from spinsa.cli import EXIT_CODES, explain
+
+    assert EXIT_CODES[explain(KeyboardInterrupt())[0]] == 130
+    assert explain(ZeroDivisionError())[0] == ""  # a bug keeps its traceback
+    assert EXIT_CODES[explain(MemoryError())[0]] == 5
