@@ -1,11 +1,12 @@
 """Reading and writing spinsa HDF5 files safely.
 
 Every write goes to a hidden temporary file next to the target (``.NAME.tmp-<pid>-<hex>``),
-is flushed to disk, and only then renamed onto the target with ``os.replace``, which is
-atomic on POSIX file systems: a reader sees either the previous file or the complete new
-one, never half a file, and a crash leaves at worst a hidden temporary file (removed on any
-Python exception, left behind only if the process is killed outright). One writer per file:
-two processes writing the same path at once do not corrupt it, but the last one wins.
+is flushed to disk, and only then renamed onto the target with ``os.replace``
+(:func:`spinsa._files.atomic_path`), which is atomic on POSIX file systems: a reader sees
+either the previous file or the complete new one, never half a file, and a crash leaves at
+worst a hidden temporary file (removed on any Python exception, left behind only if the
+process is killed outright). One writer per file: two processes writing the same path at
+once do not corrupt it, but the last one wins.
 
 Arrays smaller than 64 KiB are stored contiguous; larger ones chunked along their first axis
 (about 1 MiB a chunk, so that reading ``states[t]`` reads one chunk) and compressed with
@@ -19,10 +20,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import secrets
 import shutil
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from spinsa._files import atomic_path
 from spinsa.io.schema import (
     COUPLINGS_DTYPE,
     COUPLINGS_NAME,
@@ -101,6 +102,7 @@ def write_file(
     path = Path(path)
     replace = _replace_flag(mode, overwrite)
     root = _root_attrs(kind, attrs, config, seeds)
+    entries = _entries(arrays, "arrays")
     groups = {
         _clean_name(g, "group_attrs"): _encode_attrs(
             a, f"group_attrs[{g!r}]", reserved=GROUP_PROVENANCE_KEYS, prefixes=()
@@ -108,14 +110,12 @@ def write_file(
         for g, a in (group_attrs or {}).items()
     }
     _check_target(path, replace)
-
-    def fill(f: h5py.File) -> None:
-        f.attrs.update(root)
-        _write_arrays(f, arrays, "arrays")
-        for name, group_attr in groups.items():
-            f.require_group(name).attrs.update(group_attr)
-
-    _atomic_write(path, fill, replace=replace)
+    with atomic_path(path, overwrite=replace) as tmp:
+        with h5py.File(tmp, "x", libver=LIBVER) as f:
+            f.attrs.update(root)
+            _write_entries(f, entries)
+            for name, group_attr in groups.items():
+                f.require_group(name).attrs.update(group_attr)
     return path
 
 
@@ -153,6 +153,7 @@ def write_group(
     group = _clean_name(group, "group")
     group_attr = _encode_attrs(attrs, "attrs", reserved=GROUP_PROVENANCE_KEYS, prefixes=())
     group_attr.update(created=now_utc(), spinsa_version=spinsa_version())
+    entries = _entries(arrays, "arrays")
     with open_file(path) as f:
         if group in f:
             if not isinstance(f[group], h5py.Group):
@@ -162,63 +163,65 @@ def write_group(
                     f"{path} already has a group {group!r}; pass overwrite=True to replace it"
                 )
 
-    def fill(f: h5py.File) -> None:
-        if group in f:
-            del f[group]
-        g = f.create_group(group)
-        g.attrs.update(group_attr)
-        _write_arrays(g, arrays, "arrays")
-
-    _atomic_write(path, fill, replace=True, copy_of=path)
-
-
-def _atomic_write(
-    path: Path, fill: Callable[[h5py.File], None], *, replace: bool, copy_of: Path | None = None
-) -> None:
-    """Run ``fill`` on a temporary file (a fresh one, or a copy of ``copy_of``), then rename."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    try:
-        if copy_of is not None:
-            shutil.copy2(copy_of, tmp)
-        with h5py.File(tmp, "r+" if copy_of is not None else "x", libver=LIBVER) as f:
-            fill(f)
-        with open(tmp, "rb") as fh:  # data on disk before the rename makes it visible
-            os.fsync(fh.fileno())
-        if not replace and path.exists():  # appeared while we were writing
-            raise FileExistsError(_exists_message(path))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp:
+        shutil.copy2(path, tmp)
+        with h5py.File(tmp, "r+", libver=LIBVER) as f:
+            if group in f:
+                del f[group]
+            g = f.create_group(group)
+            g.attrs.update(group_attr)
+            _write_entries(g, entries)
 
 
-def _write_arrays(group: h5py.Group, arrays: Mapping[str, Any], where: str) -> None:
+def _entries(
+    arrays: Mapping[str, Any], where: str, prefix: str = ""
+) -> list[tuple[str, np.ndarray | None]]:
+    """``(path, array)`` for every dataset, ``(path, None)`` for every group, all checked.
+
+    Everything is converted before a file is touched, so a bad array leaves no trace.
+    """
     if not isinstance(arrays, Mapping):
         raise TypeError(
             f"{where} must be a mapping of names to arrays, got {type(arrays).__name__}"
         )
+    out: list[tuple[str, np.ndarray | None]] = []
     for key, value in arrays.items():
-        name = _clean_name(key, where)
+        name = prefix + _clean_name(key, where)
         if isinstance(value, Mapping):
-            _write_arrays(group.require_group(name), value, f"{where}[{key!r}]")
+            out.append((name, None))
+            out.extend(_entries(value, f"{where}[{key!r}]", name + "/"))
         else:
-            _write_dataset(group, name, value, f"{where}[{key!r}]")
+            out.append((name, _dataset_array(name, value, f"{where}[{key!r}]")))
+    return out
 
 
-def _write_dataset(group: h5py.Group, name: str, value: Any, where: str) -> None:
-    """One dataset: J as float32, strings as UTF-8, big arrays chunked and compressed."""
+def _dataset_array(name: str, value: Any, where: str) -> np.ndarray:
+    """The array as it will be stored: J as float32; numeric, boolean or string only."""
     data = np.asarray(value)
     if name.rsplit("/", 1)[-1] == COUPLINGS_NAME:
         if data.dtype.kind not in "iuf":
             raise TypeError(f"{where} holds couplings and must be real, got dtype {data.dtype}")
         data = data.astype(COUPLINGS_DTYPE, copy=False)
-    if data.dtype.kind == "U":
-        group.create_dataset(name, data=data.astype(object), dtype=h5py.string_dtype())
-        return
-    if data.dtype.kind not in "biufcS":
+    if data.dtype.kind not in "biufcSU":
         raise TypeError(
             f"{where} has dtype {data.dtype}; HDF5 datasets hold numeric, boolean or string arrays"
         )
+    return data
+
+
+def _write_entries(group: h5py.Group, entries: list[tuple[str, np.ndarray | None]]) -> None:
+    for name, data in entries:
+        if data is None:
+            group.require_group(name)
+        else:
+            _write_dataset(group, name, data)
+
+
+def _write_dataset(group: h5py.Group, name: str, data: np.ndarray) -> None:
+    """One dataset: strings as UTF-8, big arrays chunked and compressed."""
+    if data.dtype.kind == "U":
+        group.create_dataset(name, data=data.astype(object), dtype=h5py.string_dtype())
+        return
     if data.ndim == 0 or data.nbytes < COMPRESS_MIN_BYTES:
         group.create_dataset(name, data=data)
         return
