@@ -26,9 +26,10 @@ Safety, and what remains. A process that dies at any point (``kill -9``, a Slurm
 the out-of-memory killer, Ctrl-C) leaves the file as it was or with the group complete, and
 no temporary group for readers to skip: killed before each of the 426 system calls that
 change files in 15 kinds of change, the file was always one of the two, and so it was after
-400 kills at random times (tests/test_io.py runs both, smaller). A killed writer leaves
-unreachable bytes (at most the unfinished group; replacing a group leaves the old one's),
-which only ``h5repack`` reclaims. Not covered: power loss or a kernel crash just as a page
+400 kills at random times (tests/test_io.py runs both, smaller). What a killed writer wrote
+past the end of the file is reused by the next write; a replaced group (and, if the writer
+was killed between the last two writes, its new group) stays as unreachable bytes, which
+only ``h5repack`` reclaims. Not covered: power loss or a kernel crash just as a page
 is written, where the one-page write relies on the disk writing a 4 KiB page whole (most
 SSDs do; disks with 512-byte sectors may not); bugs of HDF5; writers that bypass spinsa.io.
 
@@ -53,6 +54,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import math
 import os
 import shutil
 import time
@@ -275,15 +277,17 @@ def _add_group(
 class _HeldWrites:
     """An open file as h5py's ``fileobj`` driver sees it, with its old bytes held back.
 
-    HDF5 reads and writes the file through this object. Bytes past the file's length when it
-    was opened (``size``) go to disk at once: nothing refers to them yet. Writes to older
-    bytes are kept in memory (and reads see them), so HDF5 sees its own changes while the
-    disk keeps the old file until :meth:`commit`.
+    HDF5 reads and writes the file through this object. Bytes past the end of the file's
+    allocated space when it was opened (``size``) go to disk at once: nothing refers to them
+    yet. Writes to older bytes are kept in memory (and reads see them), so HDF5 sees its own
+    changes while the disk keeps the old file until :meth:`commit`.
     """
 
     def __init__(self, fd: int):
         self.fd = fd
-        self.size = os.fstat(fd).st_size
+        _, allocated = _superblock(fd)
+        # past the space the superblock allocates lies only what a killed writer left
+        self.size = min(os.fstat(fd).st_size, allocated)
         self.end = self.size
         self.pos = 0
         self.held: list[tuple[int, bytes]] = []
@@ -342,7 +346,7 @@ class _HeldWrites:
         bytes (its end-of-file address, which alone changes nothing visible), made durable
         first, then one other page.
         """
-        sb = _superblock_size(os.pread(self.fd, 16, 0))
+        sb, _ = _superblock(self.fd)
         late = [(o, c) for o, c in self.held[self.n_commit :] if o == 0 and len(c) == sb]
         writes = self.held[: self.n_commit] + late
         touched = {p for o, c in writes for p in range(o // PAGE, (o + len(c) - 1) // PAGE + 1)}
@@ -371,11 +375,17 @@ def _overlay(buf: bytearray, start: int, writes: list[tuple[int, bytes]]) -> Non
             buf[lo - start : hi - start] = chunk[lo - offset : hi - offset]
 
 
-def _superblock_size(head: bytes) -> int:
-    """Bytes of a version 2 or 3 superblock at the start of ``head`` (0 for other versions)."""
+def _superblock(fd: int) -> tuple[int, float]:
+    """The size of the file's superblock, and the end of the space it allocates.
+
+    Superblocks of version 2 and 3 (HDF5 1.8 and later formats); ``(0, inf)`` for others.
+    """
+    head = os.pread(fd, 12, 0)
     if head[:8] != b"\x89HDF\r\n\x1a\n" or head[8] not in (2, 3):
-        return 0
-    return 12 + 4 * head[9] + 4  # fixed fields, four addresses (of head[9] bytes), checksum
+        return 0, math.inf
+    n = head[9]  # bytes of an address; four addresses follow the 12 fixed bytes
+    end = os.pread(fd, n, 12 + 2 * n)  # the third: end of the allocated space
+    return 12 + 4 * n + 4, int.from_bytes(end, "little")
 
 
 @contextmanager
