@@ -1,4 +1,4 @@
-"""spinsa.io: round trips, provenance, atomic writes, and the refusal of bad files."""
+"""spinsa.io: round trips, provenance, atomic files, groups in place, locks, kill -9, bad files."""
 
 import dataclasses
 import os

@@ -54,7 +54,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
-import math
 import os
 import shutil
 import time
@@ -285,9 +284,10 @@ class _HeldWrites:
 
     def __init__(self, fd: int):
         self.fd = fd
+        self.size = os.fstat(fd).st_size
         _, allocated = _superblock(fd)
-        # past the space the superblock allocates lies only what a killed writer left
-        self.size = min(os.fstat(fd).st_size, allocated)
+        if allocated is not None:  # past it lies only what a killed writer left
+            self.size = min(self.size, allocated)
         self.end = self.size
         self.pos = 0
         self.held: list[tuple[int, bytes]] = []
@@ -375,14 +375,14 @@ def _overlay(buf: bytearray, start: int, writes: list[tuple[int, bytes]]) -> Non
             buf[lo - start : hi - start] = chunk[lo - offset : hi - offset]
 
 
-def _superblock(fd: int) -> tuple[int, float]:
+def _superblock(fd: int) -> tuple[int, int | None]:
     """The size of the file's superblock, and the end of the space it allocates.
 
-    Superblocks of version 2 and 3 (HDF5 1.8 and later formats); ``(0, inf)`` for others.
+    Superblocks of version 2 and 3 (HDF5 1.8 and later formats); ``(0, None)`` for others.
     """
     head = os.pread(fd, 12, 0)
     if head[:8] != b"\x89HDF\r\n\x1a\n" or head[8] not in (2, 3):
-        return 0, math.inf
+        return 0, None
     n = head[9]  # bytes of an address; four addresses follow the 12 fixed bytes
     end = os.pread(fd, n, 12 + 2 * n)  # the third: end of the allocated space
     return 12 + 4 * n + 4, int.from_bytes(end, "little")
