@@ -1,8 +1,12 @@
-"""spinsa.io: round trips, provenance, atomic writes, and the refusal of bad files."""
+"""spinsa.io: round trips, provenance, atomic files, groups in place, locks, kill -9, bad files."""
 
 import dataclasses
 import os
+import shutil
+import signal
 import socket
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 import h5py
@@ -11,7 +15,7 @@ import pytest
 
 import spinsa
 from spinsa import io
-from spinsa.io import hdf5
+from spinsa.io import hdf5, schema
 
 
 @pytest.fixture
@@ -413,3 +417,319 @@ def test_trajectory_errors(tmp_path, rng):
     _small(tmp_path / "fit.h5")
     with pytest.raises(ValueError, match="holds no trajectory"):
         io.load_trajectory(tmp_path / "fit.h5")
+
+
+# --------------------------------------------------------------------------- write_group in place
+
+
+def test_write_group_writes_in_place(tmp_path, rng):
+    path = tmp_path / "r.h5"
+    io.write_file(path, {"trajectory/states": rng.normal(size=(64, 4, 16, 8))}, kind="run")
+    inode = path.stat().st_ino
+    io.write_group(path, "analysis/a", {"m": rng.normal(size=(200, 50))})
+    io.write_group(path, "analysis/b", {"m": np.ones(3)}, {"note": "second"})
+    io.write_group(path, "analysis/a", {"m": np.zeros(3)}, overwrite=True)
+    assert path.stat().st_ino == inode  # the same file, not a renamed copy
+    assert _files(tmp_path) == ["r.h5"]
+    f = io.read(path)
+    assert set(f.groups) == {"analysis", "analysis/a", "analysis/b", "trajectory"}
+    np.testing.assert_array_equal(f.array("analysis/a/m"), np.zeros(3))
+    with h5py.File(path) as h:  # the replaced group is unreachable; each object has one link
+        counts = []
+        h.visititems(lambda n, o: counts.append(h5py.h5o.get_info(o.id).rc))
+        assert counts == [1] * len(counts)
+
+
+def test_write_group_copies_when_the_change_spans_pages(tmp_path, monkeypatch):
+    path = tmp_path / "r.h5"
+    _small(path)
+    io.write_group(path, "analysis/a", {"m": np.ones(2)})
+    before = path.read_bytes()
+    os.link(path, tmp_path / "old")  # keeps the original file once the copy replaces it
+    monkeypatch.setattr(hdf5, "PAGE", 16)  # no change to the old bytes fits in 16 bytes
+    io.write_group(path, "analysis/b", {"m": np.zeros(2)})
+    assert (tmp_path / "old").read_bytes() == before  # the try in place left no trace
+    assert not os.path.samefile(path, tmp_path / "old")
+    np.testing.assert_array_equal(io.read_array(path, "analysis/a/m"), np.ones(2))
+    np.testing.assert_array_equal(io.read_array(path, "analysis/b/m"), np.zeros(2))
+
+
+def test_write_group_copies_when_the_parent_is_crowded(tmp_path):
+    # Beyond 8 members HDF5 keeps a group's links in a B-tree and a heap: one more link
+    # rewrites several pages, which a kill could tear, so the file is copied instead.
+    path = tmp_path / "r.h5"
+    _small(path)
+    for i in range(9):
+        io.write_group(path, f"analysis/g{i}", {"m": np.full(2, i)})
+    inode = path.stat().st_ino
+    io.write_group(path, "analysis/g9", {"m": np.full(2, 9)})
+    assert path.stat().st_ino != inode and _files(tmp_path) == ["r.h5"]
+    for i in range(10):
+        np.testing.assert_array_equal(io.read_array(path, f"analysis/g{i}/m"), np.full(2, i))
+
+
+def test_interrupted_write_group_leaves_the_file_byte_for_byte(tmp_path, monkeypatch, rng):
+    path = tmp_path / "r.h5"
+    io.write_file(path, {"x": rng.normal(size=(100, 100))}, kind="run")
+    io.write_group(path, "analysis/a", {"m": np.ones(3)})
+    before = path.read_bytes()
+    real = hdf5._write_dataset
+
+    def interrupted(group, name, data):
+        real(group, name, data)  # HDF5 has written the first dataset when the interrupt comes
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hdf5, "_write_dataset", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        io.write_group(path, "analysis/b", {"m": rng.normal(size=(100, 100)), "n": np.ones(2)})
+    assert path.read_bytes() == before
+
+
+def test_write_group_refuses_a_dataset_on_the_path(tmp_path):
+    path = tmp_path / "r.h5"
+    _small(path)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="'x' is a dataset, not a group"):
+        io.write_group(path, "x/analysis", {"m": np.ones(2)})
+    assert path.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- locks
+
+
+_NO_LOCKS = pytest.mark.skipif(
+    os.environ.get("HDF5_USE_FILE_LOCKING", "").upper() in ("FALSE", "0"),
+    reason="HDF5 file locking is turned off",
+)
+
+
+@_NO_LOCKS
+def test_a_read_waits_for_a_write(tmp_path, monkeypatch):
+    path = tmp_path / "r.h5"
+    _small(path)
+    monkeypatch.setattr(hdf5, "LOCK_WAIT_S", 0.3)
+    with hdf5._locked(path):  # a write_group at work
+        with pytest.raises(BlockingIOError, match="open elsewhere.*kept this read waiting"):
+            io.read(path)  # busy, not corrupt: no SpinsaFileError
+    monkeypatch.setattr(hdf5, "LOCK_WAIT_S", 10.0)
+    writer = hdf5._locked(path)
+    writer.__enter__()
+    threading.Timer(0.2, writer.__exit__, (None, None, None)).start()
+    assert io.read(path).kind == "run"  # waited for the writer to finish
+
+
+@_NO_LOCKS
+def test_a_write_waits_for_readers(tmp_path, monkeypatch):
+    path = tmp_path / "r.h5"
+    _small(path)
+    monkeypatch.setattr(hdf5, "LOCK_WAIT_S", 0.3)
+    with io.open_file(path):  # e.g. an h5py.File left open in a notebook
+        with pytest.raises(BlockingIOError, match="kept this write waiting"):
+            io.write_group(path, "analysis", {"m": np.ones(2)})
+    monkeypatch.setattr(hdf5, "LOCK_WAIT_S", 10.0)
+    reader = io.open_file(path)
+    f = reader.__enter__()
+    threading.Timer(0.2, reader.__exit__, (None, None, None)).start()
+    io.write_group(path, "analysis", {"m": np.ones(2)})  # waits for the reader to close
+    assert not f
+    np.testing.assert_array_equal(io.read_array(path, "analysis/m"), np.ones(2))
+
+
+# --------------------------------------------------------------------------- kill -9
+#
+# A writer killed outright (SIGKILL: `kill -9`, a time limit, the OOM killer) must leave the
+# file as it was or with the new group complete, readable, and open to later writes.
+
+_FORK = pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a writer to kill it")
+_EVENTS = ("pwrite", "ftruncate", "fsync", "replace", "sendfile")  # os calls that change files
+_PAGE = hdf5.PAGE
+
+
+def _kill_arrays(seed):
+    rng = np.random.default_rng(seed)
+    return {"m": rng.normal(size=(90, 100)), "n": np.arange(seed, seed + 5), "sub": {"q": [seed]}}
+
+
+def _kill_base(path, crowded):
+    rng = np.random.default_rng(0)
+    io.write_file(
+        path,
+        {"J": rng.normal(size=(6, 6, 2, 2)), "trajectory/states": rng.normal(size=(30, 9, 6, 2))},
+        {"note": "base"},
+        kind="run",
+        group_attrs={"trajectory": {"who": "write_file"}},
+    )
+    io.write_group(path, "analysis/a", _kill_arrays(1), {"seed": 1, "s": "one"})
+    for i in range(9 if crowded else 0):  # beyond 8 members: dense storage
+        io.write_group(path, f"crowded/g{i}", {"m": np.full(3, i)}, {"s": "x" * i})
+
+
+def _tree(path):
+    """Every object in the file: its values (datasets) and attributes (but ``created``)."""
+    out = {}
+    with io.open_file(path) as f:
+
+        def visit(name, obj):
+            attrs = {k: repr(schema.decode_attr(v)) for k, v in obj.attrs.items()}
+            attrs.pop("created", None)
+            value = obj[()].tobytes() if isinstance(obj, h5py.Dataset) else None
+            out[name] = (value, attrs)
+
+        f.visititems(visit)
+    return out
+
+
+def _in_child(fn, kill_at=None, torn=False):
+    """Run ``fn`` in a forked process that SIGKILLs itself at its ``kill_at``-th file change.
+
+    The calls of ``_EVENTS`` are counted; at number ``kill_at`` the process kills itself
+    before the call or, if ``torn``, after writing the first page of a ``pwrite`` that
+    crosses pages (the kernel writes whole pages). Returns, if ``fn`` finished, whether each
+    call was a ``pwrite`` crossing pages; None if the process was killed.
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            os.close(r)
+            calls = []
+
+            def counted(real, name):
+                def call(*args):
+                    crosses = name == "pwrite" and args[2] % hdf5.PAGE + len(args[1]) > hdf5.PAGE
+                    if len(calls) == kill_at:
+                        if torn and crosses:
+                            fd, data, offset = args
+                            real(fd, data[: hdf5.PAGE - offset % hdf5.PAGE], offset)
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    calls.append(crosses)
+                    return real(*args)
+
+                return call
+
+            for name in _EVENTS:
+                if hasattr(os, name):
+                    setattr(os, name, counted(getattr(os, name), name))
+            fn()
+            os.write(w, bytes(calls))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(r, "rb") as out:
+        calls = [bool(c) for c in out.read()]
+    if kill_at is not None and os.WIFSIGNALED(status):
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        return None
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "the writer failed"
+    return calls
+
+
+@_FORK
+@pytest.mark.parametrize(
+    ("group", "overwrite", "page"),
+    [
+        ("analysis/b", False, _PAGE),  # a parent with room: in place
+        ("analysis/a", True, _PAGE),  # replace a group in place
+        pytest.param("trajectory", True, _PAGE, marks=pytest.mark.slow),  # made by write_file
+        pytest.param("new/deep/group", False, _PAGE, marks=pytest.mark.slow),  # at the root
+        ("crowded/g9", False, _PAGE),  # a crowded parent: the file is copied
+        pytest.param("analysis/b", False, 64, marks=pytest.mark.slow),  # tried, dropped, copied
+    ],
+)
+def test_kill_at_every_file_change_of_write_group(tmp_path, monkeypatch, group, overwrite, page):
+    monkeypatch.setattr(hdf5, "PAGE", page)
+    base, path = tmp_path / "base.h5", tmp_path / "r.h5"
+    _kill_base(base, crowded=group.startswith("crowded"))
+
+    def write():
+        io.write_group(path, group, _kill_arrays(7), {"seed": 7}, overwrite=overwrite)
+
+    shutil.copy(base, path)
+    before = _tree(path)
+    calls = _in_child(write)
+    after = _tree(path)
+    assert after != before and len(calls) > 5
+    later = {
+        "later": (None, {"spinsa_version": repr(spinsa.__version__)}),
+        "later/x": (np.ones(2).tobytes(), {}),
+    }
+    trials = [(k, False) for k in range(len(calls))] + [(k, True) for k, c in enumerate(calls) if c]
+    for kill_at, torn in trials:
+        shutil.copy(base, path)
+        assert _in_child(write, kill_at, torn) is None
+        io.check_file(path)
+        state = _tree(path)
+        assert state in (before, after), (kill_at, torn)
+        inode = path.stat().st_ino
+        io.write_group(path, "later", {"x": np.ones(2)})  # the file still takes writes,
+        assert _tree(path) == {**state, **later}
+        assert page != _PAGE or path.stat().st_ino == inode  # in place, over the leftovers
+
+
+def _loop_step(path, i):
+    """Step i of a writer's loop: add group i, or (every fourth) replace the one of step i - 2."""
+    replace = i % 4 == 3
+    seed_of = i - 2 if replace else i
+    group = f"loop/{seed_of % 2}/g{seed_of}"  # two parents, crowded (copied) after 8 members
+    io.write_group(path, group, _kill_arrays(i), {"seed": i}, overwrite=replace)
+
+
+def _loop_state(n_steps):
+    """``group -> seed`` after the first ``n_steps`` steps of the loop."""
+    state = {}
+    for i in range(n_steps):
+        replace = i % 4 == 3
+        seed_of = i - 2 if replace else i
+        state[f"loop/{seed_of % 2}/g{seed_of}"] = i
+    return state
+
+
+def _seeds(path):
+    """``group -> seed`` of the groups the loop wrote."""
+    seeds = {}
+
+    def visit(name, obj):
+        if name.startswith("loop/") and "seed" in obj.attrs:
+            seeds[name] = int(obj.attrs["seed"])
+
+    with io.open_file(path) as f:
+        f.visititems(visit)
+    return seeds
+
+
+@_FORK
+def test_kill_a_writing_loop_at_random_times(tmp_path, rng):
+    base, path = tmp_path / "base.h5", tmp_path / "r.h5"
+    _kill_base(base, crowded=False)
+    base_tree = _tree(base)
+    for delay in rng.uniform(0.02, 0.3, size=6):
+        shutil.copy(base, path)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the writer: one byte down the pipe per finished step
+            try:
+                os.close(r)
+                for i in range(10**6):
+                    _loop_step(path, i)
+                    os.write(w, b".")
+            finally:
+                os._exit(1)
+        os.close(w)
+        time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        with os.fdopen(r, "rb") as out:
+            done = len(out.read())
+        tree = _tree(path)  # opens, and every object reads
+        assert {k: v for k, v in tree.items() if not k.startswith("loop")} == base_tree
+        state = _seeds(path)
+        assert state in (_loop_state(done), _loop_state(done + 1)), (delay, done)
+        for name, seed in state.items():
+            for key, value in _kill_arrays(seed).items():
+                if key != "sub":
+                    np.testing.assert_array_equal(io.read_array(path, f"{name}/{key}"), value)
+        _loop_step(path, 1000)  # the file still takes writes
+        assert _seeds(path) == {**state, "loop/0/g1000": 1000}

@@ -1,8 +1,10 @@
 """HDF5 files of spinsa: every file the package writes or reads goes through here.
 
 One self-describing file per run, fit, evaluation or scan point (layout: :mod:`spinsa.io.schema`).
-Writes are atomic (temporary file, then rename) and refuse to overwrite unless asked; reads
-refuse anything that is not a complete spinsa file of a schema this version knows, with a
+New files are written atomically (temporary file, then rename); groups are added to a file
+in place and become visible only when complete (:mod:`spinsa.io.hdf5` says how, and what a
+killed writer can and cannot do). Writers refuse to overwrite unless asked; reads refuse
+anything that is not a complete spinsa file of a schema this version knows, with a
 :class:`SpinsaFileError` that says what is wrong.
 
 ::
