@@ -103,7 +103,7 @@ def _canonical(d: dict) -> dict:
 
 
 def _first_difference(a: dict, b: dict) -> str:
-    from spinsa.io.schema import flatten
+    from spinsa._config import flatten
 
     fa, fb = flatten(a), flatten(b)
     for key in sorted(set(fa) | set(fb)):

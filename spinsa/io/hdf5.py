@@ -66,6 +66,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from spinsa._config import flatten
 from spinsa._files import atomic_path
 from spinsa.io.schema import (
     COUPLINGS_DTYPE,
@@ -79,7 +80,6 @@ from spinsa.io.schema import (
     config_type,
     decode_attr,
     encode_attr,
-    flatten,
     now_utc,
     provenance,
     spinsa_version,

@@ -143,21 +143,6 @@ def config_type(config: Any) -> str | None:
     return None
 
 
-def flatten(mapping: Mapping, prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as one level with dotted keys: ``{"fit": {"lam": 5}} -> {"fit.lam": 5}``.
-
-    An empty nested mapping stays a leaf (stored as ``json:{}``).
-    """
-    out: dict[str, Any] = {}
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
 def to_json(value: Any) -> str:
     """JSON text of ``value``; numpy scalars/arrays become numbers/lists, paths strings."""
     return json.dumps(value, sort_keys=True, default=json_default)
