@@ -11,12 +11,13 @@ import textwrap
 import h5py
 import numpy as np
 import pytest
+from damage import flip_byte
 
 import spinsa
 from spinsa import io, references
 from spinsa._config import read_toml
 from spinsa.datasets import DataNotFoundError, load_mnist, subsample
-from spinsa.experiments import ExperimentConfig
+from spinsa.experiments import ExperimentConfig, train
 from spinsa.experiments.config import DataSection, DynamicsSection, TasksSection
 from spinsa.fit import FitConfig, InsufficientMemoryError, estimate_memory
 from spinsa.tasks import draw_noisy, mask_tokens, reconstruction_errors, task_inputs
@@ -107,6 +108,18 @@ def test_api_bad_input(what, call, error, phrase):
     assert phrase in str(info.value), f"{what}: {info.value}"
 
 
+@pytest.mark.parametrize("update", ["sync", "async"])
+def test_zero_samples_give_empty_results_of_the_right_shape(update):
+    none = X[:0]  # (0, N, d)
+    traj = spinsa.run(none, J, 1.0, 3, update=update)
+    assert traj.states.shape == (4, 0, 5, 2) and traj.energies.shape == (4, 0)
+    assert spinsa.step(none, J, 1.0).shape == (0, 5, 2)
+    assert spinsa.energy(none, J, 1.0).shape == (0,)
+    assert spinsa.site_energies(none, J, 1.0).shape == (0, 5)
+    assert spinsa.local_fields(none, J, 1.0).shape == (0, 5, 2)
+    assert spinsa.attention(none, J, 1.0).shape == (0, 5, 5)
+
+
 def test_matrix_is_large_enough():
     assert len(API) + len(CLI) >= 60
 
@@ -118,6 +131,7 @@ def _files(tmp):
         "foreign": tmp / "foreign.h5",
         "newer": tmp / "newer.h5",
         "truncated": tmp / "truncated.h5",
+        "changed": tmp / "changed.h5",
         "run": tmp / "run.h5",
     }
     paths["notes"].write_text("not an HDF5 file\n")
@@ -129,19 +143,21 @@ def _files(tmp):
     io.write_file(tmp / "whole.h5", {"x": np.zeros(100_000)}, kind="fit")
     data = (tmp / "whole.h5").read_bytes()
     paths["truncated"].write_bytes(data[: len(data) // 2])
+    (tmp / "whole.h5").rename(paths["changed"])
+    flip_byte(paths["changed"], "x")
     return paths
 
 
 @pytest.mark.parametrize(
     "name, reason",
     [("notes", "not-hdf5"), ("foreign", "foreign"), ("newer", "newer-schema"),
-     ("truncated", "corrupt"), ("missing", "missing")],
+     ("truncated", "corrupt"), ("changed", "corrupt"), ("missing", "missing")],
 )  # fmt: skip
 def test_io_refuses_what_it_cannot_read(tmp_path, name, reason):
     paths = _files(tmp_path)
     path = paths.get(name, tmp_path / "missing.h5")
     with pytest.raises(io.SpinsaFileError) as info:
-        io.read(path)
+        io.verify(path)
     assert info.value.reason == reason and str(path) in str(info.value)
 
 
@@ -203,6 +219,7 @@ CLI = [
     ("evaluating a foreign HDF5 file", "evaluate {tmp}/foreign.h5 --task masked", 4, "not a spinsa file"),
     ("evaluating a truncated file", "evaluate {tmp}/truncated.h5 --task masked", 4, "truncated or corrupt"),
     ("evaluating a file of a newer spinsa", "evaluate {tmp}/newer.h5 --task masked", 4, "newer"),
+    ("evaluating a run whose couplings changed on disk", "evaluate {tmp}/flipped.h5 --task masked", 4, "checksum failed"),
     ("evaluating a fit file, not a run file", "evaluate {tmp}/run.h5 --task masked", 2, "kind"),
     ("an unknown task", "evaluate {tmp}/run.h5 --task inpaint", 2, "invalid choice"),
     ("analysing a text file", "analyze {tmp}/notes.h5", 4, "not an HDF5 file"),
@@ -231,6 +248,9 @@ def test_cli_bad_input_matrix(tmp_path):
     (tmp_path / "unknown.toml").write_text(CONFIG_OK + "[fit]\nlamda = 5.0\n")
     (tmp_path / "wrongtype.toml").write_text(CONFIG_OK + '[fit]\nlam = "five"\n')
     spinsa.fit_pseudolikelihood(X, backend="lbfgs", max_iter=1).save(tmp_path / "run.h5")
+    config = ExperimentConfig.from_toml(tmp_path / "c.toml").with_overrides({"fit.max_iter": 2})
+    train(config, tmp_path / "flipped.h5")
+    flip_byte(tmp_path / "flipped.h5", "J")
     argvs = [c[1].format(tmp=tmp_path).split() for c in CLI]
     (tmp_path / "argv.json").write_text(json.dumps(argvs))
     (tmp_path / "runner.py").write_text(textwrap.dedent(RUNNER))

@@ -41,6 +41,7 @@ from spinsa.baselines.train import (  # noqa: E402
     sample_tau,
 )
 from spinsa.embedding import PatchEmbedding  # noqa: E402
+from spinsa.io import SpinsaFileError  # noqa: E402
 from spinsa.tasks import draw_noisy, task_inputs  # noqa: E402
 
 
@@ -506,6 +507,11 @@ def test_checkpoint_guards(rng, tmp_path):
     torch.save(ckpt, path)
     with pytest.warns(UserWarning, match="redrawn"):
         train_baseline(cfg, images, "masked", checkpoint=path, resume=True)
+    raw = bytearray(path.read_bytes())  # a bit flipped in the middle of the weights
+    raw[len(raw) // 2] ^= 0x10
+    (tmp_path / "flipped.pt").write_bytes(bytes(raw))
+    with pytest.raises(SpinsaFileError, match="CRC-32 of its record .* fails"):
+        load_checkpoint(tmp_path / "flipped.pt")
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a readable"):
         load_checkpoint(tmp_path / "junk.pt")

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from damage import flip_byte
 from tiny_configs import ONE_MODEL, PNG, SHARED
 
 from spinsa import io
@@ -152,7 +153,7 @@ def test_overwrite_starts_afresh(tmp_path, fast_figures):
     assert (tmp_path / "notes.txt").read_text() == "mine"  # files not ours are left alone
 
 
-def test_killed_run_resumes_from_the_finished_stages(tmp_path, monkeypatch, fast_figures):
+def test_killed_run_resumes_from_the_finished_intact_stages(tmp_path, monkeypatch, fast_figures):
     cfg = ReproduceConfig.from_toml(ONE_MODEL)
     real_evaluate = pipeline.evaluate
 
@@ -168,7 +169,8 @@ def test_killed_run_resumes_from_the_finished_stages(tmp_path, monkeypatch, fast
     assert (tmp_path / "eval-design-masked.h5").is_file()
     assert not (tmp_path / "reproduce.h5").exists() and not (tmp_path / "report.md").exists()
     assert not list(tmp_path.glob(".*tmp*"))  # no half-written file left behind
-    stamps = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.h5")}
+    flip_byte(tmp_path / "eval-design-masked.h5", "evaluation/masked/mean/masked")  # a bad disk
+    stamps = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("fit-*.h5")}
 
     monkeypatch.setattr(pipeline, "evaluate", real_evaluate)
     calls = {"train": 0, "evaluate": []}
@@ -186,7 +188,7 @@ def test_killed_run_resumes_from_the_finished_stages(tmp_path, monkeypatch, fast
     monkeypatch.setattr(pipeline, "evaluate", counting_evaluate)
     lines = []
     result = reproduce(tmp_path, config=cfg, progress=False, log=lines.append)
-    assert calls == {"train": 0, "evaluate": ["denoise"]}
+    assert calls == {"train": 0, "evaluate": ["masked", "denoise"]}  # the damaged one again
     for name, stamp in stamps.items():
         assert (tmp_path / name).stat().st_mtime_ns == stamp, f"{name} was recomputed"
     assert any("fit:design: done earlier, skipped" in line for line in lines)

@@ -4,9 +4,11 @@ import warnings
 
 import numpy as np
 import pytest
+from damage import flip_byte
 from reference import random_system
 
 import spinsa
+from spinsa import io
 from spinsa.fit import FitConfig, FitResult, load_fit
 
 torch = pytest.importorskip("torch")
@@ -253,6 +255,9 @@ def test_checkpoint_of_another_fit_is_refused(rng, tmp_path):
         spinsa.fit_pseudolikelihood(
             xi[:-1], backend="torch", epochs=1, batch_size=6, checkpoint=ckpt
         )
+    flip_byte(ckpt, "state/couplings")  # a bad disk: refused, never resumed from
+    with pytest.raises(io.SpinsaFileError, match="checksum failed.*Delete this checkpoint"):
+        spinsa.fit_pseudolikelihood(xi, backend="torch", epochs=1, batch_size=6, checkpoint=ckpt)
 
 
 def test_result_round_trips_through_hdf5(rng, tmp_path):

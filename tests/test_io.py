@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 import h5py
 import numpy as np
 import pytest
+from damage import flip_byte
 
 import spinsa
 from spinsa import io
@@ -145,7 +146,8 @@ def test_big_arrays_chunked_along_first_axis_and_compressed(tmp_path, rng):
         big, small = f["states"], f["small"]
         assert big.compression == "gzip" and big.compression_opts == 4 and big.shuffle
         assert big.chunks[1:] == (20, 30, 8) and 1 <= big.chunks[0] <= 50
-        assert small.chunks is None and small.compression is None
+        assert small.chunks == (10,) and small.compression is None  # chunked for its checksum
+        assert big.fletcher32 and small.fletcher32
     np.testing.assert_array_equal(io.read_array(tmp_path / "r.h5", "states"), states)
 
 
@@ -345,6 +347,62 @@ def test_truncated_file(tmp_path, rng):
     assert reason == "corrupt" and "truncated or corrupt" in msg
     with pytest.raises(io.SpinsaFileError, match="truncated or corrupt"):
         io.read_array(path, "x")
+
+
+ALL_KINDS = {
+    "J": np.arange(2 * 2 * 3 * 3, dtype=np.float64).reshape(2, 2, 3, 3),
+    "big": np.linspace(0.0, 1.0, 40_000),  # compressed
+    "small": np.arange(7, dtype=np.int16),
+    "mask": np.array([True, False, True, True]),
+    "labels": np.array(["zéro", "one", "two"]),
+    "group/states": np.linspace(-1.0, 1.0, 24, dtype=np.float32).reshape(2, 3, 4),
+    "scalar": np.float64(1234.56789),
+    "scalar_text": np.array("a scalar string"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_KINDS))
+def test_a_flipped_byte_in_any_dataset_is_an_error_on_read(tmp_path, name):
+    path = tmp_path / "r.h5"
+    io.write_file(path, ALL_KINDS, kind="run")
+    io.verify(path)  # intact
+    flip_byte(path, name)
+    for read in (lambda: io.read_array(path, name), lambda: io.verify(path)):
+        with pytest.raises(io.SpinsaFileError, match="checksum failed") as info:
+            read()
+        assert info.value.reason == "corrupt" and str(path) in str(info.value)
+    if np.ndim(ALL_KINDS[name]):  # the data, not the object header: the rest reads
+        assert io.read(path).datasets[name][0] == np.shape(ALL_KINDS[name])
+
+
+def test_a_flipped_byte_in_a_group_added_in_place_is_detected(tmp_path):
+    path = tmp_path / "r.h5"
+    io.write_file(path, {"x": np.zeros(3)}, kind="run")
+    io.write_group(path, "analysis/m", {"m": np.linspace(0.0, 1.0, 50), "n": 987654321})
+    for name in ("analysis/m/m", "analysis/m/n"):
+        damaged = tmp_path / f"{name.replace('/', '-')}.h5"
+        shutil.copy(path, damaged)
+        flip_byte(damaged, name)
+        with pytest.raises(io.SpinsaFileError, match="checksum failed"):
+            io.read_group(damaged, "analysis/m")
+        with pytest.raises(io.SpinsaFileError, match="checksum failed"):
+            io.verify(damaged)
+
+
+def test_every_dataset_carries_a_checksum(tmp_path):
+    io.write_file(tmp_path / "r.h5", {**ALL_KINDS, "empty": np.zeros((0, 3))}, kind="run")
+    with h5py.File(tmp_path / "r.h5") as f:
+        layouts = {}
+        f.visititems(lambda n, o: layouts.update({n: o}) if isinstance(o, h5py.Dataset) else None)
+        for name, ds in layouts.items():
+            if ds.ndim == 0:  # compact: in the object header, which HDF5 checksums
+                assert ds.id.get_create_plist().get_layout() == h5py.h5d.COMPACT, name
+            elif ds.size:
+                assert ds.fletcher32, name
+        assert h5py.check_string_dtype(f["labels"].dtype).length is not None  # not in a heap
+    assert io.read_array(tmp_path / "r.h5", "labels").tolist() == ["zéro", "one", "two"]
+    assert io.read_array(tmp_path / "r.h5", "scalar_text") == "a scalar string"
+    assert io.read_array(tmp_path / "r.h5", "empty").shape == (0, 3)
 
 
 def test_foreign_hdf5_file(tmp_path):

@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from damage import flip_byte
 
 import spinsa
 from spinsa import io
@@ -26,6 +27,7 @@ from spinsa.scan import (
     axis_values,
     collect,
     load_scan,
+    open_collected,
     phase_diagram,
     point_key,
     point_kind,
@@ -313,13 +315,26 @@ def test_a_record_of_an_older_spinsa_is_updated_by_a_rerun(scan_file, tmp_path):
     out = tmp_path / "out"
     run_scan(scan_file, out, cluster="serial", progress=False)
     record = json.loads((out / "scan.json").read_text())
-    del record["keys"]  # as spinsa wrote it before scan.json listed the points
+    del record["keys"], record["sha256"]  # as spinsa wrote it before it listed the points
     (out / "scan.json").write_text(json.dumps(record))
     with pytest.raises(ValueError, match="older spinsa; run the scan again"):
         ScanDir(out).read()
     again = run_scan(scan_file, out, cluster="serial", progress=False)
     assert (again.n_run, again.n_skipped) == (0, 8)
     assert ScanDir(out).read()[1] == [p.key for p in load_scan(scan_file).points()]
+
+
+def test_a_changed_scan_record_is_refused_with_the_way_out(scan_file, tmp_path):
+    out = tmp_path / "out"
+    run_scan(scan_file, out, cluster="serial", progress=False)
+    text = (out / "scan.json").read_text()
+    (out / "scan.json").write_text(text.replace('"steps": 6', '"steps": 7'))  # one digit
+    for call in (lambda: ScanDir(out).read(), lambda: run_scan(scan_file, out, progress=False)):
+        with pytest.raises(io.SpinsaFileError, match="checksum fails.*--force"):
+            call()
+    (out / "scan.json").unlink()
+    again = run_scan(scan_file, out, cluster="serial", force=True, progress=False)
+    assert (again.n_run, again.n_skipped) == (0, 8)
 
 
 def _value_point(config, out_path):
@@ -437,6 +452,29 @@ def test_corrupt_point_file_and_leftover_temporaries_are_run_again(scan_file, tm
     assert (report.n_skipped, report.n_run) == (7, 1)
     assert victim.with_name(victim.name + ".corrupt").exists() and not leftover.exists()
     io.check_file(victim)
+
+
+def test_a_point_whose_data_changed_is_reported_and_run_again(scan_file, tmp_path, capsys):
+    xr = pytest.importorskip("xarray")
+    out = tmp_path / "out"
+    run_scan(scan_file, out, cluster="serial", progress=False)
+    before = collect(out, None)
+    victim = sorted((out / "points").glob("*.h5"))[0]
+    flip_byte(victim, "summary/mean_overlap")  # a bit flipped on disk: the file still opens
+    with pytest.warns(UserWarning, match="checksum failed"):
+        damaged = collect(out, None)
+    at = damaged["key"] == victim.stem
+    assert damaged["status"].where(at, drop=True).item() == "corrupt"
+    assert np.isnan(damaged["mean_overlap"].where(at, drop=True)).all()
+    report = run_scan(scan_file, out, cluster="serial", progress=False, log=print)
+    assert (report.n_skipped, report.n_run) == (7, 1)
+    assert "1 point file(s) torn or failing a checksum" in capsys.readouterr().out
+    assert victim.with_name(victim.name + ".corrupt").exists()
+    xr.testing.assert_identical(collect(out, None), before)
+    collect(out)
+    flip_byte(out / "collected.nc", "mean_overlap")
+    with pytest.raises(io.SpinsaFileError, match="scan collect"):
+        open_collected(out)
 
 
 def test_directory_of_a_different_scan_is_refused_unless_forced(scan_file, tmp_path, capsys):

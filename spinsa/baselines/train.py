@@ -16,11 +16,13 @@ and are read back with ``weights_only=True``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
 import time
 import warnings
+import zipfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -197,11 +199,25 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     ------
     FileNotFoundError, ValueError
         No file, or a file that is not a spinsa baseline checkpoint.
+    spinsa.io.SpinsaFileError
+        A record's CRC-32 fails: bytes changed after the file was written (torch.load does
+        not check them).
     """
+    from spinsa.io import SpinsaFileError
+
     torch = import_torch()
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
+    with contextlib.suppress(zipfile.BadZipFile):  # not a zip: torch.load says what it is
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+        if bad is not None:
+            raise SpinsaFileError(
+                f"{path}: the CRC-32 of its record {bad} fails: bytes changed after it was "
+                "written (a disk or copy error). Delete it and train again, or copy it again.",
+                "corrupt",
+            )
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - re-raised with the path

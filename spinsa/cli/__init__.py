@@ -9,8 +9,8 @@ Every error a user can meet becomes one or two lines on standard error — what 
 then what to do — and an exit status (:data:`EXIT_CODES`): 2 bad usage or input, 3 data
 sets (missing, corrupt, not downloadable), 4 files (missing, unreadable, corrupt, not
 writable, existing), 5 resources (memory), 130 interrupted. ``spinsa --debug`` or
-``SPINSA_DEBUG=1`` shows the traceback instead. An exception outside these classes is a bug:
-it keeps its traceback and exit status 1.
+``SPINSA_DEBUG=1`` shows the traceback instead. Warnings are one line each, too. An
+exception outside these classes is a bug: it keeps its traceback and exit status 1.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import argparse
 import errno
 import os
 import sys
+import warnings
 
 from spinsa.cli import basics, experiments
 from spinsa.cli._common import UsageError
@@ -120,18 +121,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     debug = args.debug or os.environ.get("SPINSA_DEBUG", "") not in ("", "0")
-    try:
-        return int(args.func(args) or 0)
-    except (Exception, KeyboardInterrupt) as exc:
-        kind, what, todo = explain(exc)
-        if debug or not kind:
-            raise
-        command = next((a for a in (argv if argv is not None else sys.argv[1:]) if
-                        not a.startswith("-")), "")  # fmt: skip
-        print(f"spinsa {command}: error: {what}".replace(" : ", ": "), file=sys.stderr)
-        if todo:
-            print(f"  {todo}", file=sys.stderr)
-        return EXIT_CODES[kind]
+    command = next((a for a in (argv if argv is not None else sys.argv[1:]) if
+                    not a.startswith("-")), "")  # fmt: skip
+
+    def say(label: str, text: object) -> None:
+        print(f"spinsa {command}: {label}: {text}".replace(" : ", ": "), file=sys.stderr)
+
+    with warnings.catch_warnings():
+        if not debug:  # one line, not the source line that warned
+            warnings.showwarning = lambda message, *_: say("warning", message)
+        try:
+            return int(args.func(args) or 0)
+        except (Exception, KeyboardInterrupt) as exc:
+            kind, what, todo = explain(exc)
+            if debug or not kind:
+                raise
+            say("error", what)
+            if todo:
+                print(f"  {todo}", file=sys.stderr)
+            return EXIT_CODES[kind]
 
 
 if __name__ == "__main__":

@@ -21,11 +21,11 @@ figures              ``fig1_errors.png``,             error vs t, one panel per 
 report               ``report.md``                    the numbers that decide fidelity
 ===================  ===============================  ======================================
 
-A stage is done when its file exists, is a valid spinsa file and holds the same
-configuration; a killed run started again resumes after the last finished stage (and the fit
-from its checkpoint). A stage runs again when a stage it depends on ran. A directory with a
-finished run (``report.md`` next to a valid ``reproduce.h5``) is refused unless
-``overwrite=True``, which deletes the stage files and starts afresh. A partial run with a
+A stage is done when its file exists, is a valid spinsa file whose checksums hold and holds
+the same configuration; a killed run started again resumes after the last finished stage
+(and the fit from its checkpoint). A stage runs again when a stage it depends on ran. A
+directory with a finished run (``report.md`` next to a valid ``reproduce.h5``) is refused
+unless ``overwrite=True``, which deletes the stage files and starts afresh. A partial run with a
 different configuration is refused too. Before the first stage runs, the plan is printed
 with an estimate of each stage's time (:func:`estimate_seconds`).
 """
@@ -113,12 +113,14 @@ def _first_difference(a: dict, b: dict) -> str:
 
 
 def _file_config(path: Path) -> dict | None:
-    """The stored config of a stage file, or None when the file is missing or unreadable."""
+    """The stored config of a stage file, or None when the file is missing, unreadable or
+    fails a checksum (the stage then runs again)."""
     from spinsa import io
 
     if not path.exists():
         return None
     try:
+        io.verify(path)
         return io.read(path).config
     except io.SpinsaFileError:
         return None
@@ -157,7 +159,7 @@ def _is_finished(out_dir: Path) -> bool:
     if not (out_dir / REPORT_NAME).is_file():
         return False
     try:
-        io.check_file(out_dir / H5_NAME)
+        io.verify(out_dir / H5_NAME)
     except io.SpinsaFileError:
         return False
     return True

@@ -139,6 +139,11 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
             f"checkpoint {path} was written for other training data (the patterns differ); "
             "delete it or give another checkpoint path to start afresh"
         )
+    try:
+        io.verify(path)
+    except io.SpinsaFileError as err:
+        raise io.SpinsaFileError(f"{err} (Delete this checkpoint to start the fit afresh.)",
+                                 err.reason) from err  # fmt: skip
     state_arrays, _ = io.read_group(path, "state")
     hist, _ = io.read_group(path, "history")
     optimizer = io.read_group(path, "optimizer")[0] if "optimizer" in info.groups else {}

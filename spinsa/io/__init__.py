@@ -5,7 +5,9 @@ New files are written atomically (temporary file, then rename); groups are added
 in place and become visible only when complete (:mod:`spinsa.io.hdf5` says how, and what a
 killed writer can and cannot do). Writers refuse to overwrite unless asked; reads refuse
 anything that is not a complete spinsa file of a schema this version knows, with a
-:class:`SpinsaFileError` that says what is wrong.
+:class:`SpinsaFileError` that says what is wrong. Every byte a file holds is under a
+checksum (Fletcher-32 on the data, HDF5's own on the metadata): a changed byte is an error
+on read, and :func:`verify` reads a whole file to check them all.
 
 ::
 
@@ -17,6 +19,7 @@ anything that is not a complete spinsa file of a schema this version knows, with
     J = f.array("J")                           # float32
     io.save_trajectory("run.h5", traj, J=J)    # a spinsa.run(...) result
     x_T = io.read_array("run.h5", "trajectory/states", -1)   # one record, from disk
+    io.verify("run.h5")                        # every checksum; SpinsaFileError if changed
 """
 
 from spinsa.io.hdf5 import (
@@ -28,6 +31,7 @@ from spinsa.io.hdf5 import (
     read_array,
     read_group,
     save_trajectory,
+    verify,
     write_file,
     write_group,
 )
@@ -44,6 +48,7 @@ __all__ = [
     "read_array",
     "read_group",
     "save_trajectory",
+    "verify",
     "write_file",
     "write_group",
 ]

@@ -40,9 +40,13 @@ each up to ``LOCK_WAIT_S`` seconds, then raises ``BlockingIOError``. With
 ``HDF5_USE_FILE_LOCKING=FALSE`` (file systems without locks) nothing keeps two writers, or a
 reader and a writer, apart; do not read a file while spinsa writes to it there.
 
-Arrays smaller than 64 KiB are stored contiguous; larger ones chunked along their first axis
-(about 1 MiB a chunk, so that reading ``states[t]`` reads one chunk) and compressed with
-gzip level 4 after byte shuffling. gzip rather than lzf so that plain HDF5 tools
+Every byte is under a checksum. HDF5 checksums the metadata of this format itself (object
+headers with their attributes, the B-trees and heaps); every dataset's data is chunked with
+the Fletcher-32 filter, so a changed byte is an error on read (:func:`verify` reads them
+all). Strings are stored as fixed-length UTF-8 and 0-d arrays inside their object header,
+so that no data lie outside a checksum. Chunks run along the first axis (about 1 MiB a
+chunk, so that reading ``states[t]`` reads one chunk); arrays of 64 KiB or more are
+compressed with gzip level 4 after byte shuffling. gzip rather than lzf so that plain HDF5 tools
 (``h5dump``, HDFView, other languages) read the files too. Files use the HDF5 1.8 format
 (readable by any HDF5 since 2008), which lifts the 64 KiB limit on an attribute. (The newer
 format would not help here: its superblock marks a file open for writing, and a file whose
@@ -477,20 +481,37 @@ def _write_entries(group: h5py.Group, entries: list[tuple[str, np.ndarray | None
 
 
 def _write_dataset(group: h5py.Group, name: str, data: np.ndarray) -> None:
-    """One dataset: strings as UTF-8, big arrays chunked and compressed."""
+    """One dataset, its bytes under a checksum: chunked with Fletcher-32, big ones compressed.
+
+    Strings are stored as fixed-length UTF-8 (variable-length strings live in HDF5's global
+    heap, which no checksum covers). A 0-d array cannot be chunked: it is stored compact, in
+    its object header, whose checksum HDF5 verifies on every open. An empty array has no
+    bytes to protect.
+    """
     if data.dtype.kind == "U":
-        group.create_dataset(name, data=data.astype(object), dtype=h5py.string_dtype())
+        utf8 = np.char.encode(data, "utf-8")
+        data = utf8.astype(h5py.string_dtype("utf-8", max(utf8.dtype.itemsize, 1)))
+    if data.ndim == 0:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        dtype = h5py.h5t.py_create(data.dtype, logical=True)
+        space = h5py.h5s.create(h5py.h5s.SCALAR)
+        h5py.h5d.create(group.id, name.encode(), dtype, space, dcpl=dcpl).write(
+            h5py.h5s.ALL, h5py.h5s.ALL, data
+        )
         return
-    if data.ndim == 0 or data.nbytes < COMPRESS_MIN_BYTES:
+    if data.size == 0:
         group.create_dataset(name, data=data)
         return
+    compress = data.nbytes >= COMPRESS_MIN_BYTES
     group.create_dataset(
         name,
         data=data,
         chunks=_chunks(data.shape, data.itemsize),
-        compression="gzip",
-        compression_opts=4,
-        shuffle=True,
+        fletcher32=True,
+        compression="gzip" if compress else None,
+        compression_opts=4 if compress else None,
+        shuffle=compress,
     )
 
 
@@ -670,9 +691,8 @@ def read_group(path: str | os.PathLike, group: str) -> tuple[dict[str, np.ndarra
         if group not in f or not isinstance(f[group], h5py.Group):
             raise KeyError(f"{path} has no group {group!r}; its groups: {_groups(f)}")
         g = f[group]
-        arrays = {
-            k: _read_dataset(g, path, k, None) for k, v in g.items() if isinstance(v, h5py.Dataset)
-        }
+        # g[k], not g.items(): h5py's items() says None for a member it cannot open
+        arrays = {k: _read_dataset(g, path, k, None) for k in g if isinstance(g[k], h5py.Dataset)}
         attrs = {k: decode_attr(v) for k, v in g.attrs.items()}
     return arrays, attrs
 
@@ -687,16 +707,66 @@ def check_file(path: str | os.PathLike) -> None:
 def open_file(path: str | os.PathLike) -> Iterator[h5py.File]:
     """The file opened read-only with h5py, after the checks of :func:`check_file`.
 
-    ::
+    A checksum that fails while the body reads (changed bytes in a dataset or an object
+    header) raises :class:`SpinsaFileError` with reason ``"corrupt"``. ::
 
         with spinsa.io.open_file("run.h5") as f:
             x_T = f["trajectory/states"][-1]
     """
-    f = _open_checked(Path(path))
+    path = Path(path)
+    f = _open_checked(path)
     try:
         yield f
+    except (OSError, KeyError, RuntimeError) as err:  # what h5py makes of HDF5's errors
+        if _checksum_failed(err):
+            raise SpinsaFileError(_checksum_message(path, err), "corrupt") from err
+        raise
     finally:
         f.close()
+
+
+def verify(path: str | os.PathLike) -> None:
+    """Read every object, attribute and dataset of ``path``, checking every checksum.
+
+    Raises :class:`SpinsaFileError` (reason ``"corrupt"``) naming the first object whose
+    bytes changed since spinsa wrote them. In files written before spinsa stored checksums
+    (datasets without the Fletcher-32 filter) only HDF5's metadata checksums are checked.
+    """
+    path = Path(path)
+    with open_file(path) as f:
+        names: list[str] = []
+        f.visit(names.append)
+        for name in names:
+            obj = f[name]
+            dict(obj.attrs)
+            if isinstance(obj, h5py.Dataset):
+                for rows in _row_blocks(obj):
+                    obj[rows]
+
+
+def _row_blocks(ds: h5py.Dataset) -> Iterator[Any]:
+    """Indices that read ``ds`` a few chunks at a time (a 0-d or empty one at once)."""
+    if ds.ndim == 0 or ds.size == 0:
+        yield ()
+        return
+    step = ds.chunks[0] if ds.chunks else ds.shape[0]
+    for start in range(0, ds.shape[0], step):
+        yield slice(start, start + step)
+
+
+def _checksum_failed(err: Exception) -> bool:
+    # HDF5 says so in the message only: "filter returned failure during read" (Fletcher-32
+    # of a data chunk), "incorrect metadata checksum" (an object header or heap).
+    text = str(err)
+    return "checksum" in text or "filter returned failure" in text
+
+
+def _checksum_message(path: Path, err: Exception) -> str:
+    return (
+        f"{path}: a checksum failed ({err}): bytes of this file changed after spinsa wrote "
+        "it (a disk or copy error, or an edit outside spinsa). Copy it again from a good "
+        "copy or re-run what produced it."
+    )
 
 
 def _open_checked(path: Path) -> h5py.File:
@@ -767,16 +837,19 @@ def _corrupt_message(path: Path, err: Exception) -> str:
 
 
 def _read_dataset(group: h5py.Group, path: Path, name: str, sl: Any) -> np.ndarray:
-    obj = group.get(name)
-    if not isinstance(obj, h5py.Dataset):
+    """The dataset ``name`` of ``group`` (or the slice ``sl``); strings as ``str`` arrays."""
+    if name not in group or not isinstance(group[name], h5py.Dataset):
         names: list[str] = []
         group.file.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
         raise KeyError(f"{path} has no dataset {name!r}; its datasets: {names}")
+    obj = group[name]
     try:
         if h5py.check_string_dtype(obj.dtype) is not None:
             return np.asarray(obj.asstr()[() if sl is None else sl], dtype=str)
         return obj[() if sl is None else sl]
     except OSError as err:
+        if _checksum_failed(err):
+            raise
         raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
 
 
@@ -848,7 +921,7 @@ def load_trajectory(path: str | os.PathLike) -> Any:
 
     path = Path(path)
     with open_file(path) as f:
-        if not isinstance(f.get("trajectory"), h5py.Group):
+        if "trajectory" not in f or not isinstance(f["trajectory"], h5py.Group):
             raise ValueError(
                 f"{path} holds no trajectory (kind {decode_attr(f.attrs['kind'])!r}); "
                 f"its groups: {_groups(f)}"

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import h5py
-import numpy as np
 
-from spinsa.io.hdf5 import open_file, read
+from spinsa.io.hdf5 import _read_dataset, open_file, read
 from spinsa.io.schema import decode_attr
 
 __all__ = ["REPRODUCE_KIND", "model_names", "model_prefix", "read_tree", "read_evaluation"]
@@ -55,15 +54,12 @@ def read_tree(path, group: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
     def load(g) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key, obj in g.items():
-            if isinstance(obj, h5py.Group):
-                out[key] = load(obj)
-            elif h5py.check_string_dtype(obj.dtype) is not None:
-                out[key] = np.asarray(obj.asstr()[()], dtype=str)
-            else:
-                out[key] = obj[()]
+        for key in g:  # g[key], not g.items(): h5py's items() says None for a damaged member
+            is_group = isinstance(g[key], h5py.Group)
+            out[key] = load(g[key]) if is_group else _read_dataset(g, path, key, None)
         return out
 
+    path = Path(path)
     with open_file(path) as f:
         if group not in f or not isinstance(f[group], h5py.Group):
             raise KeyError(f"{path} has no group {group!r}")

@@ -66,7 +66,8 @@ class SpinsaFileError(ValueError):
 
     - ``"missing"``: no file at that path;
     - ``"not-hdf5"``: not an HDF5 file at all (text, pickle, npz, a directory...);
-    - ``"corrupt"``: HDF5 signature present but the file cannot be read (truncated copy);
+    - ``"corrupt"``: HDF5 signature present but the file cannot be read (truncated copy), or
+      a checksum fails (bytes changed after spinsa wrote them);
     - ``"foreign"``: a valid HDF5 file that spinsa did not write (no ``schema = spinsa/<n>``);
     - ``"newer-schema"``: written by a newer spinsa with a schema this version cannot read.
     """

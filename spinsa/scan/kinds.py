@@ -88,9 +88,9 @@ def summarize_experiment(path: os.PathLike) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with io.open_file(path) as f:
         for task in ("masked", "denoise"):
-            g = f.get(f"evaluation/{task}")
-            if g is None:
+            if f"evaluation/{task}" not in f:
                 continue
+            g = f[f"evaluation/{task}"]
             times = g["times"][()]
             curve = g["mean/masked" if task == "masked" else "mean/all"][()].astype(np.float64)
             best = best_time(curve, 1 if curve.size > 1 else 0)

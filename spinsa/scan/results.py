@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,10 @@ def collect(
       are left out: the axis holds their values); curves (1-d) get one more:
       ``t`` when a 1-d ``t`` of the same length sits beside them (the union of the points'
       times; NaN beyond a shorter point's end), else ``<name>_index``.
-    - A missing or failed point is NaN (integers become floats then); ``status`` says
-      ``"done"``, ``"failed"`` or ``"missing"`` for every point, ``key`` names its file.
+    - A missing, failed or corrupt point is NaN (integers become floats then); ``status``
+      says ``"done"``, ``"failed"``, ``"missing"`` or ``"corrupt"`` (its file is torn or a
+      checksum fails, with a warning; ``spinsa scan run`` runs it again) for every point,
+      ``key`` names its file.
     - Every axis is a coordinate: a grid axis by its values, a zipped group by its label
       (or 0, 1, ...), each zipped key along it; values that are not scalars by their JSON.
 
@@ -150,8 +153,10 @@ def collect(
                 found[i] = _summary(store.file(key), summarize, include)
                 status[i] = "done"
                 continue
-            except SpinsaFileError:  # a torn file: missing until the scan runs it again
-                pass
+            except SpinsaFileError as err:  # torn or changed: `spinsa scan run` reruns it
+                status[i] = "corrupt"
+                warnings.warn(str(err), stacklevel=2)
+                continue
         if store.error(key) is not None:
             status[i] = "failed"
     all_t = [s["t"] for s in found.values() if "t" in s and s["t"].ndim == 1]
@@ -176,17 +181,35 @@ def collect(
         spinsa_version=spinsa_version(),
     )
     if out is not None:
+        # every variable under Fletcher-32; strings as fixed-width characters, which HDF5
+        # can checksum (its variable-length strings live outside any checksum)
+        encoding = {
+            name: {"fletcher32": True, **({} if var.dtype.kind in "biuf" else {"dtype": "S1"})}
+            for name, var in ds.variables.items()
+        }
         with atomic_path(sd.path / out) as tmp:
-            ds.to_netcdf(tmp, engine="h5netcdf")
+            ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
     return ds
 
 
 def open_collected(path: str | os.PathLike):
     """The dataset saved by :func:`collect` (from a scan directory or the file), loaded."""
+    from spinsa.io import SpinsaFileError
+
     xr = _xarray()
     path = Path(path)
-    with xr.open_dataset(path / COLLECTED_FILE if path.is_dir() else path, engine="h5netcdf") as ds:
-        return ds.load()
+    file = path / COLLECTED_FILE if path.is_dir() else path
+    try:
+        with xr.open_dataset(file, engine="h5netcdf") as ds:
+            return ds.load()
+    except FileNotFoundError:
+        raise
+    except OSError as err:  # torn, or a checksum fails
+        raise SpinsaFileError(
+            f"{file} cannot be read ({err}): it was torn or changed on disk; "
+            "`spinsa scan collect` writes it again from the point files",
+            "corrupt",
+        ) from err
 
 
 # --------------------------------------------------------------------------- phase diagrams

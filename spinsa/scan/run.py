@@ -275,6 +275,11 @@ def run_scan(
     store = sd.points
     store.clean()
     todo = [p for p in points if not store.done(p.key)]
+    if store.renamed:
+        say(
+            f"{len(store.renamed)} point file(s) torn or failing a checksum, set aside as "
+            f"{store.path}/KEY.h5.corrupt: run again"
+        )
     say(f"{spec.name}: {len(points)} points, {len(points) - len(todo)} done, {len(todo)} to run")
     failed: list[str] = []
     with progress_bar(len(todo), spec.name, "point", enabled=progress and bool(todo)) as bar:

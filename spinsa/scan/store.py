@@ -3,19 +3,21 @@
 ::
 
     DIR/
-      scan.json          the scan (base config, axes, point kind), its hash, its point keys
+      scan.json          the scan (base config, axes, point kind), its hash, its point keys,
+                         the sha256 of them all
       points/KEY.h5      one spinsa file per finished point (KEY: hash of its config)
       points/KEY.error   a point that failed on every try: its error and traceback
 
-A point is finished when its file is a readable spinsa file. Files are written under a
-temporary name and renamed when complete, and a point is seeded by its config alone, so the
-files, not a record kept beside them, say what is done, and two processes that run the same
-point (a rescheduled task, a second client) write the same file.
+A point is finished when its file is a readable spinsa file whose checksums hold. Files are
+written under a temporary name and renamed when complete, and a point is seeded by its
+config alone, so the files, not a record kept beside them, say what is done, and two
+processes that run the same point (a rescheduled task, a second client) write the same file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -37,21 +39,24 @@ class PointStore:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self.renamed: list[str] = []  # keys whose corrupt files done() set aside
 
     def file(self, key: str) -> Path:
         """The file of the point ``key``."""
         return self.path / f"{key}.h5"
 
     def done(self, key: str) -> bool:
-        """Whether the point ``key`` has a complete file; a torn one (a killed copy, a full
-        disk) is renamed ``KEY.h5.corrupt``, so that the point runs again."""
+        """Whether the point ``key`` has a complete file whose checksums all hold; a torn or
+        changed one (a killed copy, a full disk, a flipped bit) is renamed
+        ``KEY.h5.corrupt``, so that the point runs again."""
         from spinsa import io
 
         try:
-            io.check_file(self.file(key))
+            io.verify(self.file(key))
         except io.SpinsaFileError as err:
             if err.reason != "missing":
                 self.file(key).replace(self.path / f"{key}.h5.corrupt")
+                self.renamed.append(key)
             return False
         return True
 
@@ -92,13 +97,30 @@ class ScanDir:
                 f"{self.path} is not a scan directory (no scan.json); make one with "
                 "spinsa scan run SCAN.toml --out DIR"
             )
-        data = json.loads(self.record.read_text())
+        data = self._load_record()
         if "keys" not in data:
             raise ValueError(
                 f"{self.record} was written by an older spinsa; run the scan again to update "
                 "it (its finished points are kept)"
             )
         return ScanSpec.from_dict(data["spec"]), data["keys"]
+
+    def _load_record(self) -> dict:
+        """scan.json, after its checksum (records of older spinsa versions have none)."""
+        from spinsa.io import SpinsaFileError
+
+        try:
+            data = json.loads(self.record.read_text())
+            intact = data.get("sha256", _digest(data)) == _digest(data)
+        except (ValueError, AttributeError):  # not JSON, or not an object
+            intact = False
+        if not intact:
+            raise SpinsaFileError(
+                f"{self.record} was changed on disk (its checksum fails). Delete it and run "
+                "`spinsa scan run SCAN.toml --out DIR --force` again: the finished points are kept",
+                "corrupt",
+            )
+        return data
 
     def prepare(self, spec: ScanSpec, keys: list[str], *, force: bool = False) -> bool:
         """Make the directory hold ``spec``, whose points have the ``keys`` (in grid order).
@@ -108,7 +130,7 @@ class ScanDir:
         :class:`ScanMismatchError` for a different scan without ``force``, and
         ``FileExistsError`` for a file or a non-empty directory that holds no scan.
         """
-        old = json.loads(self.record.read_text())["scan_hash"] if self.record.is_file() else None
+        old = self._load_record()["scan_hash"] if self.record.is_file() else None
         if old is None and self.path.exists():
             if not self.path.is_dir() or (any(self.path.iterdir()) and not force):
                 raise FileExistsError(
@@ -123,6 +145,15 @@ class ScanDir:
             )
         self.path.mkdir(parents=True, exist_ok=True)  # the record is rewritten: an old one updated
         record = {"scan_hash": spec.scan_hash, "spinsa_version": spinsa_version()}
-        record.update(spec=spec.to_dict(), keys=keys)
-        atomic_write_text(self.record, json.dumps(record, indent=1, default=json_default))
+        record.update(
+            json.loads(json.dumps({"spec": spec.to_dict(), "keys": keys}, default=json_default))
+        )
+        record["sha256"] = _digest(record)
+        atomic_write_text(self.record, json.dumps(record, indent=1))
         return old not in (None, spec.scan_hash)
+
+
+def _digest(record: dict) -> str:
+    """The sha256 of a scan record's content (all of it but the digest itself)."""
+    body = {k: v for k, v in record.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()

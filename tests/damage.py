@@ -1,0 +1,26 @@
+"""Damage done to files as disks and copies do it, for the tests of integrity."""
+
+import h5py
+import numpy as np
+
+
+def flip_byte(path, name):
+    """Flip one bit in the middle of the stored bytes of dataset ``name`` of an HDF5 file,
+    as a disk or a copy might: a byte of its first chunk, or of its object header when
+    the dataset is compact (a 0-d array)."""
+    with h5py.File(path, "r") as f:
+        ds = f[name]
+        if ds.chunks:
+            chunk = ds.id.get_chunk_info(0)
+            offset, size = chunk.byte_offset, chunk.size
+        else:
+            offset = ds.id.get_offset()
+            value = ds[()]
+            size = ds.id.get_storage_size()
+    raw = bytearray(path.read_bytes())
+    if offset is None:  # compact: the value lies in the object header
+        needle = value if isinstance(value, bytes) else np.asarray(value).tobytes()
+        assert raw.count(needle) == 1, f"the bytes of {name} are not unique in {path}"
+        offset, size = raw.index(needle), len(needle)
+    raw[offset + size // 2] ^= 0x10
+    path.write_bytes(bytes(raw))
