@@ -925,8 +925,9 @@ def _notebook_lines(model: str, nb: dict, attrs: dict, data: dict) -> list[str]:
     ]
     if not comparable:
         lines += [
-            f"(The published numbers are for MNIST with 1,000 training images per class; this "
-            f"run uses {data.get('dataset')}, so the comparison below is not a test.)",
+            "(The published numbers are for MNIST with 1,000 training images per class; this "
+            f"run fits {data.get('dataset')} with {data.get('per_class')} per class, so the "
+            "comparison below is not a test: `spinsa reproduce --quick` makes the notebook's.)",
             "",
         ]
     lines += ["| epoch | notebook | spinsa | difference | within ±" + f"{tol:g} |"]
