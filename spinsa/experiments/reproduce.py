@@ -32,10 +32,10 @@ with an estimate of each stage's time (:func:`estimate_seconds`).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,12 +44,20 @@ from typing import Any
 
 import numpy as np
 
+from spinsa import io
+from spinsa._config import flatten
 from spinsa._files import TEMP_GLOB, atomic_write_text
-from spinsa.analysis.summary import SIGNIFICANT_Z
+from spinsa.analysis.summary import SIGNIFICANT_Z, read_summaries
+from spinsa.experiments import baselines as _baselines
+from spinsa.experiments import pipeline
 from spinsa.experiments.baselines import format_number as _fmt
 from spinsa.experiments.baselines import format_pm as _pm
 from spinsa.experiments.config import ExperimentConfig, ReproduceConfig
-from spinsa.tasks import TASKS
+from spinsa.experiments.notebook import NOTEBOOK_KIND, notebook_check
+from spinsa.io.results import REPRODUCE_KIND, model_names, read_tree
+from spinsa.io.schema import RESERVED_KEYS, RESERVED_PREFIXES, to_json
+from spinsa.references import REFERENCES
+from spinsa.tasks import TASKS, mean_sem
 
 __all__ = [
     "FinishedRunError",
@@ -97,14 +105,10 @@ class ReproduceResult:
 
 # ---------------------------------------------------------------------------- helpers
 def _canonical(d: dict) -> dict:
-    from spinsa.io.schema import to_json
-
     return json.loads(to_json(d))
 
 
 def _first_difference(a: dict, b: dict) -> str:
-    from spinsa._config import flatten
-
     fa, fb = flatten(a), flatten(b)
     for key in sorted(set(fa) | set(fb)):
         if fa.get(key, "<absent>") != fb.get(key, "<absent>"):
@@ -112,18 +116,13 @@ def _first_difference(a: dict, b: dict) -> str:
     return "(no difference found)"
 
 
-def _file_config(path: Path) -> dict | None:
-    """The stored config of a stage file, or None when the file is missing, unreadable or
-    fails a checksum (the stage then runs again)."""
-    from spinsa import io
-
-    if not path.exists():
-        return None
+def _intact(path: Path) -> bool:
+    """Whether ``path`` is a spinsa file whose checksums hold (a missing file is not)."""
     try:
         io.verify(path)
-        return io.read(path).config
     except io.SpinsaFileError:
-        return None
+        return False
+    return True
 
 
 @dataclass
@@ -140,10 +139,9 @@ class _Stage:
         if self.config is None:
             return all(p.is_file() for p in self.outputs)
         path = self.outputs[0]
-        stored = _file_config(path)
-        if stored is None:
+        if not _intact(path):  # missing, unreadable or damaged: the stage runs again
             return False
-        stored, expected = _canonical(stored), _canonical(self.config)
+        stored, expected = _canonical(io.read(path).config), _canonical(self.config)
         if stored != expected:
             raise ValueError(
                 f"{path.parent} holds a run with a different configuration ({path.name}: "
@@ -153,29 +151,14 @@ class _Stage:
         return True
 
 
-def _is_finished(out_dir: Path) -> bool:
-    from spinsa import io
-
-    if not (out_dir / REPORT_NAME).is_file():
-        return False
-    try:
-        io.verify(out_dir / H5_NAME)
-    except io.SpinsaFileError:
-        return False
-    return True
-
-
 def _stage_files(out_dir: Path) -> list[Path]:
     patterns = ["data.h5", "fit-*.h5", "eval-*.h5", "notebook-*.h5", H5_NAME, "fig1_*.png"]
     patterns += [REPORT_NAME, "baselines.h5", "baseline-*.pt", "fig2_*.png"]
-    found: list[Path] = []
-    for pattern in patterns:
-        found.extend(p for p in out_dir.glob(pattern) if p.is_file())
-    return found
+    return [p for pattern in patterns for p in out_dir.glob(pattern) if p.is_file()]
 
 
 def _log(message: str) -> None:
-    print(message, file=sys.stdout, flush=True)
+    print(message, flush=True)
 
 
 def _resolve_config(config, quick: bool) -> ReproduceConfig:
@@ -313,9 +296,6 @@ def reproduce(
     ValueError
         ``out_dir`` holds a partial run of a different configuration, or a bad config.
     """
-    from spinsa import io
-    from spinsa.experiments import pipeline
-
     say = log or (lambda message: None)
     cfg = _resolve_config(config, quick)
     experiments = cfg.experiments()
@@ -324,7 +304,7 @@ def reproduce(
     if out_dir.exists() and not out_dir.is_dir():
         raise NotADirectoryError(f"{out_dir} exists and is not a directory")
     out_dir.mkdir(parents=True, exist_ok=True)
-    if _is_finished(out_dir) and not overwrite:
+    if (out_dir / REPORT_NAME).is_file() and _intact(out_dir / H5_NAME) and not overwrite:
         raise FinishedRunError(
             f"{out_dir} already holds a finished run ({REPORT_NAME}, {H5_NAME}); pass "
             "overwrite=True (--overwrite) to run it again, or choose another output directory"
@@ -345,27 +325,20 @@ def reproduce(
     base = cfg.base
     stages: list[_Stage] = []
 
-    def add(name, outputs, run, deps, config=None):
-        stages.append(_Stage(name, list(outputs), run, list(deps), config))
+    def file_of(stage: str) -> Path:  # "eval:x:masked" -> eval-x-masked.h5
+        return out_dir / (stage.replace(":", "-") + ".h5")
 
-    def fit_path(name):
-        return out_dir / f"fit-{name}.h5"
-
-    def eval_path(name, task):
-        return out_dir / f"eval-{name}-{task}.h5"
-
-    def notebook_path(name):
-        return out_dir / f"notebook-{name}.h5"
+    def add(name, run, deps, config=None, outputs=None):
+        outputs = [file_of(name)] if outputs is None else list(outputs)
+        stages.append(_Stage(name, outputs, run, list(deps), config))
 
     # ---- data
-    data_path = out_dir / "data.h5"
-
     def run_data():
         imgs = images_for(base)
         for exp in experiments.values():
             images_for(exp)
         io.write_file(
-            data_path,
+            file_of("data"),
             {
                 "mean_train_image": imgs.train.mean(axis=0, dtype=np.float64),
                 "train_label_counts": np.bincount(imgs.train_labels, minlength=10),
@@ -382,7 +355,7 @@ def reproduce(
             overwrite=True,
         )
 
-    add("data", [data_path], run_data, [], {"data": base.to_dict()["data"]})
+    add("data", run_data, [], {"data": base.to_dict()["data"]})
 
     # ---- fits, evaluations, the notebook's measurements
     for name, exp in experiments.items():
@@ -390,43 +363,35 @@ def reproduce(
         def run_fit(exp=exp):
             pipeline.train(
                 exp,
-                fit_path(exp.name),
+                file_of(f"fit:{exp.name}"),
                 overwrite=True,
                 checkpoint=out_dir / f"fit-{exp.name}.ckpt.h5",
                 progress=progress,
                 images=images_for(exp),
             )
 
-        add(f"fit:{name}", [fit_path(name)], run_fit, ["data"], exp.to_dict())
+        add(f"fit:{name}", run_fit, ["data"], exp.to_dict())
 
     for name, exp in experiments.items():
         for task in TASKS:
 
             def run_eval(exp=exp, task=task):
                 pipeline.evaluate(
-                    fit_path(exp.name),
+                    file_of(f"fit:{exp.name}"),
                     task,
-                    out=eval_path(exp.name, task),
+                    out=file_of(f"eval:{exp.name}:{task}"),
                     overwrite=True,
                     progress=progress,
                     images=images_for(exp),
                 )
 
-            add(
-                f"eval:{name}:{task}",
-                [eval_path(name, task)],
-                run_eval,
-                [f"fit:{name}"],
-                exp.to_dict(),
-            )
+            add(f"eval:{name}:{task}", run_eval, [f"fit:{name}"], exp.to_dict())
 
     notebook_models = [n for n, e in experiments.items() if _has_notebook_check(e)]
     for name in notebook_models:
 
         def run_notebook(exp=experiments[name]):
-            from spinsa.experiments.notebook import NOTEBOOK_KIND, notebook_check
-
-            fpath = fit_path(exp.name)
+            fpath = file_of(f"fit:{exp.name}")
             arrays, attrs = notebook_check(
                 exp,
                 io.read_array(fpath, "J"),
@@ -436,7 +401,7 @@ def reproduce(
                 fetch=fetch,
             )
             io.write_file(
-                notebook_path(exp.name),
+                file_of(f"notebook:{exp.name}"),
                 arrays,
                 attrs,
                 kind=NOTEBOOK_KIND,
@@ -445,30 +410,28 @@ def reproduce(
                 overwrite=True,
             )
 
-        exp_dict = experiments[name].to_dict()
-        add(f"notebook:{name}", [notebook_path(name)], run_notebook, [f"fit:{name}"], exp_dict)
+        add(f"notebook:{name}", run_notebook, [f"fit:{name}"], experiments[name].to_dict())
 
     # ---- assemble, baselines, figures, report
     h5_path = out_dir / H5_NAME
     timings: dict[str, float] = {}
 
     def run_assemble():
-        _assemble(h5_path, cfg, experiments, fit_path, eval_path, notebook_path, quick, timings)
+        _assemble(h5_path, cfg, experiments, file_of, quick, timings)
 
     evals_and_checks = [s.name for s in stages if s.name.startswith(("eval:", "notebook:"))]
-    add("assemble", [h5_path], run_assemble, ["data", *evals_and_checks], cfg.to_dict())
+    add("assemble", run_assemble, ["data", *evals_and_checks], cfg.to_dict(), [h5_path])
 
-    bl_path = out_dir / "baselines.h5"
+    bl_path = file_of("baselines")
     figure_deps = ["assemble"]
     if bl_spec is not None:
-        from spinsa.experiments.baselines import run_baselines, stage_config
 
         def run_bl():
-            run_baselines(
+            _baselines.run_baselines(
                 bl_path, cfg, bl_spec, images_for(base), h5_path, progress=progress, log=say
             )
 
-        add("baselines", [bl_path], run_bl, ["assemble"], stage_config(cfg, bl_spec))
+        add("baselines", run_bl, ["assemble"], _baselines.stage_config(cfg, bl_spec))
         figure_deps.append("baselines")
 
     figures = {"errors": out_dir / ERRORS_FIGURE}
@@ -493,7 +456,7 @@ def reproduce(
                 fig = plotting.figure_patch_variances(with_bl)
             plotting.save_figure(fig, path)
 
-    add("figures", figures.values(), run_figures, figure_deps)
+    add("figures", run_figures, figure_deps, outputs=figures.values())
 
     report_path = out_dir / REPORT_NAME
 
@@ -506,7 +469,7 @@ def reproduce(
             baselines=bl_path if bl_spec is not None else None,
         )
 
-    add("report", [report_path], run_report, figure_deps + ["figures"])
+    add("report", run_report, figure_deps + ["figures"], outputs=[report_path])
 
     # ---- the plan, then the stages
     estimates = estimate_seconds(cfg, bl_spec, cuda=_cuda_available() if bl_spec else False)
@@ -531,13 +494,7 @@ def reproduce(
     say(
         f"spinsa reproduce: finished in {total:.1f} s ({total / 60:.1f} min); report: {report_path}"
     )
-    return ReproduceResult(
-        out_dir=out_dir,
-        h5=h5_path,
-        report=report_path,
-        figures=tuple(figures.values()),
-        timings=timings,
-    )
+    return ReproduceResult(out_dir, h5_path, report_path, tuple(figures.values()), timings)
 
 
 def _cuda_available() -> bool:
@@ -569,11 +526,9 @@ def _say_plan(say, stages, estimates, out_dir, n_models, size, bl_spec) -> None:
 
 def _resolve_baselines(baselines, cfg: ReproduceConfig, quick: bool, say):
     """The BaselinesSpec of the run, or None to skip the baselines."""
-    from spinsa.experiments.baselines import BaselinesSpec
-
     if baselines is False or baselines is None or baselines == "none":
         return None
-    if isinstance(baselines, BaselinesSpec):
+    if isinstance(baselines, _baselines.BaselinesSpec):
         return baselines
     if baselines is True:
         baselines = "quick" if quick else "paper"
@@ -582,24 +537,17 @@ def _resolve_baselines(baselines, cfg: ReproduceConfig, quick: bool, say):
             "baselines must be True, False, 'quick', 'paper', 'none' or a BaselinesSpec, got "
             f"{baselines!r}"
         )
-    import importlib.util
-
     if importlib.util.find_spec("torch") is None:
         say(
             "spinsa reproduce: torch is not installed, the baselines are skipped (pip install "
             '"spinsa[torch]", or pass --baselines none to silence this)'
         )
         return None
-    return BaselinesSpec.for_run(cfg, quick=baselines == "quick")
+    return _baselines.BaselinesSpec.for_run(cfg, quick=baselines == "quick")
 
 
-def _assemble(
-    h5_path: Path, cfg, experiments, fit_path, eval_path, notebook_path, quick, timings
-) -> None:
+def _assemble(h5_path: Path, cfg, experiments, file_of, quick, timings) -> None:
     """Copy the fit, evaluation and notebook files of every model into one ``reproduce.h5``."""
-    from spinsa import io
-    from spinsa.io.results import REPRODUCE_KIND, read_tree
-    from spinsa.io.schema import RESERVED_KEYS, RESERVED_PREFIXES
 
     def own(attrs: dict) -> dict:
         """The writer's attributes, without the provenance a new group gets anew."""
@@ -613,7 +561,7 @@ def _assemble(
     group_attrs: dict[str, dict] = {}
     stage_times: dict[str, float] = {}
     for name, exp in experiments.items():
-        fpath = fit_path(name)
+        fpath = file_of(f"fit:{name}")
         info = io.read(fpath)
         tree = {
             "J": io.read_array(fpath, "J"),
@@ -625,13 +573,12 @@ def _assemble(
         attrs["experiment_config"] = exp.to_dict()
         stage_times[f"fit:{name}"] = float(info.attrs.get("fit_wall_time", math.nan))
         for task in TASKS:
-            tree["evaluation"][task], eattrs = read_tree(
-                eval_path(name, task), f"evaluation/{task}"
-            )
+            epath = file_of(f"eval:{name}:{task}")
+            tree["evaluation"][task], eattrs = read_tree(epath, f"evaluation/{task}")
             group_attrs[f"models/{name}/evaluation/{task}"] = own(eattrs)
             stage_times[f"eval:{name}:{task}"] = float(eattrs.get("wall_time", math.nan))
         if _has_notebook_check(exp):
-            npath = notebook_path(name)
+            npath = file_of(f"notebook:{name}")
             tree["notebook"] = read_tree(npath, "/")[0]
             group_attrs[f"models/{name}/notebook"] = own(io.read(npath).attrs)
         arrays[f"models/{name}"] = tree
@@ -651,14 +598,19 @@ def _assemble(
 
 
 # ---------------------------------------------------------------------------- report
+def _best(s: dict) -> str:
+    return f"t = {s['best_t']}: " + _pm(s["best_error"], s["best_sem"])
+
+
+def _row(label: str, cells) -> str:
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
 # The rows of the report's table of numbers, for each task: label, cell from a summary.
 _NUMBER_ROWS = [
     ("error at t = 0 (input)", lambda s: _pm(s["error_t0"], s["sem_t0"])),
     ("error at t = 1", lambda s: _pm(s["error_t1"], s["sem_t1"])),
-    (
-        "best t and its error",
-        lambda s: f"t = {s['best_t']}: " + _pm(s["best_error"], s["best_sem"]),
-    ),
+    ("best t and its error", _best),
     ("error at t = T", lambda s: _pm(s["error_T"], s["sem_T"])),
     (
         "masked pixels only: t = 0 / best t / T",
@@ -676,8 +628,13 @@ _NUMBER_ROWS = [
     ),
     ("mean token change in the last step", lambda s: f"{s['step_change_T']:.2e}"),
 ]
+_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
+_HOLE_REFS = ("mean_fill", "harmonic")  # the references of the masked pixels' own column
 ONE_ATTRACTOR_COHERENCE = 0.9  # final images correlate at least this much with their mean
 RESEMBLES_MEAN_DIGIT = 0.5  # correlation with the mean training image that we call "resembles"
+MASKED_CLAIM = "masked: lowest after about one iteration, then grows"
+DENOISE_CLAIM = "denoising: falls for several iterations (paper: about ten), then rises"
+LATE_CLAIM = "late states: one global attractor that resembles the mean digit"
 
 
 def _verdict(conditions: list[bool]) -> str:
@@ -713,31 +670,23 @@ def assess_references(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, 
     list of (model, task, verdict, evidence)
         Verdict "holds" or "does not hold"; tasks without references are left out.
     """
-    from spinsa.references import REFERENCES
-
     out = []
     for model, tasks in summaries.items():
         for task, s in tasks.items():
             refs = s.get("references") or {}
             if not refs:
                 continue
-            best = s["best_reference"]
-            r = refs[best]
-            label = REFERENCES[task][best]
-            names = [n for n in REFERENCES[task] if n in refs]  # the documented order
-            beaten = [REFERENCES[task][n] for n in names if n in s["beats"]]
-            not_beaten = [REFERENCES[task][n] for n in names if n not in s["beats"]]
-            out.append(
-                (
-                    model,
-                    task,
-                    "holds" if s["transient_memory"] else "does not hold",
-                    f"best error {_pm(s['best_error'], s['best_sem'])} at t = {s['best_t']}; "
-                    f"best reference: {label}, {_pm(r['error'], r['sem'])} "
-                    f"(z = {_fmt(r['z'], 1)}); beats: {', '.join(beaten) or 'none'}; "
-                    f"does not beat: {', '.join(not_beaten) or 'none'}",
-                )
+            labels = REFERENCES[task]  # in the documented order
+            r = refs[s["best_reference"]]
+            beaten = [labels[n] for n in labels if n in refs and n in s["beats"]]
+            not_beaten = [labels[n] for n in labels if n in refs and n not in s["beats"]]
+            why = (
+                f"best error {_pm(s['best_error'], s['best_sem'])} at t = {s['best_t']}; "
+                f"best reference: {labels[s['best_reference']]}, {_pm(r['error'], r['sem'])} "
+                f"(z = {_fmt(r['z'], 1)}); beats: {', '.join(beaten) or 'none'}; "
+                f"does not beat: {', '.join(not_beaten) or 'none'}"
             )
+            out.append((model, task, "holds" if s["transient_memory"] else "does not hold", why))
     return out
 
 
@@ -776,59 +725,43 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
             early = m["best_t"] <= 2
             gain = m["gain_z"] > SIGNIFICANT_Z
             rises = m["rise_z"] > SIGNIFICANT_Z
-            out.append(
-                (
-                    "masked: lowest after about one iteration, then grows",
-                    model,
-                    _verdict([early, gain, rises]),
-                    f"best t = {m['best_t']}, error {_fmt(m['best_error'])}, "
-                    f"{_relation(m['gain_z'])} the masked input's "
-                    f"{_fmt(m['error_t0'])} ({_fmt(m['gain_z'], 1)} standard errors); then "
-                    f"{_rise(m['rise_z'])} to {_fmt(m['error_T'])} at t = {m['T']} "
-                    f"({_fmt(m['rise_z'], 1)} standard errors)",
-                )
+            why = (
+                f"best t = {m['best_t']}, error {_fmt(m['best_error'])}, "
+                f"{_relation(m['gain_z'])} the masked input's "
+                f"{_fmt(m['error_t0'])} ({_fmt(m['gain_z'], 1)} standard errors); then "
+                f"{_rise(m['rise_z'])} to {_fmt(m['error_T'])} at t = {m['T']} "
+                f"({_fmt(m['rise_z'], 1)} standard errors)"
             )
+            out.append((MASKED_CLAIM, model, _verdict([early, gain, rises]), why))
         d = tasks.get("denoise")
         if d is not None:
             falls = d["gain_z"] > SIGNIFICANT_Z
             rises = d["rise_z"] > SIGNIFICANT_Z
             about_ten = 3 <= d["best_t"] <= 30
-            out.append(
-                (
-                    "denoising: falls for several iterations (paper: about ten), then rises",
-                    model,
-                    _verdict([falls, rises, about_ten]),
-                    f"{'falls' if falls else 'does not fall significantly'} from "
-                    f"{_fmt(d['error_t0'])} to {_fmt(d['best_error'])} at best t = "
-                    f"{d['best_t']} ({_fmt(d['gain_z'], 1)} standard errors; paper: about 10"
-                    f"{'' if about_ten else ', so not within a factor of three'}); then "
-                    f"{_rise(d['rise_z'])} to {_fmt(d['error_T'])} at t = {d['T']} "
-                    f"({_fmt(d['rise_z'], 1)} standard errors)",
-                )
+            why = (
+                f"{'falls' if falls else 'does not fall significantly'} from "
+                f"{_fmt(d['error_t0'])} to {_fmt(d['best_error'])} at best t = "
+                f"{d['best_t']} ({_fmt(d['gain_z'], 1)} standard errors; paper: about 10"
+                f"{'' if about_ten else ', so not within a factor of three'}); then "
+                f"{_rise(d['rise_z'])} to {_fmt(d['error_T'])} at t = {d['T']} "
+                f"({_fmt(d['rise_z'], 1)} standard errors)"
             )
-        coh = [tasks[t]["coherence_T"] for t in tasks]
-        corr = [tasks[t]["corr_T"] for t in tasks]
-        if coh:
-            one = all(c >= ONE_ATTRACTOR_COHERENCE for c in coh)
-            like = all(c >= RESEMBLES_MEAN_DIGIT for c in corr)
-            out.append(
-                (
-                    "late states: one global attractor that resembles the mean digit",
-                    model,
-                    _verdict([one, like]),
-                    "final images vs their own mean: "
-                    + ", ".join(f"{t} {_fmt(tasks[t]['coherence_T'], 3)}" for t in tasks)
-                    + "; vs the mean training digit: "
-                    + ", ".join(f"{t} {_fmt(tasks[t]['corr_T'], 3)}" for t in tasks),
-                )
+            out.append((DENOISE_CLAIM, model, _verdict([falls, rises, about_ten]), why))
+        if tasks:
+            one = all(tasks[t]["coherence_T"] >= ONE_ATTRACTOR_COHERENCE for t in tasks)
+            like = all(tasks[t]["corr_T"] >= RESEMBLES_MEAN_DIGIT for t in tasks)
+            why = (
+                "final images vs their own mean: "
+                + ", ".join(f"{t} {_fmt(tasks[t]['coherence_T'], 3)}" for t in tasks)
+                + "; vs the mean training digit: "
+                + ", ".join(f"{t} {_fmt(tasks[t]['corr_T'], 3)}" for t in tasks)
             )
+            out.append((LATE_CLAIM, model, _verdict([one, like]), why))
     return out
 
 
 def _reference_lines(models, summaries) -> list[str]:
     """One table per task: each model's best error and every reference's, with z."""
-    from spinsa.references import REFERENCES
-
     lines = [
         "## Against simple references",
         "",
@@ -843,46 +776,33 @@ def _reference_lines(models, summaries) -> list[str]:
         "chosen on the test images themselves, which favours the model slightly.",
         "",
     ]
-    for task, title in (("masked", "masked prediction"), ("denoise", "denoising")):
-        cols = [m for m in models if task in summaries[m]]
-        if not cols or not any(summaries[m][task].get("references") for m in cols):
+    for task, title in _TITLES.items():
+        cols = {m: summaries[m][task] for m in models if task in summaries[m]}
+        if not any(s.get("references") for s in cols.values()):
             continue
         lines += [f"**{title}** (mean squared error over all pixels)", ""]
         lines += ["| | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-        lines.append(
-            "| model, best t | "
-            + " | ".join(
-                f"t = {summaries[m][task]['best_t']}: "
-                + _pm(summaries[m][task]["best_error"], summaries[m][task]["best_sem"])
-                for m in cols
-            )
-            + " |"
-        )
+        lines.append(_row("model, best t", [_best(s) for s in cols.values()]))
         for name, label in REFERENCES[task].items():
             cells = []
-            for m in cols:
-                r = summaries[m][task]["references"].get(name)
+            for s in cols.values():
+                r = s["references"].get(name)
                 if r is None:
                     cells.append("n/a")
                     continue
                 mark = "beaten" if r["z"] > SIGNIFICANT_Z else "**not beaten**"
                 cells.append(f"{_pm(r['error'], r['sem'])} (z = {_fmt(r['z'], 1)}, {mark})")
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            lines.append(_row(label, cells))
         if task == "masked":
-            lines.append(
-                "| masked pixels only: model at best t / mean image in the hole / harmonic | "
-                + " | ".join(
-                    " / ".join(
-                        [_fmt(summaries[m][task]["masked_error_best"])]
-                        + [
-                            _fmt(summaries[m][task]["references"].get(n, {}).get("masked_error"))
-                            for n in ("mean_fill", "harmonic")
-                        ]
-                    )
-                    for m in cols
+            cells = [
+                " / ".join(
+                    [_fmt(s["masked_error_best"])]
+                    + [_fmt(s["references"].get(n, {}).get("masked_error")) for n in _HOLE_REFS]
                 )
-                + " |"
-            )
+                for s in cols.values()
+            ]
+            label = "masked pixels only: model at best t / mean image in the hole / harmonic"
+            lines.append(_row(label, cells))
         lines.append("")
     lines += [
         "**Transient memory**: the model's best error below the best reference's by more "
@@ -898,16 +818,10 @@ def _reference_lines(models, summaries) -> list[str]:
 
 def _notebook_lines(model: str, nb: dict, attrs: dict, data: dict) -> list[str]:
     """The published notebook's printed numbers next to the same measurements here."""
-    from spinsa.references import REFERENCES
-    from spinsa.tasks import mean_sem
-
     published_loss = {int(k): float(v) for k, v in attrs["published_train_loss"].items()}
     published_val = {int(k): float(v) for k, v in attrs["published_validation"].items()}
-    tol, target, vtol = (
-        attrs["loss_tolerance"],
-        attrs["validation_target"],
-        attrs["validation_tolerance"],
-    )
+    tol, vtol = attrs["loss_tolerance"], attrs["validation_tolerance"]
+    target = attrs["validation_target"]
     comparable = data.get("dataset") == "mnist" and data.get("per_class") == 1000
     loss = np.asarray(nb["train_loss"], dtype=np.float64)
     n_epochs = int(attrs["n_epochs"])
@@ -1000,10 +914,6 @@ def write_report(
     -------
     Path
     """
-    from spinsa import io
-    from spinsa.analysis.summary import read_summaries
-    from spinsa.io.results import model_names, read_tree
-
     h5_path, out_path = Path(h5_path), Path(out_path)
     info = io.read(h5_path)
     models = model_names(h5_path)
@@ -1087,15 +997,14 @@ def write_report(
         )
     lines += ["", "## The numbers", "", "| | " + " | ".join(models) + " |"]
     lines.append("|---|" + "---|" * len(models))
-    for task, title in (("masked", "masked prediction"), ("denoise", "denoising")):
+    for task, title in _TITLES.items():
         for k, (label, cell) in enumerate(_NUMBER_ROWS):
             if label.startswith("masked pixels") and task != "masked":
                 continue
             if label.startswith("best t") and task == "masked":  # the paper counts from t = 1
                 label = "best t (t >= 1) and its error"
             cells = [cell(summaries[m][task]) if task in summaries[m] else "n/a" for m in models]
-            head = f"**{title}**: {label}" if k == 0 else label
-            lines.append(f"| {head} | " + " | ".join(cells) + " |")
+            lines.append(_row(f"**{title}**: {label}" if k == 0 else label, cells))
     lines += ["", *_reference_lines(models, summaries)]
     lines += ["", "## The paper's claims, as stated", ""]
     lines += [
@@ -1119,9 +1028,7 @@ def write_report(
             nb, attrs = read_tree(h5_path, f"models/{m}/notebook")
             lines += ["", *_notebook_lines(m, nb, attrs, exp[m]["data"])]
     if baselines is not None:
-        from spinsa.experiments.baselines import baseline_report_lines
-
-        lines += ["", *baseline_report_lines(baselines, h5_path)]
+        lines += ["", *_baselines.baseline_report_lines(baselines, h5_path)]
     if figures:
         lines += ["", "## Figures", ""]
         lines += [f"![{Path(f).stem}]({f})" for f in figures]
