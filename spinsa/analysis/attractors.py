@@ -41,6 +41,20 @@ from spinsa.analysis.overlaps import (
 from spinsa.model import run
 from spinsa.tasks import as_generator
 
+__all__ = [
+    "AttractorReport",
+    "CycleReport",
+    "DecodedImages",
+    "StateClusters",
+    "cluster_states",
+    "find_attractors",
+    "find_cycles",
+    "fixed_points",
+    "lagged_distances",
+    "random_spins",
+    "step_sizes",
+]
+
 
 def step_sizes(states) -> np.ndarray:
     """D(x(t+1), x(t)) between consecutive records: states (T >= 2, P, N, d) -> (T - 1, P)."""

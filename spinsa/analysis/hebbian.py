@@ -24,6 +24,23 @@ from spinsa.analysis._results import AnalysisResult, bin_edges
 from spinsa.couplings import hebbian_couplings, row_norms
 from spinsa.tasks import mean_sem
 
+__all__ = [
+    "CouplingSpectrum",
+    "HebbianComparison",
+    "StrengthDistance",
+    "StrengthMaps",
+    "compare_with_hebbian",
+    "comparison_of",
+    "coupling_cosine",
+    "coupling_matrix",
+    "coupling_spectrum",
+    "matched_hebbian",
+    "pair_cosines",
+    "pair_strengths",
+    "strength_maps",
+    "strength_vs_distance",
+]
+
 MATCHES = ("global", "rows")
 
 
