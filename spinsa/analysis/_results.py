@@ -51,7 +51,12 @@ class AnalysisResult:
             cls._arrays = tuple(name for name, a in own if "ndarray" in str(a))
 
     def __post_init__(self):
-        self._freeze_arrays()
+        for name in self._arrays:  # read-only copies, so that the caller's arrays stay writable
+            value = getattr(self, name)
+            if value is not None:
+                value = np.array(value)
+                value.flags.writeable = False
+                object.__setattr__(self, name, value)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name not in self._arrays and isinstance(value, (list, np.ndarray)):
@@ -65,15 +70,6 @@ class AnalysisResult:
                         f"{name} must have the shape {present[0][1].shape} of {present[0][0]}, "
                         f"got {a.shape}"
                     )
-
-    def _freeze_arrays(self) -> None:
-        """Store every array field as a read-only ndarray."""
-        for name in self._arrays:
-            value = getattr(self, name)
-            if value is not None:
-                value = np.array(value)  # a copy, so that freezing it leaves the caller's alone
-                value.flags.writeable = False
-                object.__setattr__(self, name, value)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The array fields, by name (optional arrays that are ``None`` are left out)."""

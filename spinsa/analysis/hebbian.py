@@ -15,7 +15,6 @@ comparisons:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -331,13 +330,12 @@ class StrengthMaps(AnalysisResult):
     center_token : int
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("center", "offset")
     center: np.ndarray
     offset: np.ndarray
     center_token: int = 0
 
     def __post_init__(self):
-        self._freeze_arrays()
+        super().__post_init__()
         gh, gw = self.center.shape
         if self.offset.shape != (2 * gh - 1, 2 * gw - 1):
             raise ValueError(
@@ -377,6 +375,3 @@ def strength_maps(J, grid_shape: tuple[int, int]) -> StrengthMaps:
     return StrengthMaps(
         center=S[c].reshape(gh, gw), offset=offset.reshape(shape), center_token=int(c)
     )
-
-
-# --------------------------------------------------------------------------- inputs

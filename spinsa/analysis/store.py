@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from spinsa import io
 from spinsa.analysis._results import AnalysisResult, result_class
 
 __all__ = ["GROUP", "list_analyses", "load_analysis", "save_analysis"]
@@ -53,8 +54,6 @@ def save_analysis(
     overwrite : bool
         Replace an existing analysis of that name.
     """
-    from spinsa import io
-
     if not isinstance(result, AnalysisResult):
         raise ValueError(f"result must be a spinsa.analysis result, got {type(result).__name__}")
     group_attrs = result.attrs()
@@ -67,8 +66,6 @@ def save_analysis(
 
 def load_analysis(path: str | os.PathLike, name: str) -> AnalysisResult:
     """Read back the result saved under ``/analysis/<name>`` (same class, same fields)."""
-    from spinsa import io
-
     arrays, attrs = io.read_group(path, _group(name))
     if "result_type" not in attrs:
         raise ValueError(f"{path}: group {_group(name)!r} is not a saved analysis result")
@@ -77,8 +74,6 @@ def load_analysis(path: str | os.PathLike, name: str) -> AnalysisResult:
 
 def list_analyses(path: str | os.PathLike) -> list[str]:
     """Names of the analyses saved in ``path`` (groups under ``/analysis`` with a result)."""
-    from spinsa import io
-
     names: list[str] = []
     with io.open_file(path) as f:
         if GROUP in f:
