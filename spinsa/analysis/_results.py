@@ -1,11 +1,4 @@
-"""What the analysis modules share: the result base class and the argument checks.
-
-Every result of :mod:`spinsa.analysis` derives from :class:`AnalysisResult`, a frozen
-dataclass whose fields are either numpy arrays (stored as HDF5 datasets) or scalars, strings,
-``None`` and tuples of those (stored as HDF5 attributes), so a result converts to
-``(arrays, attrs)`` and back without loss: ``type(r).from_arrays(r.to_arrays(), r.attrs())``
-equals ``r`` field by field.
-"""
+"""What the analysis modules share: the result base class and the argument checks."""
 
 from __future__ import annotations
 
@@ -30,7 +23,9 @@ def result_class(name: str) -> type[AnalysisResult]:
 
 @dataclasses.dataclass(frozen=True)
 class AnalysisResult:
-    """Base class: a frozen dataclass that splits into arrays and attributes.
+    """Base class of every analysis result: a frozen dataclass that splits into arrays (HDF5
+    datasets) and attributes (HDF5 attributes) and back without loss:
+    ``type(r).from_arrays(r.to_arrays(), r.attrs())`` equals ``r`` field by field.
 
     The fields annotated ``np.ndarray`` (or ``np.ndarray | None``, an optional array left out
     of :meth:`to_arrays` when ``None``) are the arrays; a subclass may list them in ``_arrays``

@@ -1,15 +1,9 @@
-"""Analysis results in a run's HDF5 file, under ``/analysis/<name>``.
-
-A result's array fields become the group's datasets and its scalar fields (the parameters
-of the analysis) the group's attributes, with ``result_type`` naming its class so that
-:func:`load_analysis` rebuilds the same object::
+"""Analysis results in a run's HDF5 file, under ``/analysis/<name>``: a result's arrays become
+the group's datasets, its other fields and ``result_type`` (its class) the group's attributes::
 
     report = find_attractors(J, 1.0, x0s, 200, patterns=xi)
     save_analysis("run.h5", "attractors", report)
     again = load_analysis("run.h5", "attractors")      # an AttractorReport
-
-The file must already be a spinsa file (written by :func:`spinsa.io.write_file`); writing is
-atomic and refuses to replace an existing analysis unless ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -40,12 +34,12 @@ def save_analysis(
     attrs: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> None:
-    """Write ``result`` to the group ``/analysis/<name>`` of the spinsa file ``path``.
+    """Write ``result`` to the group ``/analysis/<name>`` of the spinsa file ``path``, atomically.
 
     Parameters
     ----------
     path : str or PathLike
-        An existing spinsa HDF5 file.
+        An existing spinsa HDF5 file (:func:`spinsa.io.write_file`).
     name : str
         Name of the analysis (``"overlaps"``, ``"attractors/hebbian"``...).
     result : AnalysisResult
