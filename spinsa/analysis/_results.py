@@ -1,11 +1,4 @@
-"""What the analysis modules share: the result base class and the argument checks.
-
-Every result of :mod:`spinsa.analysis` derives from :class:`AnalysisResult`, a frozen
-dataclass whose fields are either numpy arrays (stored as HDF5 datasets) or scalars, strings,
-``None`` and tuples of those (stored as HDF5 attributes), so a result converts to
-``(arrays, attrs)`` and back without loss: ``type(r).from_arrays(r.to_arrays(), r.attrs())``
-equals ``r`` field by field.
-"""
+"""What the analysis modules share: the result base class and the argument checks."""
 
 from __future__ import annotations
 
@@ -30,7 +23,9 @@ def result_class(name: str) -> type[AnalysisResult]:
 
 @dataclasses.dataclass(frozen=True)
 class AnalysisResult:
-    """Base class: a frozen dataclass that splits into arrays and attributes.
+    """Base class of every analysis result: a frozen dataclass that splits into arrays (HDF5
+    datasets) and attributes (HDF5 attributes) and back without loss:
+    ``type(r).from_arrays(r.to_arrays(), r.attrs())`` equals ``r`` field by field.
 
     The fields annotated ``np.ndarray`` (or ``np.ndarray | None``, an optional array left out
     of :meth:`to_arrays` when ``None``) are the arrays; a subclass may list them in ``_arrays``
@@ -51,7 +46,12 @@ class AnalysisResult:
             cls._arrays = tuple(name for name, a in own if "ndarray" in str(a))
 
     def __post_init__(self):
-        self._freeze_arrays()
+        for name in self._arrays:  # read-only copies, so that the caller's arrays stay writable
+            value = getattr(self, name)
+            if value is not None:
+                value = np.array(value)
+                value.flags.writeable = False
+                object.__setattr__(self, name, value)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name not in self._arrays and isinstance(value, (list, np.ndarray)):
@@ -65,15 +65,6 @@ class AnalysisResult:
                         f"{name} must have the shape {present[0][1].shape} of {present[0][0]}, "
                         f"got {a.shape}"
                     )
-
-    def _freeze_arrays(self) -> None:
-        """Store every array field as a read-only ndarray."""
-        for name in self._arrays:
-            value = getattr(self, name)
-            if value is not None:
-                value = np.array(value)  # a copy, so that freezing it leaves the caller's alone
-                value.flags.writeable = False
-                object.__setattr__(self, name, value)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The array fields, by name (optional arrays that are ``None`` are left out)."""

@@ -23,7 +23,6 @@ the attractors, their basin fractions, and how they compare with the training pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -40,6 +39,20 @@ from spinsa.analysis.overlaps import (
 )
 from spinsa.model import run
 from spinsa.tasks import as_generator
+
+__all__ = [
+    "AttractorReport",
+    "CycleReport",
+    "DecodedImages",
+    "StateClusters",
+    "cluster_states",
+    "find_attractors",
+    "find_cycles",
+    "fixed_points",
+    "lagged_distances",
+    "random_spins",
+    "step_sizes",
+]
 
 
 def step_sizes(states) -> np.ndarray:
@@ -540,10 +553,9 @@ class DecodedImages(AnalysisResult):
     images : ndarray of float32, shape (C, H, W), in the embedding's pixel space
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("images",)
     images: np.ndarray
 
     def __post_init__(self):
-        self._freeze_arrays()
+        super().__post_init__()
         if self.images.ndim not in (3, 4):
             raise ValueError(f"images must have shape (C, H, W[, ch]), got {self.images.shape}")

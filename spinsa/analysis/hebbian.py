@@ -15,7 +15,6 @@ comparisons:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
@@ -23,6 +22,23 @@ from spinsa._checks import check_choice, check_count, check_couplings, check_fin
 from spinsa.analysis._results import AnalysisResult, bin_edges
 from spinsa.couplings import hebbian_couplings, row_norms
 from spinsa.tasks import mean_sem
+
+__all__ = [
+    "CouplingSpectrum",
+    "HebbianComparison",
+    "StrengthDistance",
+    "StrengthMaps",
+    "compare_with_hebbian",
+    "comparison_of",
+    "coupling_cosine",
+    "coupling_matrix",
+    "coupling_spectrum",
+    "matched_hebbian",
+    "pair_cosines",
+    "pair_strengths",
+    "strength_maps",
+    "strength_vs_distance",
+]
 
 MATCHES = ("global", "rows")
 
@@ -314,13 +330,12 @@ class StrengthMaps(AnalysisResult):
     center_token : int
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("center", "offset")
     center: np.ndarray
     offset: np.ndarray
     center_token: int = 0
 
     def __post_init__(self):
-        self._freeze_arrays()
+        super().__post_init__()
         gh, gw = self.center.shape
         if self.offset.shape != (2 * gh - 1, 2 * gw - 1):
             raise ValueError(
@@ -360,6 +375,3 @@ def strength_maps(J, grid_shape: tuple[int, int]) -> StrengthMaps:
     return StrengthMaps(
         center=S[c].reshape(gh, gw), offset=offset.reshape(shape), center_token=int(c)
     )
-
-
-# --------------------------------------------------------------------------- inputs

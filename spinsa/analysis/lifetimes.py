@@ -34,6 +34,15 @@ from spinsa.analysis.overlaps import target_overlaps
 from spinsa.model import run
 from spinsa.tasks import as_generator, mean_sem
 
+__all__ = [
+    "Lifetimes",
+    "LifetimeTable",
+    "error_lifetimes",
+    "lifetimes_vs_corruption",
+    "overlap_lifetimes",
+    "summarize_lifetimes",
+]
+
 CRITERIA = ("overlap", "error")
 
 

@@ -24,6 +24,18 @@ from spinsa._checks import check_choice, check_count, check_finite
 from spinsa._torch import import_torch, resolve_device
 from spinsa.analysis._results import AnalysisResult, check_patterns, check_states, check_times
 
+__all__ = [
+    "NearestPatterns",
+    "OverlapTrace",
+    "decoded_correlations",
+    "mean_pattern",
+    "nearest_patterns",
+    "overlaps",
+    "pixel_correlations",
+    "target_overlaps",
+    "trajectory_overlaps",
+]
+
 #: Memory for one chunk of the (rows, M) overlap block, in bytes.
 CHUNK_BYTES = 64 * 2**20
 

@@ -17,6 +17,14 @@ import numpy as np
 from spinsa._checks import check_count, check_finite
 from spinsa.analysis._results import AnalysisResult, bin_edges
 
+__all__ = [
+    "PatchVarianceHistograms",
+    "PatchVariances",
+    "masked_patch_variances",
+    "patch_pixels",
+    "patch_variance_histograms",
+]
+
 
 def patch_pixels(images, patch: int) -> np.ndarray:
     """Pixels of every patch of images (P, H, W[, C]) -> (P, N, patch * patch * C).

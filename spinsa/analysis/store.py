@@ -1,15 +1,9 @@
-"""Analysis results in a run's HDF5 file, under ``/analysis/<name>``.
-
-A result's array fields become the group's datasets and its scalar fields (the parameters
-of the analysis) the group's attributes, with ``result_type`` naming its class so that
-:func:`load_analysis` rebuilds the same object::
+"""Analysis results in a run's HDF5 file, under ``/analysis/<name>``: a result's arrays become
+the group's datasets, its other fields and ``result_type`` (its class) the group's attributes::
 
     report = find_attractors(J, 1.0, x0s, 200, patterns=xi)
     save_analysis("run.h5", "attractors", report)
     again = load_analysis("run.h5", "attractors")      # an AttractorReport
-
-The file must already be a spinsa file (written by :func:`spinsa.io.write_file`); writing is
-atomic and refuses to replace an existing analysis unless ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -18,6 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from spinsa import io
 from spinsa.analysis._results import AnalysisResult, result_class
 
 __all__ = ["GROUP", "list_analyses", "load_analysis", "save_analysis"]
@@ -39,12 +34,12 @@ def save_analysis(
     attrs: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> None:
-    """Write ``result`` to the group ``/analysis/<name>`` of the spinsa file ``path``.
+    """Write ``result`` to the group ``/analysis/<name>`` of the spinsa file ``path``, atomically.
 
     Parameters
     ----------
     path : str or PathLike
-        An existing spinsa HDF5 file.
+        An existing spinsa HDF5 file (:func:`spinsa.io.write_file`).
     name : str
         Name of the analysis (``"overlaps"``, ``"attractors/hebbian"``...).
     result : AnalysisResult
@@ -53,8 +48,6 @@ def save_analysis(
     overwrite : bool
         Replace an existing analysis of that name.
     """
-    from spinsa import io
-
     if not isinstance(result, AnalysisResult):
         raise ValueError(f"result must be a spinsa.analysis result, got {type(result).__name__}")
     group_attrs = result.attrs()
@@ -67,8 +60,6 @@ def save_analysis(
 
 def load_analysis(path: str | os.PathLike, name: str) -> AnalysisResult:
     """Read back the result saved under ``/analysis/<name>`` (same class, same fields)."""
-    from spinsa import io
-
     arrays, attrs = io.read_group(path, _group(name))
     if "result_type" not in attrs:
         raise ValueError(f"{path}: group {_group(name)!r} is not a saved analysis result")
@@ -77,8 +68,6 @@ def load_analysis(path: str | os.PathLike, name: str) -> AnalysisResult:
 
 def list_analyses(path: str | os.PathLike) -> list[str]:
     """Names of the analyses saved in ``path`` (groups under ``/analysis`` with a result)."""
-    from spinsa import io
-
     names: list[str] = []
     with io.open_file(path) as f:
         if GROUP in f:

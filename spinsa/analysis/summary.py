@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -172,7 +172,6 @@ class ErrorCurves(AnalysisResult):
     task : str
     """
 
-    _arrays: ClassVar[tuple[str, ...]] = ("times", "errors", *CURVES)
     times: np.ndarray
     errors: np.ndarray
     mean_all: np.ndarray
@@ -185,7 +184,7 @@ class ErrorCurves(AnalysisResult):
     task: str = ""
 
     def __post_init__(self):
-        self._freeze_arrays()
+        super().__post_init__()
         object.__setattr__(self, "models", tuple(str(m) for m in self.models))
         M, T1 = len(self.models), self.times.shape[0]
         if self.errors.ndim != 3 or self.errors.shape[:2] != (M, T1):

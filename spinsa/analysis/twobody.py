@@ -55,6 +55,21 @@ from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.hebbian import coupling_cosine, coupling_matrix, pair_cosines
 from spinsa.couplings import hebbian_couplings, zero_diagonal
 
+__all__ = [
+    "TwoBodyFit",
+    "TwoBodyVsHebbian",
+    "fit_twobody",
+    "log_partition",
+    "log_sphere_area",
+    "mean_resultant_length",
+    "twobody_fields",
+    "twobody_log_density",
+    "twobody_log_likelihoods",
+    "twobody_nll",
+    "twobody_nll_and_grad",
+    "twobody_vs_hebbian",
+]
+
 _SERIES_TERMS = 20  # enough for z = kappa^2 / 4 <= nu + 1: term k <= 1/k!
 _IVE_FLOOR = 1e-290  # below this, ive is (close to) underflowing: use the series
 _HANKEL_FROM = 1e8  # large-argument expansion from here (and kappa >> nu^2)

@@ -253,8 +253,9 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
         axis.set(xlabel=xlabel, ylabel=ylabel)
         fig.colorbar(im, ax=axis, shrink=0.85, label=r"$|J_{ij}|_F$")
 
-    for row, name, label in ((0, "maps", "fitted"), (1, "maps_hebbian", "Hebbian")):
-        maps = load_analysis(path, f"hebbian/{name}")
+    style = dict(lw=1.2, marker="o", ms=2.5, capsize=0)
+    for row, (suffix, label) in enumerate((("", "fitted"), ("_hebbian", "Hebbian"))):
+        maps = load_analysis(path, f"hebbian/maps{suffix}")
         gh, gw = maps.center.shape
         c = divmod(maps.center_token, gw)
         center = maps.center.astype(np.float64)
@@ -270,6 +271,13 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
             "row of j − row of i (patches)",
             extent=(-gw + 0.5, gw - 0.5, gh - 0.5, -gh + 0.5),
         )
+        r = load_analysis(path, f"hebbian/distance{suffix}")
+        ax[1, 0].errorbar(
+            r.bin_distance, r.mean, np.nan_to_num(r.sem), color=f"C{row}", label=label, **style
+        )
+        values = getattr(comp, f"singular_values{suffix}")
+        ranks = np.arange(1, values.size + 1)
+        ax[1, 3].semilogy(ranks, np.maximum(values, 1e-12), color=f"C{row}", lw=1.4, label=label)
 
     h, cosine = ax[0, 3], comp.mean_pair_cosine
     h.hist(comp.pair_cosine[np.isfinite(comp.pair_cosine)], bins=50, range=(-1, 1), color="C0")
@@ -277,25 +285,12 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
     cosines = r"cosine of $J_{ij}$ and $K_{ij}$ (per pair of patches)"
     finish(h, "per-pair similarity", cosines, "pairs")
 
-    style = dict(lw=1.2, marker="o", ms=2.5, capsize=0)
-    for name, label, color in (("distance", "fitted", "C0"), ("distance_hebbian", "Hebbian", "C1")):
-        r = load_analysis(path, f"hebbian/{name}")
-        ax[1, 0].errorbar(
-            r.bin_distance, r.mean, np.nan_to_num(r.sem), color=color, label=label, **style
-        )
     finish(
         ax[1, 0],
         "coupling strength vs distance",
         "distance between patch centres (pixels)",
         r"mean $|J_{ij}|_F$",
     )
-
-    for values, label, color in (
-        (comp.singular_values, "fitted", "C0"),
-        (comp.singular_values_hebbian, "Hebbian", "C1"),
-    ):
-        ranks = np.arange(1, values.size + 1)
-        ax[1, 3].semilogy(ranks, np.maximum(values, 1e-12), color=color, lw=1.4, label=label)
     finish(ax[1, 3], "spectra", "rank", "singular value of the (Nd)×(Nd) matrix")
     _title(
         fig,
