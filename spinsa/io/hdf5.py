@@ -174,15 +174,9 @@ def write_group(
 ) -> None:
     """Add a group (an analysis, say) to an existing spinsa file, in place.
 
-    Only the group is written, not the whole file. It is built unnamed (an anonymous HDF5
-    group, which no reader can reach) and linked under its name once it is on disk; the
-    link, the one change to bytes the file already had, is written only if it fits in one
-    page. Readers see the whole group or none of it, wherever the writer is killed (module
-    docstring). When the link does not fit (mostly when the parent already has 8 members or
-    more: HDF5 keeps the links of a larger group in a B-tree and a heap), the file is copied,
-    the group added to the copy, and the copy renamed onto the file.
-    Replacing a group does not shrink the file (HDF5 does not reclaim the space;
-    ``h5repack`` does).
+    Only the group is written, not the whole file, and readers see the whole group or none
+    of it wherever the writer is killed (how, and when the file is copied instead: the module
+    docstring). Replacing a group does not shrink the file (``h5repack`` reclaims the space).
 
     Parameters
     ----------
@@ -398,9 +392,8 @@ def _superblock(fd: int) -> tuple[int, int | None]:
 def _locked(path: Path) -> Iterator[int]:
     """``path`` opened for writing, under the exclusive lock that HDF5 takes for writers.
 
-    Waits (up to ``LOCK_WAIT_S``) while others have the file open; HDF5's readers and
-    writers wait for this one in turn. ``HDF5_USE_FILE_LOCKING=FALSE`` turns locks off, as
-    for HDF5 itself (file systems without locks); nothing stops two writers then.
+    Waits (up to ``LOCK_WAIT_S``) while others have the file open; with
+    ``HDF5_USE_FILE_LOCKING=FALSE`` takes no lock, as HDF5 itself (module docstring).
     """
     use_locks = os.environ.get("HDF5_USE_FILE_LOCKING", "").upper() not in ("FALSE", "0")
     deadline = time.monotonic() + LOCK_WAIT_S
