@@ -6,11 +6,12 @@ that imports what it needs lazily, so ``spinsa --help`` stays fast. This package
 layer: nothing in spinsa imports it.
 
 Every error a user can meet becomes one or two lines on standard error — what went wrong,
-then what to do — and an exit status (:data:`EXIT_CODES`): 2 bad usage or input, 3 data
-sets (missing, corrupt, not downloadable), 4 files (missing, unreadable, corrupt, not
-writable, existing), 5 resources (memory), 130 interrupted. ``spinsa --debug`` or
-``SPINSA_DEBUG=1`` shows the traceback instead. Warnings are one line each, too. An
-exception outside these classes is a bug: it keeps its traceback and exit status 1.
+then what to do — and an exit status (:data:`EXIT_CODES`): 2 bad usage or input (or a
+missing optional dependency), 3 data sets (missing, corrupt, not downloadable), 4 files
+(missing, unreadable, corrupt, not writable, existing), 5 resources (memory), 130
+interrupted. ``spinsa --debug`` or ``SPINSA_DEBUG=1`` shows the traceback instead. Warnings
+are one line each, too. An exception outside these classes is a bug: it keeps its traceback
+and exit status 1.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def explain(exc: BaseException) -> tuple[str, str, str]:
     for an exception that is a bug."""
     from spinsa.datasets import DataError
     from spinsa.io import SpinsaFileError
+    from spinsa.scan.run import MissingDependencyError
 
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", "interrupted", "finished work is kept; run it again to resume"
@@ -108,7 +110,7 @@ def explain(exc: BaseException) -> tuple[str, str, str]:
             return "file", text, ""
         what = f"{exc.strerror or exc}: {name}" if name else str(exc)
         return "file", what, _OS_HINTS.get(exc.errno, "")
-    if isinstance(exc, (UsageError, ValueError)):
+    if isinstance(exc, (UsageError, ValueError, MissingDependencyError)):  # the user's to fix
         return "usage", str(exc), ""
     return "", "", ""
 

@@ -23,6 +23,7 @@ def _cmd_info(args) -> int:
     import importlib
     import os
     import platform
+    import sys
 
     import numba
 
@@ -40,17 +41,12 @@ def _cmd_info(args) -> int:
             print(f"  {name:<12}{getattr(mod, '__version__', '?')}")
         except ImportError:
             print(f'  {name:<12}not installed (pip install "spinsa[{extra}]")')
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-            print(f"  CUDA: available ({', '.join(names)})")
-        else:
-            threads = torch.get_num_threads()
-            print(f"  CUDA: not available; torch runs on the CPU ({threads} threads)")
-    except ImportError:
-        pass
+    torch = sys.modules.get("torch")  # imported just above if it is installed
+    if torch is not None and torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        print(f"  CUDA: available ({', '.join(names)})")
+    elif torch is not None:
+        print(f"  CUDA: not available; torch runs on the CPU ({torch.get_num_threads()} threads)")
     return 0
 
 
@@ -168,9 +164,6 @@ def _cmd_demo(args) -> int:
     flip = rng.random(args.tokens) < args.corrupt
     x0[0, flip] = random_patterns(1, int(flip.sum()), args.dim, seed=args.seed + 1)[0]
 
-    def overlaps(traj):  # m(t) = (1/N) sum_i x_i(t) . xi_i
-        return np.einsum("tpia,pia->t", traj.states, xi[:1]) / args.tokens
-
     print(
         f"{args.patterns} random patterns of N={args.tokens} spins in d={args.dim}; "
         f"start from pattern 0 with {flip.sum()} of {args.tokens} tokens randomised; "
@@ -181,7 +174,7 @@ def _cmd_demo(args) -> int:
         ("random", spinsa.random_couplings(args.tokens, args.dim, seed=args.seed)),
     ]:
         traj = spinsa.run(x0, J, args.lam, args.steps)
-        m = overlaps(traj)
+        m = np.einsum("tpia,pia->t", traj.states, xi[:1]) / args.tokens  # (1/N) sum_i x_i . xi_i
         print(f"\n{name} couplings: overlap with the stored pattern, energy")
         for t in traj.times:
             print(f"  t={t:3d}  m={m[t]:+.4f}  E={traj.energies[t, 0]:+.4f}")

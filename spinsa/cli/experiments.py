@@ -115,15 +115,8 @@ def _train_config(args):
     from spinsa.experiments.config import ExperimentConfig
 
     config = ExperimentConfig.from_toml(args.config) if args.config else ExperimentConfig()
-    overrides = {}
-    if args.preset == "damico2024":
-        overrides.update(
-            {
-                "fit.preset": "damico2024",
-                "embedding.scale": "damico2024",
-                "dynamics.preset": "damico2024",
-            }
-        )
+    presets = ("fit.preset", "embedding.scale", "dynamics.preset")
+    overrides = dict.fromkeys(presets, args.preset) if args.preset else {}
     for _flag, key, _kind, _text in _TRAIN_FLAGS:
         value = getattr(args, key.replace(".", "__"))
         if value is not None:
@@ -223,12 +216,8 @@ def _cmd_train(args) -> int:
 
         train(config, out, overwrite=args.overwrite, checkpoint=checkpoint, progress=progress)
         a = io.read(out).attrs
-        loss, first, steps, what = (
-            a["fit_loss"],
-            a["fit_initial_loss"],
-            a["fit_n_steps"],
-            (f"{a['n_train']} images"),
-        )
+        loss, first, steps = a["fit_loss"], a["fit_initial_loss"], a["fit_n_steps"]
+        what = f"{a['n_train']} images"
     else:
         from spinsa.fit import fit_pseudolikelihood, save_fit
 
@@ -320,11 +309,12 @@ def _cmd_evaluate(args) -> int:
             f"r = {s['corr_T']:.3f} ({time.perf_counter() - t0:.1f} s); wrote {path}"
         )
         best = s["best_reference"]
+        beats = "beats it (more than 3 standard errors below)"
         print(
-            f"  best reference: {REFERENCES[task][best]}, "
-            f"{s['references'][best]['error']:.4f}; the model "
+            f"  best reference: {REFERENCES[task][best]}, {s['references'][best]['error']:.4f}; "
+            "the model "
             + (
-                "beats it (more than 3 standard errors below)"
+                beats
                 if s["transient_memory"]
                 else "does not beat it by more than 3 standard errors"
             )
@@ -385,16 +375,9 @@ def _cmd_reproduce(args) -> int:
 
     if args.config is not None and args.quick:
         raise ValueError("give --quick or --config, not both (the config sets the sizes)")
-    out = args.out
-    if out is None:
-        name = (
-            args.config.stem
-            if args.config
-            else ("reproduce-quick" if args.quick else "reproduce-full")
-        )
-        out = Path("runs") / name
+    default = args.config.stem if args.config else f"reproduce-{'quick' if args.quick else 'full'}"
     reproduce(
-        out,
+        args.out or Path("runs") / default,
         quick=args.quick,
         overwrite=args.overwrite,
         config=args.config,
@@ -405,6 +388,18 @@ def _cmd_reproduce(args) -> int:
 
 
 # --------------------------------------------------------------------------- analyze
+_ANALYZE_FLAGS = {  # flag: (field of AnalysisSettings, help)
+    "--n-test": ("n_test", "test images started from"),
+    "--steps": ("steps", "steps T of the trajectories"),
+    "--attractor-steps": ("attractor_steps", "steps of the attractor search"),
+    "--attractor-starts": (
+        "n_attractor_starts",
+        "starts per group (test, masked, noisy, random) of the attractor search",
+    ),
+    "--seed": ("seed", "seed of the corruptions and random starts"),
+}
+
+
 def add_analyze(sub) -> None:
     from spinsa.experiments.analyze import ANALYSES, AnalysisSettings
 
@@ -425,37 +420,17 @@ def add_analyze(sub) -> None:
         metavar="NAME",
         help=f"run only these analyses (of: {', '.join(ANALYSES)})",
     )
-    p.add_argument(
-        "--n-test",
-        type=int,
-        default=d.n_test,
-        help=f"test images started from (default {d.n_test})",
-    )
-    p.add_argument(
-        "--steps",
-        type=int,
-        default=d.steps,
-        help=f"steps T of the trajectories (default {d.steps})",
-    )
-    p.add_argument(
-        "--attractor-steps",
-        type=int,
-        default=d.attractor_steps,
-        help=f"steps of the attractor search (default {d.attractor_steps})",
-    )
-    p.add_argument(
-        "--attractor-starts",
-        type=int,
-        default=d.n_attractor_starts,
-        help="starts per group (test, masked, noisy, random) of the attractor "
-        f"search (default {d.n_attractor_starts})",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=d.seed,
-        help=f"seed of the corruptions and random starts (default {d.seed})",
-    )
+    for flag, (field, text) in _ANALYZE_FLAGS.items():
+        default = getattr(d, field)
+        metavar = flag[2:].upper().replace("-", "_")
+        p.add_argument(
+            flag,
+            dest=field,
+            type=int,
+            default=default,
+            metavar=metavar,
+            help=f"{text} (default {default})",
+        )
     p.add_argument(
         "--overwrite", action="store_true", help="replace analyses the file already holds"
     )
@@ -472,13 +447,9 @@ def _cmd_analyze(args) -> int:
     names = analyze_run(
         args.run,
         args.only,
-        n_test=args.n_test,
-        steps=args.steps,
-        seed=args.seed,
         overwrite=args.overwrite,
         progress=not args.no_progress,
-        attractor_steps=args.attractor_steps,
-        n_attractor_starts=args.attractor_starts,
+        **{field: getattr(args, field) for field, _ in _ANALYZE_FLAGS.values()},
     )
     groups = sorted({n.split("/")[0] for n in names})
     print(

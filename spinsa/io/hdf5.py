@@ -143,7 +143,9 @@ def write_file(
         The path written.
     """
     path = Path(path)
-    replace = _replace_flag(mode, overwrite)
+    if mode not in ("x", "w"):
+        raise ValueError(f"mode must be 'x' (refuse to overwrite) or 'w' (overwrite), got {mode!r}")
+    replace = mode == "w" or bool(overwrite)
     root = _root_attrs(kind, attrs, config, seeds)
     entries = _entries(arrays, "arrays")
     groups = {
@@ -172,15 +174,9 @@ def write_group(
 ) -> None:
     """Add a group (an analysis, say) to an existing spinsa file, in place.
 
-    Only the group is written, not the whole file. It is built unnamed (an anonymous HDF5
-    group, which no reader can reach) and linked under its name once it is on disk; the
-    link, the one change to bytes the file already had, is written only if it fits in one
-    page. Readers see the whole group or none of it, wherever the writer is killed (module
-    docstring). When the link does not fit (mostly when the parent already has 8 members or
-    more: HDF5 keeps the links of a larger group in a B-tree and a heap), the file is copied,
-    the group added to the copy, and the copy renamed onto the file.
-    Replacing a group does not shrink the file (HDF5 does not reclaim the space;
-    ``h5repack`` does).
+    Only the group is written, not the whole file, and readers see the whole group or none
+    of it wherever the writer is killed (how, and when the file is copied instead: the module
+    docstring). Replacing a group does not shrink the file (``h5repack`` reclaims the space).
 
     Parameters
     ----------
@@ -396,9 +392,8 @@ def _superblock(fd: int) -> tuple[int, int | None]:
 def _locked(path: Path) -> Iterator[int]:
     """``path`` opened for writing, under the exclusive lock that HDF5 takes for writers.
 
-    Waits (up to ``LOCK_WAIT_S``) while others have the file open; HDF5's readers and
-    writers wait for this one in turn. ``HDF5_USE_FILE_LOCKING=FALSE`` turns locks off, as
-    for HDF5 itself (file systems without locks); nothing stops two writers then.
+    Waits (up to ``LOCK_WAIT_S``) while others have the file open; with
+    ``HDF5_USE_FILE_LOCKING=FALSE`` takes no lock, as HDF5 itself (module docstring).
     """
     use_locks = os.environ.get("HDF5_USE_FILE_LOCKING", "").upper() not in ("FALSE", "0")
     deadline = time.monotonic() + LOCK_WAIT_S
@@ -563,12 +558,6 @@ def _encode_attrs(
     return out
 
 
-def _replace_flag(mode: str, overwrite: bool) -> bool:
-    if mode not in ("x", "w"):
-        raise ValueError(f"mode must be 'x' (refuse to overwrite) or 'w' (overwrite), got {mode!r}")
-    return mode == "w" or bool(overwrite)
-
-
 def _check_target(path: Path, replace: bool) -> None:
     if path.is_dir():
         raise IsADirectoryError(
@@ -577,11 +566,9 @@ def _check_target(path: Path, replace: bool) -> None:
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
     if path.exists() and not replace:
-        raise FileExistsError(_exists_message(path))
-
-
-def _exists_message(path: Path) -> str:
-    return f"{path} already exists; pass overwrite=True (or mode='w') to replace it"
+        raise FileExistsError(
+            f"{path} already exists; pass overwrite=True (or mode='w') to replace it"
+        )
 
 
 def _clean_name(name: Any, where: str) -> str:
@@ -642,7 +629,8 @@ def read(path: str | os.PathLike) -> RunFile:
 
         def visit(name: str, obj: Any) -> None:
             if isinstance(obj, h5py.Dataset):
-                datasets[name] = (obj.shape, _public_dtype(obj))
+                is_str = h5py.check_string_dtype(obj.dtype) is not None
+                datasets[name] = (obj.shape, np.dtype(str) if is_str else obj.dtype)
             else:
                 groups.append(name)
 
@@ -689,7 +677,7 @@ def read_group(path: str | os.PathLike, group: str) -> tuple[dict[str, np.ndarra
     group = group.strip("/") or "/"
     with open_file(path) as f:
         if group not in f or not isinstance(f[group], h5py.Group):
-            raise KeyError(f"{path} has no group {group!r}; its groups: {_groups(f)}")
+            raise KeyError(f"{path} has no group {group!r}; its groups: {_members(f, h5py.Group)}")
         g = f[group]
         # g[k], not g.items(): h5py's items() says None for a member it cannot open
         arrays = {k: _read_dataset(g, path, k, None) for k in g if isinstance(g[k], h5py.Dataset)}
@@ -839,8 +827,7 @@ def _corrupt_message(path: Path, err: Exception) -> str:
 def _read_dataset(group: h5py.Group, path: Path, name: str, sl: Any) -> np.ndarray:
     """The dataset ``name`` of ``group`` (or the slice ``sl``); strings as ``str`` arrays."""
     if name not in group or not isinstance(group[name], h5py.Dataset):
-        names: list[str] = []
-        group.file.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        names = _members(group.file, h5py.Dataset)
         raise KeyError(f"{path} has no dataset {name!r}; its datasets: {names}")
     obj = group[name]
     try:
@@ -853,13 +840,10 @@ def _read_dataset(group: h5py.Group, path: Path, name: str, sl: Any) -> np.ndarr
         raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
 
 
-def _public_dtype(ds: h5py.Dataset) -> np.dtype:
-    return np.dtype(str) if h5py.check_string_dtype(ds.dtype) is not None else ds.dtype
-
-
-def _groups(f: h5py.File) -> list[str]:
+def _members(f: h5py.File, kind: type) -> list[str]:
+    """The path of every member of ``f`` of this kind (``h5py.Group`` or ``h5py.Dataset``)."""
     names: list[str] = []
-    f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Group) else None)
+    f.visititems(lambda n, o: names.append(n) if isinstance(o, kind) else None)
     return names
 
 
@@ -924,7 +908,7 @@ def load_trajectory(path: str | os.PathLike) -> Any:
         if "trajectory" not in f or not isinstance(f["trajectory"], h5py.Group):
             raise ValueError(
                 f"{path} holds no trajectory (kind {decode_attr(f.attrs['kind'])!r}); "
-                f"its groups: {_groups(f)}"
+                f"its groups: {_members(f, h5py.Group)}"
             )
         config = json.loads(decode_attr(f.attrs.get("config_json", "{}")))
     arrays, fields = read_group(path, "trajectory")

@@ -40,13 +40,10 @@ def model_names(path) -> list[str]:
 
 def model_prefix(path, model: str | None = None) -> str:
     """The group prefix of ``model``'s results in ``path`` ('' for a run file)."""
-    info = read(path)
     names = model_names(path)
     if model is not None and model not in names:
         raise ValueError(f"{path} holds no model {model!r}; it holds: {', '.join(names)}")
-    if info.kind == REPRODUCE_KIND:
-        return f"models/{model or names[0]}/"
-    return ""
+    return f"models/{model or names[0]}/" if read(path).kind == REPRODUCE_KIND else ""
 
 
 def read_tree(path, group: str) -> tuple[dict[str, Any], dict[str, Any]]:

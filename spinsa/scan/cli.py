@@ -9,32 +9,17 @@
     spinsa scan collect runs/scan --x alpha --y dynamics.lam       # dataset + phase diagrams
 
 Re-running ``spinsa scan run`` with the same arguments runs only the points that are missing.
-Errors a user can fix are raised as ``ValueError`` (``spinsa`` prints them in one line and
-exits with status 2); this module imports nothing from the ``spinsa`` command itself.
+Errors a user can fix are raised as ``ValueError``, a missing optional dependency as
+:class:`~spinsa.scan.MissingDependencyError` (``spinsa`` prints either in one line and exits
+with status 2); this module imports nothing from the ``spinsa`` command itself.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
 RUN_CLUSTERS = ("local", "serial", "slurm", "pbs", "sge", "lsf")
-
-
-def _one_line_errors(handler):
-    """A missing optional dependency is the user's to fix: a ValueError, no traceback."""
-
-    @functools.wraps(handler)
-    def wrapped(args) -> int:
-        from spinsa.scan.run import MissingDependencyError
-
-        try:
-            return handler(args)
-        except MissingDependencyError as exc:
-            raise ValueError(str(exc)) from None
-
-    return wrapped
 
 
 def add_parser(sub) -> None:
@@ -60,7 +45,7 @@ def add_parser(sub) -> None:
     pl.add_argument("scan", type=Path, help="scan file (TOML)")
     pl.add_argument("--out", type=Path, help="scan directory: show which points are done")
     pl.add_argument("--cluster", choices=RUN_CLUSTERS, default="local", help="batch system")
-    pl.set_defaults(func=_one_line_errors(_cmd_plan))
+    pl.set_defaults(func=_cmd_plan)
 
     r = actions.add_parser(
         "run",
@@ -85,7 +70,7 @@ def add_parser(sub) -> None:
     r.add_argument("--retries", type=int, help="re-runs of a point that raises")
     r.add_argument("--force", action="store_true", help="take OUT over from another scan")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    r.set_defaults(func=_one_line_errors(_cmd_run))
+    r.set_defaults(func=_cmd_run)
 
     c = actions.add_parser(
         "collect",
@@ -105,7 +90,7 @@ def add_parser(sub) -> None:
     c.add_argument("--figures", type=Path, help="figure directory (default: DIR/figures)")
     c.add_argument("--format", help="figure format: png (default), pdf, svg")
     c.add_argument("--no-figures", action="store_true", help="save the dataset only")
-    c.set_defaults(func=_one_line_errors(_cmd_collect))
+    c.set_defaults(func=_cmd_collect)
 
 
 def _cmd_plan(args) -> int:
