@@ -120,7 +120,7 @@ def standardize_features(x, mask=None, eps: float = STD_EPS) -> np.ndarray:
     return np.where(vis, xs, x)
 
 
-def _fields_chunk(xs, J, Jt, lam, clamp, key_mask):
+def _fields_chunk(xs, Jt, lam, clamp, key_mask):
     """Numpy fields of one chunk. xs (B, N, d); Jt[j] = J[:, j] as (d_b, N*d_a)."""
     B, N, d = xs.shape
     # y[j, p, i, a] = sum_b J[i, j, a, b] xs[p, j, b]: one GEMM per key token j
@@ -137,14 +137,18 @@ def _fields_chunk(xs, J, Jt, lam, clamp, key_mask):
     return np.einsum("pij,jpia->pia", s, y)
 
 
-def _key_major(J: np.ndarray) -> np.ndarray:
-    """Jt[j, b, i * d + a] = J[i, j, a, b], shape (N, d, N * d)."""
-    N, _, d, _ = J.shape
-    return np.ascontiguousarray(J.transpose(1, 3, 0, 2).reshape(N, d, N * d))
-
-
-def _chunk_size(N: int, d: int, itemsize: int) -> int:
-    return max(1, int(CHUNK_BYTES // (N * N * d * itemsize)))
+def _numpy_fields(xs, J, lam, clamp, key_mask) -> np.ndarray:
+    """:func:`_fields_chunk` over every image, in chunks of CHUNK_BYTES; lam, clamp: floats."""
+    P, N, d = xs.shape
+    Jt = np.ascontiguousarray(J.transpose(1, 3, 0, 2).reshape(N, d, N * d))  # J[:, j] by j
+    out = np.empty_like(xs)
+    chunk = max(1, int(CHUNK_BYTES // (N * N * d * xs.itemsize)))
+    lam, clamp = xs.dtype.type(lam), xs.dtype.type(clamp)
+    for start in range(0, P, chunk):
+        sl = slice(start, start + chunk)
+        km = None if key_mask is None else key_mask[sl]
+        out[sl] = _fields_chunk(xs[sl], Jt, lam, clamp, km)
+    return out
 
 
 def damico_fields(xs, J, lam, key_mask=None, clamp: float = SCORE_CLAMP) -> np.ndarray:
@@ -172,59 +176,20 @@ def damico_fields(xs, J, lam, key_mask=None, clamp: float = SCORE_CLAMP) -> np.n
     xs, J = check_spins_couplings(xs, J, x_name="xs")
     lam = check_positive(lam, "lam")
     key_mask = _check_mask(key_mask, xs.shape[:2])
-    P, N, d = xs.shape
-    out = np.empty_like(xs)
-    Jt = _key_major(J)
-    chunk = _chunk_size(N, d, xs.itemsize)
-    clamp = xs.dtype.type(clamp)
-    lam_t = xs.dtype.type(lam)
-    for start in range(0, P, chunk):
-        sl = slice(start, min(start + chunk, P))
-        km = None if key_mask is None else key_mask[sl]
-        out[sl] = _fields_chunk(xs[sl], J, Jt, lam_t, clamp, km)
-    return out
+    return _numpy_fields(xs, J, lam, clamp, key_mask)
 
 
-class _Couplings:
-    """Couplings prepared once for many steps (the key-major layout of the numpy path)."""
-
-    def __init__(self, J: np.ndarray):
-        self.J = J
-        self._Jt = None
-
-    @property
-    def Jt(self) -> np.ndarray:
-        if self._Jt is None:
-            self._Jt = _key_major(self.J)
-        return self._Jt
-
-
-def _renormalize(x: np.ndarray) -> np.ndarray:
-    """Divide every token by the image's mean token norm plus ``NORM_EPS``."""
-    mean_norm = np.linalg.norm(x, axis=2).mean(axis=1) + x.dtype.type(NORM_EPS)  # (P,)
-    return x / mean_norm[:, None, None]
-
-
-def _step(x, prep: _Couplings, lam, mask, clamp, eps, fast):
+def _step(x, J, lam, mask, clamp, eps, fast):
+    """x + h/2, every token divided by the image's mean token norm plus ``NORM_EPS``."""
     xs = standardize_features(x, mask, eps)
     if fast and mask is None:
         from spinsa.model import local_fields
 
-        h = local_fields(xs, prep.J, lam, score_clamp=clamp)
+        h = local_fields(xs, J, lam, score_clamp=clamp)
     else:
-        h = np.empty_like(xs)
-        chunk = _chunk_size(x.shape[1], x.shape[2], x.itemsize)
-        for start in range(0, x.shape[0], chunk):
-            sl = slice(start, start + chunk)
-            h[sl] = _fields_chunk(
-                xs[sl],
-                prep.J,
-                prep.Jt,
-                x.dtype.type(lam),
-                x.dtype.type(clamp),
-                None if mask is None else mask[sl],
-            )
-    return _renormalize(x + x.dtype.type(0.5) * h)
+        h = _numpy_fields(xs, J, lam, clamp, mask)
+    x = x + x.dtype.type(0.5) * h
+    return x / (np.linalg.norm(x, axis=2).mean(axis=1) + x.dtype.type(NORM_EPS))[:, None, None]
 
 
 def damico_step(
@@ -260,7 +225,7 @@ def damico_step(
     lam = check_positive(lam, "lam")
     mask = _check_mask(mask, x.shape[:2])
     clamp = check_positive(clamp, "clamp")
-    return _step(x, _Couplings(J), lam, mask, clamp, eps, fast)
+    return _step(x, J, lam, mask, clamp, eps, fast)
 
 
 def damico_run(
@@ -311,11 +276,10 @@ def damico_run(
     clamp = check_positive(clamp, "clamp")
     if clamp_visible and mask is None:
         raise ValueError("clamp_visible=True needs the mask of the visible tokens")
-    prep = _Couplings(J)
     x0c = x.copy()
     with progress_bar(steps, "dynamics (damico2024)", "step", enabled=progress) as bar:
         for t in range(1, steps + 1):
-            x = _step(x, prep, lam, mask if t == 1 else None, clamp, eps, fast)
+            x = _step(x, J, lam, mask if t == 1 else None, clamp, eps, fast)
             if clamp_visible:
                 x[~mask] = x0c[~mask]
             if callback is not None:

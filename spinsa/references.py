@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from spinsa._checks import check_choice
 from spinsa.tasks import TASKS, ReconstructionErrors, reconstruction_errors
 
 __all__ = [
@@ -190,10 +191,6 @@ def harmonic_inpaint(inputs, pixel_mask, chunk: int = 1000) -> np.ndarray:
     return out
 
 
-def _sq_norms(a: np.ndarray) -> np.ndarray:
-    return np.einsum("pk,pk->p", a, a, dtype=np.float64)
-
-
 def nearest_fill(inputs, pixel_mask, train, chunk: int = _CHUNK) -> tuple[np.ndarray, np.ndarray]:
     """The training image nearest on the visible pixels, copied into the masked ones.
 
@@ -252,7 +249,7 @@ def gaussian_blur(images, sigma: float) -> np.ndarray:
 
 def _neighbours(x: np.ndarray, Y: np.ndarray, k: int, exclude, chunk: int) -> np.ndarray:
     """Indices (P, k) of the k training rows nearest to each query row (Euclidean)."""
-    Yn = _sq_norms(Y)
+    Yn = np.einsum("pk,pk->p", Y, Y, dtype=np.float64)
     out = np.empty((x.shape[0], k), dtype=np.int64)
     for s in range(0, x.shape[0], chunk):
         q = x[s : s + chunk].astype(np.float32)
@@ -365,8 +362,7 @@ def task_references(
     dict
         ``name -> Reference`` in the order of :data:`REFERENCES`.
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(TASKS)}; got {task!r}")
+    check_choice(task, "task", TASKS)
     clean = _images(clean, "clean")
     x = _images(inputs, "inputs")
     train = np.asarray(train, dtype=np.float32)
@@ -390,26 +386,17 @@ def task_references(
         sigma, sig_err = choose_blur_sigma(tune_clean, tune_noisy)
         k, k_err = choose_k(tune_clean, tune_noisy, train, exclude=tune_index)
         n_tune = int(np.shape(tune_clean)[0])
+
+        def tuned(name, value, candidates, errors) -> dict:
+            return {name: value, "candidates": candidates, "tuning_mse": errors, "n_tune": n_tune}
+
         preds = {
             "noisy_input": (x, {}),
             "mean_image": (np.broadcast_to(mean_image, x.shape), {}),
-            "blur": (
-                gaussian_blur(x, sigma),
-                {
-                    "sigma": sigma,
-                    "candidates": list(BLUR_SIGMAS),
-                    "tuning_mse": sig_err,
-                    "n_tune": n_tune,
-                },
-            ),
+            "blur": (gaussian_blur(x, sigma), tuned("sigma", sigma, list(BLUR_SIGMAS), sig_err)),
             "knn_mean": (
                 knn_mean(x, train, k),
-                {
-                    "k": k,
-                    "candidates": [c for c in KNN_KS if c < train.shape[0]],
-                    "tuning_mse": k_err,
-                    "n_tune": n_tune,
-                },
+                tuned("k", k, [c for c in KNN_KS if c < train.shape[0]], k_err),
             ),
         }
     return {

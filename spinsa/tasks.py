@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spinsa._checks import check_finite, check_images, check_real, check_spins
+from spinsa._checks import check_choice, check_finite, check_images, check_real, check_spins
 from spinsa.embedding import PatchEmbedding
 
 __all__ = [
@@ -162,18 +162,20 @@ def corrupt_gaussian(images, variance: float = 0.7, rng=None, clip: bool = True)
     ndarray, same shape as ``images``
         float64 for float64 input, float32 otherwise.
     """
-    images = check_images(images)
-    dtype = images.dtype
-    variance = check_real(variance, "variance")
+    images, variance = _check_noise_inputs(images, variance)
+    noise = as_generator(rng).standard_normal(images.shape)
+    return _restore_statistics(images, noise, variance, clip)
+
+
+def _check_noise_inputs(images, variance) -> tuple[np.ndarray, float]:
+    images, variance = check_images(images), check_real(variance, "variance")
     if variance < 0:
         raise ValueError(f"variance must be >= 0, got {variance}")
-    gen = as_generator(rng)
-    noise = gen.standard_normal(images.shape)
-    return _restore_statistics(images, noise, variance, clip).astype(dtype)
+    return images, variance
 
 
 def _restore_statistics(images, noise, variance: float, clip: bool) -> np.ndarray:
-    """Steps 1-3 of :func:`corrupt_gaussian` with the standard normal ``noise`` given (float64)."""
+    """Steps 1-3 of :func:`corrupt_gaussian` with the standard normal ``noise`` given."""
     clean = images.astype(np.float64)
     axes = tuple(range(1, clean.ndim))
     noisy = clean + np.sqrt(variance) * noise
@@ -184,7 +186,7 @@ def _restore_statistics(images, noise, variance: float, clip: bool) -> np.ndarra
     out = m + (noisy - my) * ratio
     if clip:
         np.clip(out, 0, 1, out=out)
-    return out
+    return out.astype(images.dtype)
 
 
 # --------------------------------------------------------------------- task inputs
@@ -263,17 +265,13 @@ def draw_noisy(images, index=None, variance: float = 0.7, seed: int = 0) -> np.n
     ndarray, same shape as ``images``
         Clipped to [0, 1]; float64 for float64 input, float32 otherwise.
     """
-    images = check_images(images)
-    dtype = images.dtype
-    variance = check_real(variance, "variance")
-    if variance < 0:
-        raise ValueError(f"variance must be >= 0, got {variance}")
+    images, variance = _check_noise_inputs(images, variance)
     index = _image_index(index, images.shape[0])
     seed = _check_seed(seed)
     noise = np.empty(images.shape, dtype=np.float64)
     for p, key in enumerate(index):
         noise[p] = _image_rng(seed, "denoise", key).standard_normal(images.shape[1:])
-    return _restore_statistics(images, noise, variance, clip=True).astype(dtype)
+    return _restore_statistics(images, noise, variance, clip=True)
 
 
 def task_inputs(
@@ -310,8 +308,7 @@ def task_inputs(
     mask : ndarray of bool, shape (P, N), or None
         The masked tokens (None for denoising).
     """
-    if task not in TASK_STREAMS:
-        raise ValueError(f"task must be one of {', '.join(map(repr, TASKS))}; got {task!r}")
+    check_choice(task, "task", TASKS)
     if not isinstance(embedding, PatchEmbedding):
         raise ValueError(f"embedding must be a PatchEmbedding, got {type(embedding).__name__}")
     images = np.asarray(images)
@@ -507,9 +504,6 @@ def summarize(errors: ReconstructionErrors) -> ErrorSummary:
             f"errors must be a ReconstructionErrors (from reconstruction_errors), "
             f"got {type(errors).__name__}"
         )
-    parts = {name: mean_sem(getattr(errors, name)) for name in ("all", "masked", "visible")}
-    return ErrorSummary(
-        mean=ReconstructionErrors(*(parts[k][0] for k in parts)),
-        sem=ReconstructionErrors(*(parts[k][1] for k in parts)),
-        count=ReconstructionErrors(*(parts[k][2] for k in parts)),
-    )
+    parts = (mean_sem(getattr(errors, name)) for name in ("all", "masked", "visible"))
+    stats = zip(*parts, strict=True)
+    return ErrorSummary(*(ReconstructionErrors(*s) for s in stats))  # mean, sem, count

@@ -21,7 +21,7 @@ from spinsa._progress import progress as progress_bar
 from spinsa.fit.checkpoint import FitState, data_fingerprint, load_checkpoint, save_checkpoint
 from spinsa.fit.config import FitConfig
 from spinsa.fit.objective import check_patterns, frobenius, row_norms
-from spinsa.fit.result import FitResult
+from spinsa.fit.result import HISTORY, FitResult
 
 __all__ = ["fit_pseudolikelihood", "initial_couplings", "BACKENDS"]
 
@@ -62,16 +62,7 @@ def initial_couplings(n_tokens: int, d: int, init: str, rng: np.random.Generator
 class _Run:
     """Records steps and epochs into the state, reports progress, writes checkpoints."""
 
-    def __init__(
-        self,
-        state: FitState,
-        config: FitConfig,
-        checkpoint,
-        fingerprint,
-        callback,
-        progress: bool,
-        total_steps: int,
-    ):
+    def __init__(self, state, config, checkpoint, fingerprint, callback, progress, total_steps):
         self.state, self.config = state, config
         self.checkpoint, self.fingerprint = checkpoint, fingerprint
         self.callback = callback
@@ -85,22 +76,6 @@ class _Run:
             enabled=progress,
             initial=min(state.step, total_steps),
         )
-
-    @property
-    def device(self) -> str:
-        return self.state.device
-
-    @device.setter
-    def device(self, value: str) -> None:
-        self.state.device = value
-
-    @property
-    def n_samples_seen(self) -> float:
-        return self.state.n_samples_seen
-
-    @n_samples_seen.setter
-    def n_samples_seen(self, value: float) -> None:
-        self.state.n_samples_seen = value
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self._t0
@@ -127,12 +102,6 @@ class _Run:
         self.state.wall_time = self._wall0 + self._elapsed()
         if checkpoint_now and self.checkpoint is not None:
             save_checkpoint(self.checkpoint, self.state, self.config, self.fingerprint)
-
-    def close(self) -> None:
-        self.state.wall_time = self._wall0 + self._elapsed()
-        if self.checkpoint is not None:
-            save_checkpoint(self.checkpoint, self.state, self.config, self.fingerprint)
-        self.bar.close()
 
 
 def _build_config(config, preset, options) -> FitConfig:
@@ -322,16 +291,12 @@ def fit_pseudolikelihood(
             BACKENDS[config.backend](xi, state, config, run)
         finally:
             run.bar.close()
-        run.close()
+        run.end_of_epoch(checkpoint_now=True)
 
     return FitResult(
         J=state.J,
         config=config,
-        step_loss=np.asarray(state.step_loss),
-        step_grad_norm=np.asarray(state.step_grad_norm),
-        step_norm=np.asarray(state.step_norm),
-        epoch_loss=np.asarray(state.epoch_loss),
-        epoch_grad_norm=np.asarray(state.epoch_grad_norm),
+        **{k: getattr(state, k) for k in HISTORY},
         wall_time=state.wall_time,
         device=state.device,
         converged=state.converged,

@@ -27,12 +27,14 @@ from typing import Any
 import numpy as np
 
 from spinsa import io
+from spinsa.fit.result import HISTORY
 
 __all__ = ["FitState", "save_checkpoint", "load_checkpoint"]
 
 CHECKPOINT_KIND = "fit-checkpoint"
 # options that do not change the result: a checkpoint made with other values still resumes
 RESUME_FREE = ("check_memory", "workers", "checkpoint_every")
+_ROWS = ("row_iters", "row_done", "row_loss", "row_gnorm2", "row_success")  # L-BFGS, per row
 
 
 @dataclass
@@ -82,24 +84,12 @@ def save_checkpoint(path, state: FitState, config, fingerprint: str) -> None:
     """Write ``state`` atomically to ``path`` (replacing the previous checkpoint)."""
     arrays: dict[str, Any] = {
         "state": {"couplings": state.J, "targets": np.asarray(state.targets, np.float64)},
-        "history": {
-            "step_loss": np.asarray(state.step_loss, np.float64),
-            "step_grad_norm": np.asarray(state.step_grad_norm, np.float64),
-            "step_norm": np.asarray(state.step_norm, np.float64),
-            "epoch_loss": np.asarray(state.epoch_loss, np.float64),
-            "epoch_grad_norm": np.asarray(state.epoch_grad_norm, np.float64),
-        },
+        "history": {k: np.asarray(getattr(state, k), np.float64) for k in HISTORY},
     }
     if state.optimizer:
         arrays["optimizer"] = {k: np.asarray(v) for k, v in state.optimizer.items()}
     if state.row_iters is not None:
-        arrays["lbfgs"] = {
-            "row_iters": state.row_iters,
-            "row_done": state.row_done,
-            "row_loss": state.row_loss,
-            "row_gnorm2": state.row_gnorm2,
-            "row_success": state.row_success,
-        }
+        arrays["lbfgs"] = {k: getattr(state, k) for k in _ROWS}
     attrs = {
         "epoch": int(state.epoch),
         "step": int(state.step),
@@ -156,11 +146,7 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
         epoch=epoch,
         step=int(a["step"]),
         optimizer=optimizer,
-        step_loss=list(hist["step_loss"]),
-        step_grad_norm=list(hist["step_grad_norm"]),
-        step_norm=list(hist["step_norm"]),
-        epoch_loss=list(hist["epoch_loss"]),
-        epoch_grad_norm=list(hist["epoch_grad_norm"]),
+        **{k: list(hist[k]) for k in HISTORY},
         wall_time=float(a["wall_time"]),
         n_samples_seen=float(a["n_samples_seen"]),
         finished=bool(a["finished"]),
@@ -169,9 +155,5 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
         resumed_from=epoch,
         device=a.get("device", ""),
         iterations=int(a.get("iterations", 0)),
-        row_iters=lb.get("row_iters"),
-        row_done=lb.get("row_done"),
-        row_loss=lb.get("row_loss"),
-        row_gnorm2=lb.get("row_gnorm2"),
-        row_success=lb.get("row_success"),
+        **{k: lb.get(k) for k in _ROWS},
     )

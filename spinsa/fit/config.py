@@ -8,24 +8,32 @@ stored as HDF5 attributes).
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from spinsa._checks import check_choice
+from spinsa._checks import check_choice, check_count, check_positive, check_real
 from spinsa._config import check_keys
 
-BACKENDS = ("torch", "lbfgs")
-CONSTRAINTS = ("global", "row", "l2")
-OPTIMIZERS = ("adam", "adamw", "sgd")
-INITS = ("uniform", "normal")
-SITE_SAMPLINGS = ("all", "one")
-DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("float32", "float64")
-UNIT_SPINS = ("warn", "normalize", "ignore")
+_CHOICES = {
+    "backend": ("torch", "lbfgs"),
+    "constraint": ("global", "row", "l2"),
+    "optimizer": ("adam", "adamw", "sgd"),
+    "init": ("uniform", "normal"),
+    "site_sampling": ("all", "one"),
+    "device": ("auto", "cpu", "cuda"),
+    "dtype": ("float32", "float64"),
+    "unit_spins": ("warn", "normalize", "ignore"),
+}
+# Validation tables of FitConfig: reals > 0 (or None), and (field, minimum) of the integers.
+_POSITIVE = ("lam", "l2", "lr", "gtol", "ftol")
+_POSITIVE_OR_NONE = ("norm", "clip", "score_clamp")
+_COUNTS = {"seed": 0, "epochs": 0, "batch_size": 1, "checkpoint_every": 1, "eval_every": 1,
+           "max_iter": 0, "history_size": 1, "segment_iters": 1}  # fmt: skip
+_COUNTS_OR_NONE = ("chunk_size", "workers", "lr_decay_every")
+_FLAGS = ("check_memory", "project_grad", "standardize")
 
 # The published notebook's recipe (DESIGN §4), checked line by line against its training
 # cell. Values given to ``FitConfig.from_preset`` override these; ``epochs`` is not part of
@@ -51,14 +59,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         unit_spins="ignore",  # the notebook's embedding gives tokens of norm 1/sqrt(2)
     ),
 }
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -204,64 +204,36 @@ class FitConfig:
     preset: str | None = None
 
     def __post_init__(self):
-        check_choice(self.backend, "backend", BACKENDS)
-        check_choice(self.constraint, "constraint", CONSTRAINTS)
-        check_choice(self.optimizer, "optimizer", OPTIMIZERS)
-        check_choice(self.init, "init", INITS)
-        check_choice(self.site_sampling, "site_sampling", SITE_SAMPLINGS)
-        check_choice(self.device, "device", DEVICES)
-        check_choice(self.dtype, "dtype", DTYPES)
-        check_choice(self.unit_spins, "unit_spins", UNIT_SPINS)
+        for name, choices in _CHOICES.items():
+            check_choice(getattr(self, name), name, choices)
         if self.preset is not None:
             check_choice(self.preset, "preset", tuple(PRESETS))
-        for name in ("lam", "l2", "lr", "gtol", "ftol"):
-            self._positive(name)
-        for name in ("weight_decay", "momentum"):
-            value = getattr(self, name)
-            if not (_is_real(value) and np.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        for name in ("norm", "clip", "score_clamp"):
-            if getattr(self, name) is not None:
-                self._positive(name)
-        if not (_is_real(self.lr_decay) and 0 < self.lr_decay <= 1):
+        # numbers are stored as float and int so that asdict() round-trips through HDF5 attrs
+        values = {name: check_positive(getattr(self, name), name) for name in _POSITIVE}
+        for name in ("weight_decay", "momentum", "lr_decay"):
+            values[name] = check_real(getattr(self, name), name)
+            if values[name] < 0 and name != "lr_decay":
+                raise ValueError(f"{name} must be a finite number >= 0, got {values[name]!r}")
+        if not 0 < values["lr_decay"] <= 1:
             raise ValueError(f"lr_decay must be a number in (0, 1], got {self.lr_decay!r}")
-        for name, minimum in [
-            ("seed", 0),
-            ("epochs", 0),
-            ("batch_size", 1),
-            ("checkpoint_every", 1),
-            ("eval_every", 1),
-            ("max_iter", 0),
-            ("history_size", 1),
-            ("segment_iters", 1),
-        ]:
-            value = getattr(self, name)
-            if not _is_int(value) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-        for name in ("chunk_size", "workers", "lr_decay_every"):
-            value = getattr(self, name)
-            if value is not None and (not _is_int(value) or value < 1):
-                raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}")
-        for name in ("check_memory", "project_grad", "standardize"):
+        values |= {name: check_count(getattr(self, name), name, m) for name, m in _COUNTS.items()}
+        for name in _POSITIVE_OR_NONE:  # None, or as above
+            if getattr(self, name) is not None:
+                values[name] = check_positive(getattr(self, name), name)
+        for name in _COUNTS_OR_NONE:
+            if getattr(self, name) is not None:
+                values[name] = check_count(getattr(self, name), name, 1)
+        for name in _FLAGS:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-            object.__setattr__(self, name, bool(getattr(self, name)))
+            values[name] = bool(getattr(self, name))
         if self.backend == "lbfgs" and self.site_sampling != "all":
             raise ValueError(
                 "site_sampling='one' is a minibatch recipe of the torch backend; the 'lbfgs' "
                 "backend is full-batch and always uses every site"
             )
-        # normalise numeric types so that asdict() round-trips through HDF5 attributes
-        for name in ("lam", "l2", "lr", "gtol", "ftol", "weight_decay", "momentum", "lr_decay"):
-            object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("norm", "clip", "score_clamp"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, float(getattr(self, name)))
-
-    def _positive(self, name: str) -> None:
-        value = getattr(self, name)
-        if not (_is_real(value) and np.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def from_preset(cls, preset: str | None = None, **options) -> FitConfig:

@@ -28,15 +28,12 @@ __all__ = ["fit_lbfgs"]
 def _minimize(fun, v0, maxiter: int, config, on_iteration):
     from scipy.optimize import minimize
 
-    def callback(intermediate_result):
-        on_iteration(intermediate_result.x)
-
     return minimize(
         fun,
         v0,
         jac=True,
         method="L-BFGS-B",
-        callback=callback,
+        callback=lambda intermediate_result: on_iteration(intermediate_result.x),
         options=dict(
             maxiter=maxiter,
             maxfun=max(20 * maxiter, 100),
@@ -70,10 +67,10 @@ def fit_lbfgs(xi: np.ndarray, state, config, run) -> None:
     import numba
 
     if config.constraint == "row":
-        run.device = f"cpu (numba row kernel, {_workers(config)} threads)"
+        state.device = f"cpu (numba row kernel, {_workers(config)} threads)"
         _fit_rows(xi, state, config, run)
     else:
-        run.device = f"cpu (numba, {numba.get_num_threads()} threads)"
+        state.device = f"cpu (numba, {numba.get_num_threads()} threads)"
         _fit_global(xi, state, config, run)
 
 
@@ -95,6 +92,13 @@ def _workers(config) -> int:
     import numba
 
     return config.workers or numba.get_num_threads()
+
+
+def _tangent(v: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
+    """g minus its component along v (the gradient at fixed |v|), and |v|."""
+    nv = float(np.linalg.norm(v))
+    jhat = v / nv
+    return g - float(jhat @ g) * jhat, nv
 
 
 # ------------------------------------------------------------------ one problem
@@ -120,20 +124,18 @@ def _fit_global(xi: np.ndarray, state, config, run) -> None:
     def fun(v):
         loss = full_kernel(couplings(v), lam, G)
         g = G[offd].ravel().astype(np.float64)
-        run.n_samples_seen += P
+        state.n_samples_seen += P
         if penalty:
             grad = g + l2 * v
             cache.store(v, loss, float(np.linalg.norm(grad)))
             return loss + 0.5 * l2 * float(v @ v), grad
-        nv = float(np.linalg.norm(v))
-        jhat = v / nv
-        gp = g - float(jhat @ g) * jhat
+        gp, nv = _tangent(v, g)
         cache.store(v, loss, float(np.linalg.norm(gp)))
         return loss, gp * (c / nv)
 
     def evaluate(Jc):
         loss = full_kernel(Jc, lam, G)
-        run.n_samples_seen += P
+        state.n_samples_seen += P
         return float(loss), float(np.linalg.norm(constrained_grad(Jc, G, config.constraint, l2)))
 
     if not state.epoch_loss:
@@ -170,8 +172,8 @@ def _fit_global(xi: np.ndarray, state, config, run) -> None:
 def _solve_row(xi, state_J, i, c_i, config, maxiter, row_kernel):
     """L-BFGS on row i for at most ``maxiter`` iterations.
 
-    Returns (J_row, nit, success, message, losses, gnorm2s) where losses[0] / gnorm2s[0] are
-    at the starting point and [t] after iteration t.
+    Returns (J_row, nit, success, losses, gnorm2s, nfev) where losses[0] / gnorm2s[0] are
+    at the starting point and [t] after iteration t; nfev counts the evaluation at the start.
     """
     N, _, d, _ = state_J.shape
     lam = config.lam
@@ -186,18 +188,13 @@ def _solve_row(xi, state_J, i, c_i, config, maxiter, row_kernel):
 
     def fun(v):
         loss = row_kernel(couplings(v), lam, i, G_row)
-        g = G_row[keep].ravel().astype(np.float64)
-        nv = float(np.linalg.norm(v))
-        jhat = v / nv
-        gp = g - float(jhat @ g) * jhat
+        gp, nv = _tangent(v, G_row[keep].ravel().astype(np.float64))
         cache.store(v, loss, float(gp @ gp))
         return loss, gp * (c_i / nv)
 
     v0 = state_J[i][keep].ravel().astype(np.float64)
-    losses, gnorm2s = [], []
     fun(v0)
-    losses.append(cache.loss)
-    gnorm2s.append(cache.gnorm)
+    losses, gnorm2s = [cache.loss], [cache.gnorm]
 
     def on_iteration(v):
         loss, g2 = cache.lookup(v, fun)
@@ -206,15 +203,7 @@ def _solve_row(xi, state_J, i, c_i, config, maxiter, row_kernel):
 
     res = _minimize(fun, v0, maxiter, config, on_iteration)
     nfev = int(res.nfev) + 1
-    return (
-        couplings(res.x).copy(),
-        int(res.nit),
-        bool(res.success),
-        str(res.message),
-        losses,
-        gnorm2s,
-        nfev,
-    )
+    return couplings(res.x).copy(), int(res.nit), bool(res.success), losses, gnorm2s, nfev
 
 
 def _fit_rows(xi: np.ndarray, state, config, run) -> None:
@@ -232,7 +221,7 @@ def _fit_rows(xi: np.ndarray, state, config, run) -> None:
         G_row = np.empty((N, d, d), dtype=xi.dtype)
         for i in range(N):
             state.row_loss[i] = row_kernel(state.J[i], config.lam, i, G_row)
-            run.n_samples_seen += P / N
+            state.n_samples_seen += P / N
             J_i = state.J[i].astype(np.float64)
             g = G_row.astype(np.float64)
             g -= (np.vdot(J_i, g) / np.vdot(J_i, J_i)) * J_i
@@ -276,7 +265,7 @@ def _fit_rows(xi: np.ndarray, state, config, run) -> None:
             length = max(len(r[4]) for r in results.values())
             loss_t = np.full(length, float(state.row_loss.sum()))
             g2_t = np.full(length, float(state.row_gnorm2.sum()))
-            for i, (J_row, nit, success, _msg, losses, g2s, nfev) in results.items():
+            for i, (J_row, nit, success, losses, g2s, nfev) in results.items():
                 pad_l = np.pad(losses, (0, length - len(losses)), mode="edge")
                 pad_g = np.pad(g2s, (0, length - len(g2s)), mode="edge")
                 loss_t += pad_l - state.row_loss[i]
@@ -285,7 +274,7 @@ def _fit_rows(xi: np.ndarray, state, config, run) -> None:
                 state.row_iters[i] += nit
                 state.row_loss[i] = losses[-1]
                 state.row_gnorm2[i] = g2s[-1]
-                run.n_samples_seen += nfev * P / N  # a row costs 1/N of a full evaluation
+                state.n_samples_seen += nfev * P / N  # a row costs 1/N of a full evaluation
                 if nit < min(config.segment_iters, config.max_iter - (state.row_iters[i] - nit)):
                     state.row_done[i] = True
                     state.row_success[i] = success

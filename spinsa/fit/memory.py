@@ -24,11 +24,11 @@ class InsufficientMemoryError(MemoryError, ValueError):
 
 
 def _fmt(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
+    return f"{n:.1f} TiB"
 
 
 @dataclass(frozen=True)
@@ -72,20 +72,17 @@ class MemoryEstimate:
 
         ``host_available`` / ``device_available`` default to :func:`available_memory`.
         """
-        if host_available is None:
-            host_available = available_memory("cpu")
-        if host_available is not None and self.host_bytes > host_available:
-            raise InsufficientMemoryError(
-                f"this configuration needs about {_fmt(self.host_bytes)} of RAM but only "
-                f"{_fmt(host_available)} is available. {self.knobs}\n{self}"
-            )
+        checks = [("cpu", self.host_bytes, host_available, "RAM", "is available")]
         if self.device != "cpu":
-            if device_available is None:
-                device_available = available_memory(self.device)
-            if device_available is not None and self.device_bytes > device_available:
+            checks.append(
+                (self.device, self.device_bytes, device_available, "GPU memory", "is free")
+            )
+        for device, need, have, what, verb in checks:
+            have = available_memory(device) if have is None else have
+            if have is not None and need > have:
                 raise InsufficientMemoryError(
-                    f"this configuration needs about {_fmt(self.device_bytes)} of GPU memory but "
-                    f"only {_fmt(device_available)} is free. {self.knobs}\n{self}"
+                    f"this configuration needs about {_fmt(need)} of {what} but only "
+                    f"{_fmt(have)} {verb}. {self.knobs}\n{self}"
                 )
         return self
 
@@ -164,15 +161,9 @@ def estimate_memory(
     if kind == "dynamics":
         if options or config is not None:
             raise ValueError("config and fit options apply to kind='fit' only")
-        dtype = check_choice(dtype or "float32", "dtype", ("float32", "float64"))
-        return _dynamics(
-            P,
-            N,
-            d,
-            check_count(steps, "steps"),
-            check_count(record_every, "record_every", 1),
-            np.dtype(dtype),
-        )
+        dtype = np.dtype(check_choice(dtype or "float32", "dtype", ("float32", "float64")))
+        steps, every = check_count(steps, "steps"), check_count(record_every, "record_every", 1)
+        return _dynamics(P, N, d, steps, every, dtype)
     from spinsa.fit.config import FitConfig
 
     if dtype is not None:
@@ -191,9 +182,7 @@ def _finish(parts, device: str, knobs: str) -> MemoryEstimate:
     parts = tuple(sorted(((w, int(b), where) for w, b, where in parts), key=lambda p: -p[1]))
     host = sum(b for _, b, where in parts if where == "host")
     dev = sum(b for _, b, where in parts if where == "device")
-    return MemoryEstimate(
-        host_bytes=host, device_bytes=dev, device=device, parts=parts, knobs=knobs
-    )
+    return MemoryEstimate(host, dev, device, parts, knobs)
 
 
 def _fit_torch(P: int, N: int, d: int, config) -> MemoryEstimate:
@@ -244,14 +233,8 @@ def _fit_lbfgs(P: int, N: int, d: int, config) -> MemoryEstimate:
     ]
     if config.constraint == "row":
         workers = config.workers or numba.get_num_threads()
-        n_row = (N - 1) * d * d
-        parts.append(
-            (
-                f"L-BFGS memory of {workers} rows at once (m = {m})",
-                workers * (2 * m + 8) * n_row * 8,
-                "host",
-            )
-        )
+        lbfgs_bytes = workers * (2 * m + 8) * (N - 1) * d * d * 8
+        parts.append((f"L-BFGS memory of {workers} rows at once (m = {m})", lbfgs_bytes, "host"))
     else:
         n = N * (N - 1) * d * d
         parts.append((f"L-BFGS memory (m = {m}, float64)", (2 * m + 8) * n * 8, "host"))

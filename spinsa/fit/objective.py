@@ -21,17 +21,11 @@ from spinsa._checks import (
     check_spins_couplings,
     compute_dtype,
 )
+from spinsa.kernels import objective as _k
 
 __all__ = ["pl_loss_and_grad", "pl_row_loss_and_grad", "check_patterns", "UNIT_TOLERANCE"]
 
 UNIT_TOLERANCE = 1e-3  # largest | |xi_i| - 1 | accepted as a unit spin
-
-
-def _kernels():
-    """The compiled objective kernels (imported on first use: compiling takes a moment)."""
-    from spinsa.kernels import objective
-
-    return objective
 
 
 def _clamp(score_clamp) -> float:
@@ -45,16 +39,15 @@ def prepared_kernels(xi: np.ndarray, score_clamp: float | None = None):
     Returns ``(full, row)`` with ``full(J, lam, grad_out) -> L`` and
     ``row(J_row, lam, i, grad_row_out) -> L_i``; no validation (the fit validated once).
     """
-    k = _kernels()
     P = xi.shape[0]
-    tiles = k.to_tiles(xi)
+    tiles = _k.to_tiles(xi)
     clamp = _clamp(score_clamp)
 
     def full(J, lam, out):
-        return k.loss_and_grad_tiles(tiles, P, J, lam, out, clamp)
+        return _k.loss_and_grad_tiles(tiles, P, J, lam, out, clamp)
 
     def row(J_row, lam, i, out):
-        return k.row_loss_and_grad(xi, J_row, lam, i, out, tiles=tiles, clamp=clamp)
+        return _k.row_loss_and_grad(xi, J_row, lam, i, out, tiles=tiles, clamp=clamp)
 
     return full, row
 
@@ -89,7 +82,7 @@ def pl_loss_and_grad(
         raise ValueError("xi is empty (0 patterns); the objective is an average over patterns")
     lam = check_positive(lam, "lam")
     grad = np.empty_like(J)
-    loss = _kernels().loss_and_grad(xi, J, lam, grad, _clamp(score_clamp))
+    loss = _k.loss_and_grad(xi, J, lam, grad, _clamp(score_clamp))
     return float(loss), grad
 
 
@@ -135,7 +128,7 @@ def pl_row_loss_and_grad(
         raise ValueError(f"i must be an integer site index in [0, {N}), got {i!r}")
     lam = check_positive(lam, "lam")
     grad = np.empty_like(J_row)
-    loss = _kernels().row_loss_and_grad(xi, J_row, lam, int(i), grad, clamp=_clamp(score_clamp))
+    loss = _k.row_loss_and_grad(xi, J_row, lam, int(i), grad, clamp=_clamp(score_clamp))
     return float(loss), grad
 
 
@@ -190,34 +183,23 @@ def check_patterns(xi, unit_spins: str = "warn", dtype=None, name: str = "xi") -
 
 
 # ----------------------------------------------------------------- constraint geometry
-def project_global(J: np.ndarray, G: np.ndarray) -> np.ndarray:
-    """G minus its component along J: the gradient on the sphere |J| = const. Shapes (N,N,d,d)."""
-    J64 = J.astype(np.float64, copy=False)
-    nn = float(np.vdot(J64, J64))
-    if nn == 0.0:
-        return G.astype(np.float64)
-    return G - (np.vdot(J64, G.astype(np.float64)) / nn) * J64
-
-
-def project_rows(J: np.ndarray, G: np.ndarray) -> np.ndarray:
-    """G minus, row by row, its component along J_i·: the gradient at fixed row norms."""
-    J64 = J.astype(np.float64, copy=False)
-    G64 = G.astype(np.float64)
-    N = J.shape[0]
-    jr = J64.reshape(N, -1)
-    gr = G64.reshape(N, -1)
-    nn = np.einsum("ik,ik->i", jr, jr)
-    coef = np.divide(np.einsum("ik,ik->i", jr, gr), nn, out=np.zeros(N), where=nn > 0)
-    return (gr - coef[:, None] * jr).reshape(G.shape)
-
-
 def constrained_grad(J: np.ndarray, G: np.ndarray, constraint: str, l2: float) -> np.ndarray:
-    """The gradient that vanishes at a constrained optimum (float64, shape of J)."""
+    """The gradient that vanishes at a constrained optimum (float64, shape of J).
+
+    ``"global"``: G minus its component along J (the gradient on the sphere |J| = const);
+    ``"row"``: the same row by row; ``"l2"``: G + l2 J.
+    """
+    J64, G64 = J.astype(np.float64, copy=False), G.astype(np.float64)
     if constraint == "global":
-        return project_global(J, G)
+        nn = float(np.vdot(J64, J64))
+        return G64 if nn == 0.0 else G - (np.vdot(J64, G64) / nn) * J64
     if constraint == "row":
-        return project_rows(J, G)
-    return G.astype(np.float64) + l2 * J.astype(np.float64)
+        N = J.shape[0]
+        jr, gr = J64.reshape(N, -1), G64.reshape(N, -1)
+        nn = np.einsum("ik,ik->i", jr, jr)
+        coef = np.divide(np.einsum("ik,ik->i", jr, gr), nn, out=np.zeros(N), where=nn > 0)
+        return (gr - coef[:, None] * jr).reshape(G.shape)
+    return G64 + l2 * J64
 
 
 def row_norms(J: np.ndarray) -> np.ndarray:
@@ -229,10 +211,5 @@ def row_norms(J: np.ndarray) -> np.ndarray:
 def frobenius(J) -> float:
     """|J| in float64."""
     J = np.asarray(J).ravel()
-    return float(
-        np.sqrt(
-            np.dot(J, J, out=None)
-            if J.dtype == np.float64
-            else np.einsum("k,k->", J, J, dtype=np.float64)
-        )
-    )
+    sq = np.dot(J, J) if J.dtype == np.float64 else np.einsum("k,k->", J, J, dtype=np.float64)
+    return float(np.sqrt(sq))

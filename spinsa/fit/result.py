@@ -14,6 +14,8 @@ from spinsa.fit.config import FitConfig
 __all__ = ["FIT_KIND", "FitResult", "save_fit", "load_fit"]
 
 FIT_KIND = "fit"
+#: The history arrays of a fit, in the order they are stored.
+HISTORY = ("step_loss", "step_grad_norm", "step_norm", "epoch_loss", "epoch_grad_norm")
 
 
 @dataclass(frozen=True)
@@ -76,14 +78,11 @@ class FitResult:
         J = np.asarray(self.J)
         if J.ndim != 4 or J.shape[0] != J.shape[1] or J.shape[2] != J.shape[3]:
             raise ValueError(f"J must have shape (N, N, d, d), got {J.shape}")
-        for name in ("step_loss", "step_grad_norm", "step_norm"):
+        for name in HISTORY:
             a = np.asarray(getattr(self, name), dtype=np.float64)
             if a.ndim != 1:
                 raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
-            object.__setattr__(self, name, a)
-        for name in ("epoch_loss", "epoch_grad_norm"):
-            a = np.asarray(getattr(self, name), dtype=np.float64)
-            if a.ndim != 1 or a.size < 1:
+            if name.startswith("epoch") and a.size < 1:
                 raise ValueError(f"{name} must be one-dimensional and non-empty")
             object.__setattr__(self, name, a)
         if not (len(self.step_loss) == len(self.step_grad_norm) == len(self.step_norm)):
@@ -108,13 +107,7 @@ class FitResult:
 
     def history(self) -> dict[str, np.ndarray]:
         """The history arrays by name (for writing to HDF5)."""
-        return {
-            "step_loss": self.step_loss,
-            "step_grad_norm": self.step_grad_norm,
-            "step_norm": self.step_norm,
-            "epoch_loss": self.epoch_loss,
-            "epoch_grad_norm": self.epoch_grad_norm,
-        }
+        return {name: getattr(self, name) for name in HISTORY}
 
     def save(self, path, overwrite: bool = False) -> None:
         """Write J, the history and the config to an HDF5 file (see :func:`save_fit`)."""

@@ -155,6 +155,17 @@ def _check_clamp(score_clamp):
     return None if score_clamp is None else check_positive(score_clamp, "score_clamp")
 
 
+def _inputs(xi, J, lam, score_clamp, device, chunk_size):
+    """(x, J, was_numpy, lam, clamp, chunk_size) validated for the full-objective wrappers."""
+    lam, clamp = check_positive(lam, "lam"), _check_clamp(score_clamp)
+    x, Jt, was_numpy = _as_tensors(xi, J, device)
+    if x.shape[0] == 0:
+        raise ValueError("xi is empty (0 patterns)")
+    if chunk_size is None:
+        chunk_size = auto_chunk_size(x.shape[1], x.shape[2], x.element_size())
+    return x, Jt, was_numpy, lam, clamp, int(chunk_size)
+
+
 def torch_loss_and_grad(
     xi, J, lam: float, chunk_size: int | None = None, device=None, score_clamp=None
 ):
@@ -179,15 +190,9 @@ def torch_loss_and_grad(
         Zero diagonal blocks.
     """
     torch = import_torch()
-    lam = check_positive(lam, "lam")
-    clamp = _check_clamp(score_clamp)
-    x, Jt, was_numpy = _as_tensors(xi, J, device)
-    if x.shape[0] == 0:
-        raise ValueError("xi is empty (0 patterns)")
-    if chunk_size is None:
-        chunk_size = auto_chunk_size(x.shape[1], x.shape[2], x.element_size())
+    x, Jt, was_numpy, lam, clamp, chunk_size = _inputs(xi, J, lam, score_clamp, device, chunk_size)
     with torch.no_grad():
-        loss, grad = closed_form(torch, x, Jt, lam, int(chunk_size), clamp=clamp)
+        loss, grad = closed_form(torch, x, Jt, lam, chunk_size, clamp=clamp)
     return float(loss), (grad.cpu().numpy() if was_numpy else grad)
 
 
@@ -223,20 +228,14 @@ def autograd_loss_and_grad(
     arguments and return values as :func:`torch_loss_and_grad`.
     """
     torch = import_torch()
-    lam = check_positive(lam, "lam")
-    clamp = _check_clamp(score_clamp)
-    x, Jt, was_numpy = _as_tensors(xi, J, device)
+    x, Jt, was_numpy, lam, clamp, chunk_size = _inputs(xi, J, lam, score_clamp, device, chunk_size)
     P, N = x.shape[0], x.shape[1]
-    if P == 0:
-        raise ValueError("xi is empty (0 patterns)")
-    if chunk_size is None:
-        chunk_size = auto_chunk_size(N, x.shape[2], x.element_size())
     Jt = Jt.detach().clone().requires_grad_(True)
     mask = _diag_mask(torch, N, x.device)
     total = 0.0
     with torch.enable_grad():
-        for start in range(0, P, int(chunk_size)):
-            chunk = x[start : start + int(chunk_size)]
+        for start in range(0, P, chunk_size):
+            chunk = x[start : start + chunk_size]
             loss = forward_loss(torch, chunk, Jt, lam, mask, clamp) / P
             loss.backward()
             total += float(loss.detach())
@@ -246,13 +245,10 @@ def autograd_loss_and_grad(
 
 # ------------------------------------------------------------------ the fit
 def _make_optimizer(torch, J, config):
-    if config.optimizer == "adam":
-        return torch.optim.Adam([J], lr=config.lr, weight_decay=config.weight_decay)
-    if config.optimizer == "adamw":
-        return torch.optim.AdamW([J], lr=config.lr, weight_decay=config.weight_decay)
-    return torch.optim.SGD(
-        [J], lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
-    )
+    options = dict(lr=config.lr, weight_decay=config.weight_decay)
+    if config.optimizer == "sgd":
+        return torch.optim.SGD([J], momentum=config.momentum, **options)
+    return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[config.optimizer]([J], **options)
 
 
 def _optimizer_arrays(opt) -> dict[str, np.ndarray]:
@@ -297,7 +293,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
 
     torch = import_torch()
     dev = resolve_device(config.device)
-    run.device = device_name(dev)
+    state.device = device_name(dev)
     P, N, d = xi.shape
     B = min(config.batch_size, P)
     itemsize = xi.dtype.itemsize
@@ -329,7 +325,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
                 loss, Gt = closed_form(torch, x_all, J, lam, chunk, mask, clamp)
                 Jn, G = J.cpu().numpy(), Gt.cpu().numpy()
             g = constrained_grad(Jn, G, config.constraint, config.l2)
-            run.n_samples_seen += P
+            state.n_samples_seen += P
             return float(loss), float(np.linalg.norm(g))
 
         if not state.epoch_loss:
@@ -365,7 +361,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
                     J.mul_(float(targets[0]) / J.norm())
                 elif config.constraint == "row":
                     J.mul_((row_target / J.flatten(1).norm(dim=1))[:, None, None, None])
-                run.n_samples_seen += xb.shape[0] / (N if config.site_sampling == "one" else 1)
+                state.n_samples_seen += xb.shape[0] / (N if config.site_sampling == "one" else 1)
                 run.record_step(
                     float(loss), float(gnorm), float(J.norm()), lambda: J.cpu().numpy().copy()
                 )
