@@ -926,10 +926,8 @@ def write_report(
     order = ["data"] + [f"fit:{m}" for m in models]
     order += [f"eval:{m}:{t}" for m in models for t in TASKS]
     order += [f"notebook:{m}" for m in models] + ["assemble", "baselines", "figures"]
-    stage_times = {
-        k: stage_times[k]
-        for k in sorted(stage_times, key=lambda k: order.index(k) if k in order else len(order))
-    }
+    rank = {k: i for i, k in enumerate(order)}
+    stage_times = dict(sorted(stage_times.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
     lines = [
         "# Reproduction: bare self-attention as an attractor network on MNIST",
