@@ -368,15 +368,13 @@ def _attractors(ctx: _Context) -> Results:
         progress=ctx.progress,
     )
     emb = inp.embedding
-    images = (
-        emb.decode_pixels(report.states) if report.n_attractors else np.zeros((0, *emb.image_shape))
-    )
+    images = np.zeros((0, *emb.image_shape))
+    if report.n_attractors:
+        images = emb.decode_pixels(report.states)
+    decoded = analysis.DecodedImages(images=images.astype(np.float32))
     return {
         "report": (report, {"starts_per_group": int(n), "group_order": list(GROUPS)}),
-        "images": (
-            analysis.DecodedImages(images=images.astype(np.float32)),
-            {"of": "report/states"},
-        ),
+        "images": (decoded, {"of": "report/states"}),
     }
 
 
@@ -388,11 +386,8 @@ def _hebbian(ctx: _Context) -> Results:
     sJ, sK = analysis.coupling_spectrum(J), analysis.coupling_spectrum(K)  # stored too
     comparison = comparison_of(J, K, sJ, sK, distance, "global", inp.patterns.shape[0])
     grid = inp.embedding.grid_shape
-    unit, fitted, hebbian = (
-        {"distance_unit": "pixels"},
-        {"couplings": "fitted"},
-        {"couplings": "hebbian"},
-    )
+    unit = {"distance_unit": "pixels"}
+    fitted, hebbian = {"couplings": "fitted"}, {"couplings": "hebbian"}
     out: Results = {
         "comparison": (comparison, unit),
         "distance": (analysis.strength_vs_distance(J, positions), {**fitted, **unit}),

@@ -227,8 +227,7 @@ def run_baselines(
         variances = masked_patch_variances(emb.decode_pixels(x), mask, exp.embedding.patch)
         fig2[name] = (variances, exp.embedding.patch, best_t)
 
-    streams = dict(seed=tasks.seed, index=images.test_index)  # the run's corruptions, checked above
-    streams.update(mask_fraction=tasks.mask_fraction, noise_variance=tasks.noise_variance)
+    streams = dict(tasks.streams(), index=images.test_index)  # the run's corruptions, checked above
     for model, bc in spec.configs().items():
         for task in TASKS:
             ckpt = ckdir / f"baseline-{model}-{task}.pt"
@@ -400,7 +399,6 @@ def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
     pv_arrays, pv_attrs = read_tree(baselines_h5, "patch_variances")
     pv_models = [str(m) for m in pv_attrs["models"]]
     medians = {m: float(v) for m, v in zip(pv_models, pv_arrays["median"], strict=True)}
-    means = {m: float(v) for m, v in zip(pv_models, pv_arrays["mean"], strict=True)}
     first = bl["recycled"]["masked"]
     lines = [
         "## Backprop baselines: recycled block and ViT",
@@ -447,7 +445,7 @@ def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
         patch = pv_attrs["patch"][m]
         lines.append(
             f"| {m} | {patch}x{patch} | {pv_attrs['best_t'][m] if m != 'clean' else '-'} | "
-            f"{int(pv_arrays['n_patches'][k])} | {format_number(means[m], 5)} | "
+            f"{int(pv_arrays['n_patches'][k])} | {format_number(float(pv_arrays['mean'][k]), 5)} | "
             f"{format_number(medians[m], 5)} |"
         )
     lines += [

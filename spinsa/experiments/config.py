@@ -237,15 +237,11 @@ class TasksSection:
         """
         from spinsa.tasks import task_inputs
 
-        return task_inputs(
-            task,
-            images,
-            embedding,
-            index=index,
-            seed=self.seed,
-            mask_fraction=self.mask_fraction,
-            noise_variance=self.noise_variance,
-        )
+        return task_inputs(task, images, embedding, index=index, **self.streams())
+
+    def streams(self) -> dict[str, Any]:
+        """``seed``, ``mask_fraction`` and ``noise_variance``: what decides the corruptions."""
+        return {k: getattr(self, k) for k in ("seed", "mask_fraction", "noise_variance")}
 
 
 @dataclass(frozen=True)

@@ -453,17 +453,9 @@ def _fit_and_write(
         ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
         arrays[f"evaluation/{task}"] = ev.arrays()
         group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, images.test.shape[0])
-    attrs = {
-        "name": config.name,
-        "fit_loss": fit.loss,
-        "fit_initial_loss": float(fit.epoch_loss[0]),
-        "fit_wall_time": float(fit.wall_time),
-        "fit_device": fit.device,
-        "fit_message": fit.message,
-        "fit_converged": fit.converged,
-        "fit_n_steps": fit.n_steps,
-        "n_train": int(images.train.shape[0]),
-    }
+    attrs = {f"fit_{k}": getattr(fit, k) for k in ("loss", "device", "message", "converged")}
+    attrs.update(name=config.name, fit_n_steps=fit.n_steps, n_train=int(images.train.shape[0]))
+    attrs.update(fit_initial_loss=float(fit.epoch_loss[0]), fit_wall_time=float(fit.wall_time))
     _write(out_path, config, RUN_KIND, arrays, attrs, group_attrs, overwrite)
     if checkpoint is not None:
         Path(checkpoint).unlink(missing_ok=True)
@@ -528,7 +520,7 @@ def evaluate(
     chunk_size, progress
         As in :func:`evaluate_task`.
     images : Images, optional
-        Already loaded images (default: :func:`load_images`).
+        As in :func:`train`.
 
     Returns
     -------

@@ -434,29 +434,25 @@ def reproduce(
         add("baselines", run_bl, ["assemble"], _baselines.stage_config(cfg, bl_spec))
         figure_deps.append("baselines")
 
-    figures = {"errors": out_dir / ERRORS_FIGURE}
-    figures.update({f"examples:{n}": out_dir / f"fig1_examples_{n}.png" for n in experiments})
-    figures.update({f"notebook:{n}": out_dir / f"fig1_notebook_{n}.png" for n in notebook_models})
+    with_bl = bl_path if bl_spec is not None else None
+    # file -> how to draw it (plotting is imported when the stage runs)
+    figures = {out_dir / ERRORS_FIGURE: lambda p: p.figure_errors(h5_path, baselines=with_bl)}
+    for n in experiments:
+        path = out_dir / f"fig1_examples_{n}.png"
+        figures[path] = lambda p, n=n: p.figure_examples(h5_path, model=n)
+    for n in notebook_models:
+        path = out_dir / f"fig1_notebook_{n}.png"
+        figures[path] = lambda p, n=n: p.figure_notebook_view(h5_path, model=n)
     if bl_spec is not None:
-        figures["patches"] = out_dir / "fig2_patch_variances.png"
+        figures[out_dir / "fig2_patch_variances.png"] = lambda p: p.figure_patch_variances(bl_path)
 
     def run_figures():
         from spinsa import plotting
 
-        with_bl = bl_path if bl_spec is not None else None
-        for key, path in figures.items():
-            kind, _, model = key.partition(":")
-            if kind == "errors":
-                fig = plotting.figure_errors(h5_path, baselines=with_bl)
-            elif kind == "examples":
-                fig = plotting.figure_examples(h5_path, model=model)
-            elif kind == "notebook":
-                fig = plotting.figure_notebook_view(h5_path, model=model)
-            else:
-                fig = plotting.figure_patch_variances(with_bl)
-            plotting.save_figure(fig, path)
+        for path, draw in figures.items():
+            plotting.save_figure(draw(plotting), path)
 
-    add("figures", run_figures, figure_deps, outputs=figures.values())
+    add("figures", run_figures, figure_deps, outputs=figures)
 
     report_path = out_dir / REPORT_NAME
 
@@ -464,9 +460,9 @@ def reproduce(
         write_report(
             h5_path,
             report_path,
-            figures=[p.name for p in figures.values()],
+            figures=[p.name for p in figures],
             timings={k: v for k, v in timings.items() if k in ("assemble", "baselines", "figures")},
-            baselines=bl_path if bl_spec is not None else None,
+            baselines=with_bl,
         )
 
     add("report", run_report, figure_deps + ["figures"], outputs=[report_path])
@@ -494,7 +490,7 @@ def reproduce(
     say(
         f"spinsa reproduce: finished in {total:.1f} s ({total / 60:.1f} min); report: {report_path}"
     )
-    return ReproduceResult(out_dir, h5_path, report_path, tuple(figures.values()), timings)
+    return ReproduceResult(out_dir, h5_path, report_path, tuple(figures), timings)
 
 
 def _cuda_available() -> bool:
@@ -650,8 +646,13 @@ def _relation(gain_z: float) -> str:
     return "above" if gain_z < -SIGNIFICANT_Z else "not significantly different from"
 
 
-def _rise(z: float) -> str:
-    return "rises" if z > SIGNIFICANT_Z else "does not rise significantly"
+def _then(s: dict) -> str:
+    """How the error goes on after the best t: "then rises to ... at t = T (z ...)"."""
+    rise = "rises" if s["rise_z"] > SIGNIFICANT_Z else "does not rise significantly"
+    return (
+        f"then {rise} to {_fmt(s['error_T'])} at t = {s['T']} "
+        f"({_fmt(s['rise_z'], 1)} standard errors)"
+    )
 
 
 def assess_references(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str, str, str]]:
@@ -728,9 +729,7 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
             why = (
                 f"best t = {m['best_t']}, error {_fmt(m['best_error'])}, "
                 f"{_relation(m['gain_z'])} the masked input's "
-                f"{_fmt(m['error_t0'])} ({_fmt(m['gain_z'], 1)} standard errors); then "
-                f"{_rise(m['rise_z'])} to {_fmt(m['error_T'])} at t = {m['T']} "
-                f"({_fmt(m['rise_z'], 1)} standard errors)"
+                f"{_fmt(m['error_t0'])} ({_fmt(m['gain_z'], 1)} standard errors); {_then(m)}"
             )
             out.append((MASKED_CLAIM, model, _verdict([early, gain, rises]), why))
         d = tasks.get("denoise")
@@ -742,9 +741,7 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
                 f"{'falls' if falls else 'does not fall significantly'} from "
                 f"{_fmt(d['error_t0'])} to {_fmt(d['best_error'])} at best t = "
                 f"{d['best_t']} ({_fmt(d['gain_z'], 1)} standard errors; paper: about 10"
-                f"{'' if about_ten else ', so not within a factor of three'}); then "
-                f"{_rise(d['rise_z'])} to {_fmt(d['error_T'])} at t = {d['T']} "
-                f"({_fmt(d['rise_z'], 1)} standard errors)"
+                f"{'' if about_ten else ', so not within a factor of three'}); {_then(d)}"
             )
             out.append((DENOISE_CLAIM, model, _verdict([falls, rises, about_ten]), why))
         if tasks:
@@ -929,10 +926,8 @@ def write_report(
     order = ["data"] + [f"fit:{m}" for m in models]
     order += [f"eval:{m}:{t}" for m in models for t in TASKS]
     order += [f"notebook:{m}" for m in models] + ["assemble", "baselines", "figures"]
-    stage_times = {
-        k: stage_times[k]
-        for k in sorted(stage_times, key=lambda k: order.index(k) if k in order else len(order))
-    }
+    rank = {k: i for i, k in enumerate(order)}
+    stage_times = dict(sorted(stage_times.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
     lines = [
         "# Reproduction: bare self-attention as an attractor network on MNIST",
