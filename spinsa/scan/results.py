@@ -152,12 +152,10 @@ def collect(
             try:
                 found[i] = _summary(store.file(key), summarize, include)
                 status[i] = "done"
-                continue
             except SpinsaFileError as err:  # torn or changed: `spinsa scan run` reruns it
                 status[i] = "corrupt"
                 warnings.warn(str(err), stacklevel=2)
-                continue
-        if store.error(key) is not None:
+        elif store.error(key) is not None:
             status[i] = "failed"
     all_t = [s["t"] for s in found.values() if "t" in s and s["t"].ndim == 1]
     times = np.unique(np.concatenate(all_t)) if all_t else None
