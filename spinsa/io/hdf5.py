@@ -152,7 +152,16 @@ def write_file(
         )
         for g, a in (group_attrs or {}).items()
     }
-    _check_target(path, replace)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{path} is a directory; give a file name such as {path / 'run.h5'}"
+        )
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
+    if path.exists() and not replace:
+        raise FileExistsError(
+            f"{path} already exists; pass overwrite=True (or mode='w') to replace it"
+        )
     with atomic_path(path, overwrite=replace) as tmp:
         with h5py.File(tmp, "x", libver=LIBVER) as f:
             f.attrs.update(root)
@@ -559,19 +568,6 @@ def _encode_attrs(
             )
         out[key] = encode_attr(value, key)
     return out
-
-
-def _check_target(path: Path, replace: bool) -> None:
-    if path.is_dir():
-        raise IsADirectoryError(
-            f"{path} is a directory; give a file name such as {path / 'run.h5'}"
-        )
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
-    if path.exists() and not replace:
-        raise FileExistsError(
-            f"{path} already exists; pass overwrite=True (or mode='w') to replace it"
-        )
 
 
 def _clean_name(name: Any, where: str) -> str:
