@@ -785,11 +785,10 @@ def _open_checked(path: Path) -> h5py.File:
         raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
     try:
         check_schema(f.attrs.get("schema"), path)
-    except SpinsaFileError:
-        f.close()
-        raise
     except Exception as err:
         f.close()
+        if isinstance(err, SpinsaFileError):
+            raise
         raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
     return f
 
