@@ -1,13 +1,10 @@
 """HDF5 files of spinsa: every file the package writes or reads goes through here.
 
-One self-describing file per run, fit, evaluation or scan point (layout: :mod:`spinsa.io.schema`).
-New files are written atomically (temporary file, then rename); groups are added to a file
-in place and become visible only when complete (:mod:`spinsa.io.hdf5` says how, and what a
-killed writer can and cannot do). Writers refuse to overwrite unless asked; reads refuse
-anything that is not a complete spinsa file of a schema this version knows, with a
-:class:`SpinsaFileError` that says what is wrong. Every byte a file holds is under a
-checksum (Fletcher-32 on the data, HDF5's own on the metadata): a changed byte is an error
-on read, and :func:`verify` reads a whole file to check them all.
+One self-describing file per run, fit, evaluation or scan point (layout: :mod:`spinsa.io.schema`),
+written atomically or, for an added group, in place and visible only when complete; every
+byte under a checksum (:mod:`spinsa.io.hdf5` says how, and what a killed writer can do).
+Writers refuse to overwrite unless asked; reads refuse anything but a complete spinsa file
+of a schema this version knows, with a :class:`SpinsaFileError` that says what is wrong.
 
 ::
 

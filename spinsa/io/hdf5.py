@@ -80,8 +80,6 @@ from spinsa.io.schema import (
     RESERVED_PREFIXES,
     SpinsaFileError,
     check_schema,
-    config_to_dict,
-    config_type,
     decode_attr,
     encode_attr,
     now_utc,
@@ -154,7 +152,16 @@ def write_file(
         )
         for g, a in (group_attrs or {}).items()
     }
-    _check_target(path, replace)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{path} is a directory; give a file name such as {path / 'run.h5'}"
+        )
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
+    if path.exists() and not replace:
+        raise FileExistsError(
+            f"{path} already exists; pass overwrite=True (or mode='w') to replace it"
+        )
     with atomic_path(path, overwrite=replace) as tmp:
         with h5py.File(tmp, "x", libver=LIBVER) as f:
             f.attrs.update(root)
@@ -522,13 +529,18 @@ def _chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...] | bool:
 def _root_attrs(kind: str, attrs: Mapping | None, config: Any, seeds: Mapping | None) -> dict:
     out = _encode_attrs(provenance(kind), "provenance", reserved=(), prefixes=())
     if config is not None:
-        cfg = config_to_dict(config)
+        is_dataclass = dataclasses.is_dataclass(config) and not isinstance(config, type)
+        if not (is_dataclass or isinstance(config, Mapping)):
+            raise TypeError(
+                f"config must be a dataclass instance or a mapping, got {type(config).__name__}"
+            )
+        cfg = dataclasses.asdict(config) if is_dataclass else dict(config)
         try:
             out["config_json"] = to_json(cfg)
         except (TypeError, ValueError) as err:
             raise TypeError(f"config cannot be stored as JSON: {err}") from None
-        if config_type(config) is not None:
-            out["config_type"] = config_type(config)
+        if is_dataclass:  # "module.Class"
+            out["config_type"] = f"{type(config).__module__}.{type(config).__qualname__}"
         for key, value in flatten(cfg).items():
             out[f"config.{key}"] = encode_attr(value, f"config.{key}")
     for key, value in (seeds or {}).items():
@@ -556,19 +568,6 @@ def _encode_attrs(
             )
         out[key] = encode_attr(value, key)
     return out
-
-
-def _check_target(path: Path, replace: bool) -> None:
-    if path.is_dir():
-        raise IsADirectoryError(
-            f"{path} is a directory; give a file name such as {path / 'run.h5'}"
-        )
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
-    if path.exists() and not replace:
-        raise FileExistsError(
-            f"{path} already exists; pass overwrite=True (or mode='w') to replace it"
-        )
 
 
 def _clean_name(name: Any, where: str) -> str:
@@ -673,16 +672,26 @@ def read_group(path: str | os.PathLike, group: str) -> tuple[dict[str, np.ndarra
 
     The mirror of :func:`write_group`; subgroups are not descended into.
     """
-    path = Path(path)
+    return _read_group(Path(path), group, nested=False)
+
+
+def _read_group(path: Path, group: str, nested: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The datasets of ``group`` (and, if ``nested``, of its subgroups, as dicts) and its attrs."""
+
+    def load(g: h5py.Group) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k in g:  # g[k], not g.items(): h5py's items() says None for a damaged member
+            if isinstance(g[k], h5py.Dataset):
+                out[k] = _read_dataset(g, path, k, None)
+            elif nested:
+                out[k] = load(g[k])
+        return out
+
     group = group.strip("/") or "/"
     with open_file(path) as f:
         if group not in f or not isinstance(f[group], h5py.Group):
             raise KeyError(f"{path} has no group {group!r}; its groups: {_members(f, h5py.Group)}")
-        g = f[group]
-        # g[k], not g.items(): h5py's items() says None for a member it cannot open
-        arrays = {k: _read_dataset(g, path, k, None) for k in g if isinstance(g[k], h5py.Dataset)}
-        attrs = {k: decode_attr(v) for k, v in g.attrs.items()}
-    return arrays, attrs
+        return load(f[group]), {k: decode_attr(v) for k, v in f[group].attrs.items()}
 
 
 def check_file(path: str | os.PathLike) -> None:
@@ -707,7 +716,12 @@ def open_file(path: str | os.PathLike) -> Iterator[h5py.File]:
         yield f
     except (OSError, KeyError, RuntimeError) as err:  # what h5py makes of HDF5's errors
         if _checksum_failed(err):
-            raise SpinsaFileError(_checksum_message(path, err), "corrupt") from err
+            raise SpinsaFileError(
+                f"{path}: a checksum failed ({err}): bytes of this file changed after spinsa "
+                "wrote it (a disk or copy error, or an edit outside spinsa). Copy it again from "
+                "a good copy or re-run what produced it.",
+                "corrupt",
+            ) from err
         raise
     finally:
         f.close()
@@ -727,19 +741,12 @@ def verify(path: str | os.PathLike) -> None:
         for name in names:
             obj = f[name]
             dict(obj.attrs)
-            if isinstance(obj, h5py.Dataset):
-                for rows in _row_blocks(obj):
-                    obj[rows]
-
-
-def _row_blocks(ds: h5py.Dataset) -> Iterator[Any]:
-    """Indices that read ``ds`` a few chunks at a time (a 0-d or empty one at once)."""
-    if ds.ndim == 0 or ds.size == 0:
-        yield ()
-        return
-    step = ds.chunks[0] if ds.chunks else ds.shape[0]
-    for start in range(0, ds.shape[0], step):
-        yield slice(start, start + step)
+            if isinstance(obj, h5py.Dataset) and (obj.ndim == 0 or obj.size == 0):
+                obj[()]
+            elif isinstance(obj, h5py.Dataset):  # a few chunks at a time
+                step = obj.chunks[0] if obj.chunks else obj.shape[0]
+                for start in range(0, obj.shape[0], step):
+                    obj[start : start + step]
 
 
 def _checksum_failed(err: Exception) -> bool:
@@ -747,14 +754,6 @@ def _checksum_failed(err: Exception) -> bool:
     # of a data chunk), "incorrect metadata checksum" (an object header or heap).
     text = str(err)
     return "checksum" in text or "filter returned failure" in text
-
-
-def _checksum_message(path: Path, err: Exception) -> str:
-    return (
-        f"{path}: a checksum failed ({err}): bytes of this file changed after spinsa wrote "
-        "it (a disk or copy error, or an edit outside spinsa). Copy it again from a good "
-        "copy or re-run what produced it."
-    )
 
 
 def _open_checked(path: Path) -> h5py.File:
@@ -786,11 +785,10 @@ def _open_checked(path: Path) -> h5py.File:
         raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
     try:
         check_schema(f.attrs.get("schema"), path)
-    except SpinsaFileError:
-        f.close()
-        raise
     except Exception as err:
         f.close()
+        if isinstance(err, SpinsaFileError):
+            raise
         raise SpinsaFileError(_corrupt_message(path, err), "corrupt") from err
     return f
 
@@ -903,14 +901,12 @@ def load_trajectory(path: str | os.PathLike) -> Any:
     """
     from spinsa.model import DynamicsConfig, Trajectory
 
-    path = Path(path)
-    with open_file(path) as f:
-        if "trajectory" not in f or not isinstance(f["trajectory"], h5py.Group):
-            raise ValueError(
-                f"{path} holds no trajectory (kind {decode_attr(f.attrs['kind'])!r}); "
-                f"its groups: {_members(f, h5py.Group)}"
-            )
-        config = json.loads(decode_attr(f.attrs.get("config_json", "{}")))
+    info = read(path)
+    if "trajectory" not in info.groups:
+        raise ValueError(
+            f"{path} holds no trajectory (kind {info.kind!r}); its groups: {list(info.groups)}"
+        )
+    config = info.config
     arrays, fields = read_group(path, "trajectory")
     fields = {k: v for k, v in fields.items() if k not in GROUP_PROVENANCE_KEYS}
     known = {f.name for f in dataclasses.fields(DynamicsConfig) if f.init}

@@ -16,10 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import h5py
-
-from spinsa.io.hdf5 import _read_dataset, open_file, read
-from spinsa.io.schema import decode_attr
+from spinsa.io.hdf5 import _read_group, read
 
 __all__ = ["REPRODUCE_KIND", "model_names", "model_prefix", "read_tree", "read_evaluation"]
 
@@ -31,9 +28,7 @@ def model_names(path) -> list[str]:
     info = read(path)
     if info.kind == REPRODUCE_KIND:
         order = info.attrs.get("models")
-        present = sorted(
-            {g.split("/")[1] for g in info.groups if g.startswith("models/") and g.count("/") >= 1}
-        )
+        present = sorted({g.split("/")[1] for g in info.groups if g.startswith("models/")})
         return [m for m in order if m in present] if isinstance(order, list) else present
     return [str(info.attrs.get("name", info.config.get("name", "model")))]
 
@@ -48,19 +43,7 @@ def model_prefix(path, model: str | None = None) -> str:
 
 def read_tree(path, group: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """All datasets under ``group`` as a nested dict (subgroups become dicts), and its attrs."""
-
-    def load(g) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key in g:  # g[key], not g.items(): h5py's items() says None for a damaged member
-            is_group = isinstance(g[key], h5py.Group)
-            out[key] = load(g[key]) if is_group else _read_dataset(g, path, key, None)
-        return out
-
-    path = Path(path)
-    with open_file(path) as f:
-        if group not in f or not isinstance(f[group], h5py.Group):
-            raise KeyError(f"{path} has no group {group!r}")
-        return load(f[group]), {k: decode_attr(v) for k, v in f[group].attrs.items()}
+    return _read_group(Path(path), group, nested=True)
 
 
 def read_evaluation(path, task: str, model: str | None = None):

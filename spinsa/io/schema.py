@@ -34,12 +34,10 @@ numpy scalars and arrays become numbers and lists, and paths become strings.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import numbers
 import os
 import socket
-from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -123,25 +121,6 @@ def provenance(kind: str) -> dict[str, Any]:
 def now_utc() -> str:
     """The current time, ISO 8601 in UTC to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def config_to_dict(config: Any) -> dict[str, Any]:
-    """A config dataclass (via ``dataclasses.asdict``, nested ones too) or mapping as a dict."""
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return dataclasses.asdict(config)
-    if isinstance(config, Mapping):
-        return dict(config)
-    raise TypeError(
-        f"config must be a dataclass instance or a mapping, got {type(config).__name__}"
-    )
-
-
-def config_type(config: Any) -> str | None:
-    """``"module.Class"`` of a config dataclass, None for a plain mapping."""
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        cls = type(config)
-        return f"{cls.__module__}.{cls.__qualname__}"
-    return None
 
 
 def to_json(value: Any) -> str:

@@ -22,7 +22,6 @@ from spinsa._files import atomic_path
 from spinsa.io.schema import spinsa_version, to_json
 from spinsa.scan.kinds import point_kind
 from spinsa.scan.run import require
-from spinsa.scan.spec import ScanSpec
 from spinsa.scan.store import ScanDir
 
 __all__ = ["DIAGRAM_VARIABLES", "collect", "draw_phase_diagrams", "open_collected", "phase_diagram"]
@@ -88,16 +87,6 @@ def _coord(values: Sequence) -> np.ndarray:
     return np.asarray([to_json(v) for v in values])
 
 
-def _coords(spec: ScanSpec) -> dict[str, tuple]:
-    coords: dict[str, tuple] = {}
-    for axis in spec.axes:
-        coords[axis.name] = (axis.name, _coord(axis.coord))
-        if axis.zipped:
-            for key, values in zip(axis.keys, axis.values, strict=True):
-                coords[key] = (axis.name, _coord(values))
-    return coords
-
-
 def collect(
     scan_dir: str | os.PathLike,
     out: str | os.PathLike | None = COLLECTED_FILE,
@@ -152,16 +141,19 @@ def collect(
             try:
                 found[i] = _summary(store.file(key), summarize, include)
                 status[i] = "done"
-                continue
             except SpinsaFileError as err:  # torn or changed: `spinsa scan run` reruns it
                 status[i] = "corrupt"
                 warnings.warn(str(err), stacklevel=2)
-                continue
-        if store.error(key) is not None:
+        elif store.error(key) is not None:
             status[i] = "failed"
     all_t = [s["t"] for s in found.values() if "t" in s and s["t"].ndim == 1]
     times = np.unique(np.concatenate(all_t)) if all_t else None
-    coords = _coords(spec)
+    coords: dict[str, tuple] = {}
+    for axis in spec.axes:
+        coords[axis.name] = (axis.name, _coord(axis.coord))
+        if axis.zipped:
+            for key, values in zip(axis.keys, axis.values, strict=True):
+                coords[key] = (axis.name, _coord(values))
     if times is not None:
         coords["t"] = ("t", times)
     data_vars = {}

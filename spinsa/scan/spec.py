@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from spinsa._checks import check_count
 from spinsa._config import check_keys, flatten, read_toml
 from spinsa.io.schema import to_json
 from spinsa.scan.kinds import PointKind, point_kind
@@ -195,8 +196,7 @@ class ScanSpec:
                     f"{name!r} is set by two axes; zip them with [zip.NAME] to vary them "
                     "together, or keep one"
                 )
-        if not _is_int(self.retries) or self.retries < 0:
-            raise ValueError(f"[scan] retries must be an integer >= 0, got {self.retries!r}")
+        check_count(self.retries, "[scan] retries", 0)
         check_keys(self.collect, COLLECT_KEYS, "[collect]")
 
     @property
