@@ -15,6 +15,7 @@ The handlers import the pipeline lazily, so that ``spinsa --help`` stays fast.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -170,8 +171,6 @@ def _pick(names: list[str], key: str | None, path: Path) -> str:
 
 
 def _cmd_train(args) -> int:
-    import time
-
     from spinsa.fit.memory import estimate_memory
 
     config = _train_config(args)
@@ -275,8 +274,6 @@ def add_evaluate(sub) -> None:
 
 
 def _cmd_evaluate(args) -> int:
-    import time
-
     from spinsa.analysis.summary import read_summaries
     from spinsa.experiments.pipeline import TASKS, evaluate, load_images, read_run_config
     from spinsa.references import REFERENCES
@@ -309,15 +306,12 @@ def _cmd_evaluate(args) -> int:
             f"r = {s['corr_T']:.3f} ({time.perf_counter() - t0:.1f} s); wrote {path}"
         )
         best = s["best_reference"]
-        beats = "beats it (more than 3 standard errors below)"
+        verdict = "beats it (more than 3 standard errors below)"
+        if not s["transient_memory"]:
+            verdict = "does not beat it by more than 3 standard errors"
         print(
             f"  best reference: {REFERENCES[task][best]}, {s['references'][best]['error']:.4f}; "
-            "the model "
-            + (
-                beats
-                if s["transient_memory"]
-                else "does not beat it by more than 3 standard errors"
-            )
+            f"the model {verdict}"
         )
     return 0
 
@@ -439,8 +433,6 @@ def add_analyze(sub) -> None:
 
 
 def _cmd_analyze(args) -> int:
-    import time
-
     from spinsa.experiments.analyze import analyze_run
 
     t0 = time.perf_counter()
