@@ -49,7 +49,6 @@ _TRAIN_FLAGS = [
 
 
 def add_train(sub) -> None:
-    """Declare ``spinsa train``."""
     p = sub.add_parser(
         "train",
         help="fit the couplings by pseudo-likelihood (an experiment's images, or patterns)",
@@ -239,7 +238,6 @@ def _cmd_train(args) -> int:
 
 # ---------------------------------------------------------------------------- evaluate
 def add_evaluate(sub) -> None:
-    """Declare ``spinsa evaluate``."""
     p = sub.add_parser(
         "evaluate",
         help="run the dynamics of a run file on a task and store the errors at every t",
@@ -318,7 +316,6 @@ def _cmd_evaluate(args) -> int:
 
 # ---------------------------------------------------------------------------- reproduce
 def add_reproduce(sub) -> None:
-    """Declare ``spinsa reproduce``."""
     p = sub.add_parser(
         "reproduce",
         help="the paper's bare-self-attention experiment end to end (Fig. 1 and a report)",
