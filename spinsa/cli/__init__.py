@@ -24,6 +24,7 @@ import warnings
 
 from spinsa.cli import basics, experiments
 from spinsa.cli._common import UsageError
+from spinsa.scan.cli import add_parser as _add_scan
 
 __all__ = ["EXIT_CODES", "UsageError", "build_parser", "main"]
 
@@ -41,12 +42,6 @@ _OS_HINTS = {
     errno.ENOSPC: "the disk is full: free some space or write elsewhere",
     errno.EEXIST: "choose another name, or pass --overwrite",
 }
-
-
-def _add_scan(sub) -> None:
-    from spinsa.scan.cli import add_parser
-
-    add_parser(sub)
 
 
 # Subcommands, in the order `spinsa --help` lists them.

