@@ -1,4 +1,8 @@
-"""Damage done to files as disks and copies do it, for the tests of integrity."""
+"""Damage done to files and processes as disks, copies and kill -9 do it, for the tests of
+integrity and resumption."""
+
+import signal
+import time
 
 import h5py
 import numpy as np
@@ -24,3 +28,17 @@ def flip_byte(path, name):
         offset, size = raw.index(needle), len(needle)
     raw[offset + size // 2] ^= 0x10
     path.write_bytes(bytes(raw))
+
+
+def kill_when(proc, ready, timeout=120.0):
+    """SIGKILL ``proc`` as soon as ``ready()`` is true (True if it was still running then)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if ready():
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return True
+        time.sleep(0.002)
+    proc.kill()
+    proc.wait()
+    return False

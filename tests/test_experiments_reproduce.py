@@ -1,14 +1,12 @@
 """``reproduce`` and the ``train`` / ``evaluate`` / ``reproduce`` commands, on a tiny
 synthetic configuration (seconds): outputs, refusal of a finished run, resume after a kill."""
 
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
-from damage import flip_byte
+from damage import flip_byte, kill_when
 from tiny_configs import ONE_MODEL, PNG, SHARED
 
 from spinsa import io
@@ -305,20 +303,6 @@ def _write(path, text):
     return path
 
 
-def _kill_when(proc, ready, timeout=120.0):
-    """SIGKILL ``proc`` as soon as ``ready()`` is true (True if it was still running then)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        if ready():
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            return True
-        time.sleep(0.002)
-    proc.kill()
-    proc.wait()
-    return False
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", ["mid-write", "between stages"])
 def test_kill_9_then_rerun_gives_the_uninterrupted_result(tmp_path, moment):
@@ -335,9 +319,9 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_result(tmp_path, moment):
     proc = subprocess.Popen([sys.executable, "-m", "spinsa.cli", *argv],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     if moment == "mid-write":  # a temporary file exists: a stage file is being written
-        killed = _kill_when(proc, lambda: any(out.glob(".eval-*.tmp-*")))
+        killed = kill_when(proc, lambda: any(out.glob(".eval-*.tmp-*")))
     else:
-        killed = _kill_when(proc, lambda: (out / "fit-design.h5").exists())
+        killed = kill_when(proc, lambda: (out / "fit-design.h5").exists())
     assert killed, "the run finished before it could be killed"
     assert not (out / "report.md").exists()
     assert main(argv) == 0  # the same command again resumes and finishes

@@ -2,14 +2,13 @@
 resumes to the result of a fit that was never interrupted."""
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
+from damage import kill_when
 
 import spinsa
 from spinsa.datasets import random_patterns
@@ -20,6 +19,8 @@ OPTIONS = dict(backend="lbfgs", lam=5.0, max_iter=12, segment_iters=2, dtype="fl
 CHILD = """
 import os, sys, time
 import numpy as np
+from damage import kill_when
+
 import spinsa
 from spinsa.datasets import random_patterns
 
@@ -54,19 +55,6 @@ def _start(tmp_path, mode):
     return proc, ckpt, flag
 
 
-def _kill_when(proc, ready, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        if ready():
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            return True
-        time.sleep(0.002)
-    proc.kill()
-    proc.wait()
-    return False
-
-
 def test_lbfgs_fit_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_path):
     xi, reference = _reference()
     proc, ckpt, _ = _start(tmp_path, "plain")
@@ -80,7 +68,7 @@ def test_lbfgs_fit_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_path):
                 seen.append(stamp)
         return len(seen) >= 2
 
-    assert _kill_when(proc, second_checkpoint), "the fit finished before it could be killed"
+    assert kill_when(proc, second_checkpoint), "the fit finished before it could be killed"
     resumed = spinsa.fit_pseudolikelihood(xi, checkpoint=ckpt, **OPTIONS)
     assert resumed.resumed_from >= 1
     np.testing.assert_array_equal(resumed.J, reference.J)
@@ -91,7 +79,7 @@ def test_fit_killed_while_writing_its_checkpoint_resumes_to_the_same_result(tmp_
     xi, reference = _reference()
     proc, ckpt, flag = _start(tmp_path, "slow-rename")
     # the flag appears when a checkpoint is written but not yet renamed into place
-    assert _kill_when(proc, flag.exists), "the fit finished before it could be killed"
+    assert kill_when(proc, flag.exists), "the fit finished before it could be killed"
     leftovers = [p for p in os.listdir(tmp_path) if ".tmp-" in p]
     assert leftovers, "the kill was meant to land between writing and renaming"
     resumed = spinsa.fit_pseudolikelihood(xi, checkpoint=ckpt, **OPTIONS)
