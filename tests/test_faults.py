@@ -19,8 +19,6 @@ OPTIONS = dict(backend="lbfgs", lam=5.0, max_iter=12, segment_iters=2, dtype="fl
 CHILD = """
 import os, sys, time
 import numpy as np
-from damage import kill_when
-
 import spinsa
 from spinsa.datasets import random_patterns
 
