@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from spinsa.analysis.summary import best_time
 from spinsa.io.results import model_names, read_evaluation, read_tree
 from spinsa.plotting._base import TASK_TITLES, band, finish, gray, level, new_figure
 from spinsa.references import REFERENCES
@@ -110,7 +111,7 @@ def figure_errors(
             mean = np.asarray(arrays["mean"][pixels], dtype=float)[first:]
             band(ax, t, mean, arrays["sem"][pixels][first:], name, "C0", lw=1.8, alpha=0.25)
             if np.isfinite(mean).any():
-                b = int(np.nanargmin(mean))
+                b = best_time(mean)
                 ax.plot(t[b], mean[b], "o", color="C0", ms=5)
                 note = dict(textcoords="offset points", xytext=(4, -12), fontsize=8, color="C0")
                 ax.annotate(f"t = {t[b]}: {mean[b]:.4f}", (t[b], mean[b]), **note)
@@ -144,7 +145,7 @@ def _draw_baselines(ax, path, task: str, pixels: str) -> list[float]:
             continue
         band(ax, t, mean, sem, label, color, alpha=0.25)
         if np.isfinite(mean).any():
-            b = int(np.nanargmin(mean))
+            b = best_time(mean)  # an index into times, which start at t = 1
             ax.plot(t[b], mean[b], "s", color=color, ms=5)
             best.append(float(mean[b]))
     return best
