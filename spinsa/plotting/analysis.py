@@ -40,11 +40,12 @@ def _attrs(path, name: str) -> dict[str, Any]:
 
 def _need(path, name: str) -> dict[str, Any]:
     """Attributes of ``/analysis/<name>``; a clear error when the file lacks it."""
-    if f"analysis/{name}" not in io.read(path).groups:
+    try:
+        return _attrs(path, name)
+    except KeyError:  # read_group's "no group": one open of the file, not two
         raise ValueError(
             f"{path} holds no {name!r} analysis; run `spinsa analyze {path} --only {name}` first"
-        )
-    return _attrs(path, name)
+        ) from None
 
 
 def _curve(ax, t, values, label, color, ls="-"):
@@ -155,8 +156,10 @@ def figure_attractors(path, *, n_show: int = 8, figsize=None):
     report = load_analysis(path, "attractors/report")
     images = load_analysis(path, "attractors/images").images
     panels = []
-    if "data/mean_train_image" in io.read(path).datasets:
+    try:
         panels.append((io.read_array(path, "data/mean_train_image"), "mean training\nimage"))
+    except KeyError:  # a file without it: the attractors alone
+        pass
     k = min(int(n_show), report.n_attractors)
     for a in range(k):
         text = f"#{a}: basin {report.basin_fraction[a]:.0%}\nperiod {report.attractor_period[a]}"
