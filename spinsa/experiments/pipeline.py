@@ -383,7 +383,9 @@ def evaluate_task(
 
 
 # ---------------------------------------------------------------------------- files
-def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int) -> dict:
+def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int, arrays) -> dict:
+    """The attributes of ``/evaluation/<task>``; ``arrays`` is ``ev.arrays()``, computed once
+    by the caller, which writes it too."""
     tasks, dyn = config.tasks, config.dynamics
     attrs = dict(task=ev.task, steps=int(ev.times[-1]), n_test=int(n_test), dynamics=dyn.preset)
     attrs.update(embedding_scale=config.embedding.scale, lam_eval=dyn.lam_eval)
@@ -393,7 +395,7 @@ def _evaluation_attrs(config: ExperimentConfig, ev: TaskEvaluation, n_test: int)
     else:
         attrs["noise_variance"] = tasks.noise_variance
     attrs["reference_params"] = ev.reference_params()
-    summary = summarize_arrays(ev.task, ev.arrays())
+    summary = summarize_arrays(ev.task, arrays)
     return {**attrs, **{f"summary.{k}": v for k, v in summary.items()}}
 
 
@@ -451,8 +453,9 @@ def _fit_and_write(
     group_attrs = {}
     for task in tasks:
         ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
-        arrays[f"evaluation/{task}"] = ev.arrays()
-        group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, images.test.shape[0])
+        arrays[f"evaluation/{task}"] = ev_arrays = ev.arrays()
+        n_test = images.test.shape[0]
+        group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, n_test, ev_arrays)
     attrs = {f"fit_{k}": getattr(fit, k) for k in ("loss", "device", "message", "converged")}
     attrs.update(name=config.name, fit_n_steps=fit.n_steps, n_train=int(images.train.shape[0]))
     attrs.update(fit_initial_loss=float(fit.epoch_loss[0]), fit_wall_time=float(fit.wall_time))
@@ -543,14 +546,13 @@ def evaluate(
     J = io.read_array(run_path, "J")
     images = load_images(config) if images is None else images
     ev = evaluate_task(config, J, images, task, chunk_size=chunk_size, progress=progress)
-    attrs = _evaluation_attrs(config, ev, images.test.shape[0])
+    arrays = ev.arrays()
+    attrs = _evaluation_attrs(config, ev, images.test.shape[0], arrays)
     if out is None:
-        io.write_group(run_path, group, ev.arrays(), attrs, overwrite=overwrite)
+        io.write_group(run_path, group, arrays, attrs, overwrite=overwrite)
         return run_path
     root = {"name": config.name, "run_file": str(run_path)}
-    return _write(
-        out, config, EVALUATION_KIND, {group: ev.arrays()}, root, {group: attrs}, overwrite
-    )
+    return _write(out, config, EVALUATION_KIND, {group: arrays}, root, {group: attrs}, overwrite)
 
 
 def run_experiment(
