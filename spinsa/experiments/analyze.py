@@ -191,7 +191,12 @@ def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
     """
     path = Path(path)
     n_test = check_count(n_test, "n_test", 1)
-    config = _read_run(path)[1].with_overrides({"data.n_test": n_test})
+    return _load_inputs(path, _read_run(path)[1], n_test)
+
+
+def _load_inputs(path: Path, config, n_test: int) -> RunInputs:
+    """:func:`load_run_inputs` of a run file already read (its config as stored)."""
+    config = config.with_overrides({"data.n_test": n_test})
     images = load_images(config)
     emb = config.make_embedding()
     return RunInputs(
@@ -500,14 +505,14 @@ def analyze_run(
     values = {"n_test": n_test, "steps": steps, "seed": seed, **settings}
     cfg = config_from_dict(AnalysisSettings, values, "the analysis settings")
     path = Path(path)
-    info, _ = _read_run(path)
+    info, config = _read_run(path)
     present = [n for n in names if f"{ROOT}/{n}" in info.groups]
     if present and not overwrite:
         raise FileExistsError(
             f"{path} already holds the analyses {', '.join(present)}; pass overwrite=True "
             "(spinsa analyze --overwrite) to replace them"
         )
-    ctx = _Context(load_run_inputs(path, cfg.n_test), cfg, progress)
+    ctx = _Context(_load_inputs(path, config, cfg.n_test), cfg, progress)
     written: list[str] = []
     with progress_bar(len(names), "spinsa analyze", "analysis", enabled=progress) as bar:
         for name in names:
