@@ -386,7 +386,7 @@ def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
     for model in BASELINE_MODELS:
         for task in TASKS:
             try:
-                out.setdefault(model, {})[task] = read_tree(path, f"models/{model}/{task}")[1]
+                out.setdefault(model, {})[task] = io.read_group(path, f"models/{model}/{task}")[1]
             except KeyError:
                 pass
     return out

@@ -557,26 +557,19 @@ def _assemble(h5_path: Path, cfg, experiments, file_of, quick, timings) -> None:
     group_attrs: dict[str, dict] = {}
     stage_times: dict[str, float] = {}
     for name, exp in experiments.items():
-        fpath = file_of(f"fit:{name}")
-        info = io.read(fpath)
-        tree = {
-            "J": io.read_array(fpath, "J"),
-            "fit": read_tree(fpath, "fit")[0],
-            "data": read_tree(fpath, "data")[0],
-            "evaluation": {},
-        }
-        attrs = {k: v for k, v in info.attrs.items() if k.startswith("fit_") or k == "n_train"}
+        fit, root = read_tree(file_of(f"fit:{name}"), "/")  # the fit file, read once
+        tree = {"J": fit["J"], "fit": fit["fit"], "data": fit["data"], "evaluation": {}}
+        attrs = {k: v for k, v in root.items() if k.startswith("fit_") or k == "n_train"}
         attrs["experiment_config"] = exp.to_dict()
-        stage_times[f"fit:{name}"] = float(info.attrs.get("fit_wall_time", math.nan))
+        stage_times[f"fit:{name}"] = float(root.get("fit_wall_time", math.nan))
         for task in TASKS:
             epath = file_of(f"eval:{name}:{task}")
             tree["evaluation"][task], eattrs = read_tree(epath, f"evaluation/{task}")
             group_attrs[f"models/{name}/evaluation/{task}"] = own(eattrs)
             stage_times[f"eval:{name}:{task}"] = float(eattrs.get("wall_time", math.nan))
         if _has_notebook_check(exp):
-            npath = file_of(f"notebook:{name}")
-            tree["notebook"] = read_tree(npath, "/")[0]
-            group_attrs[f"models/{name}/notebook"] = own(io.read(npath).attrs)
+            tree["notebook"], nb_attrs = read_tree(file_of(f"notebook:{name}"), "/")
+            group_attrs[f"models/{name}/notebook"] = own(nb_attrs)
         arrays[f"models/{name}"] = tree
         group_attrs[f"models/{name}"] = attrs
     stage_times.update(
@@ -915,7 +908,8 @@ def write_report(
     info = io.read(h5_path)
     models = model_names(h5_path)
     summaries = {m: read_summaries(h5_path, m) for m in models}
-    model_attrs = {m: read_tree(h5_path, f"models/{m}")[1] for m in models}
+    # the attributes only: read_group leaves the model's evaluations and fit history unread
+    model_attrs = {m: io.read_group(h5_path, f"models/{m}")[1] for m in models}
     exp = {m: model_attrs[m]["experiment_config"] for m in models}
     first = exp[models[0]]
     data, emb, dyn, tasks = first["data"], first["embedding"], first["dynamics"], first["tasks"]
