@@ -219,7 +219,8 @@ def run_baselines(
     fig2: dict[str, tuple[Any, int, int]] = {}  # model -> (patch variances, patch, t)
 
     # the bare SA: predictions at its best t (masked task), from its couplings
-    for name, exp in config.experiments().items():
+    experiments = config.experiments()
+    for name, exp in experiments.items():
         best_t = int(read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]["best_t"])
         emb = exp.make_embedding()
         x0, mask = exp.tasks.inputs("masked", emb, images.test[:n_var], images.test_index[:n_var])
@@ -278,7 +279,7 @@ def run_baselines(
                 f"train {t1 - t0:.1f} s, evaluate {t2 - t1:.1f} s"
             )
 
-    order = [*config.experiments(), *BASELINE_MODELS, "clean"]
+    order = [*experiments, *BASELINE_MODELS, "clean"]
     hists = patch_variance_histograms({m: fig2[m][0] for m in order}, bins=spec.bins)
     arrays["patch_variances"] = {k: getattr(hists, k) for k in HISTOGRAMS}
     arrays["patch_variances"]["values"] = {m: fig2[m][0].variance for m in order}
@@ -291,7 +292,7 @@ def run_baselines(
     io.write_file(
         out_path,
         arrays,
-        {"models": list(BASELINE_MODELS), "sa_models": list(config.experiments()), "T": spec.T},
+        {"models": list(BASELINE_MODELS), "sa_models": list(experiments), "T": spec.T},
         kind=BASELINES_KIND,
         config=stage_config(config, spec),
         seeds={"subset": spec.seed, "tasks": tasks.seed},
