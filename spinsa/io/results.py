@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from spinsa.io.hdf5 import _read_group, read
+from spinsa.io.hdf5 import RunFile, _read_group, read
 
 __all__ = ["REPRODUCE_KIND", "model_names", "model_prefix", "read_tree", "read_evaluation"]
 
@@ -25,7 +25,10 @@ REPRODUCE_KIND = "reproduce"
 
 def model_names(path) -> list[str]:
     """The models whose results a file holds (one for a run file), in file order."""
-    info = read(path)
+    return _model_names(read(path))
+
+
+def _model_names(info: RunFile) -> list[str]:
     if info.kind == REPRODUCE_KIND:
         order = info.attrs.get("models")
         present = sorted({g.split("/")[1] for g in info.groups if g.startswith("models/")})
@@ -35,10 +38,11 @@ def model_names(path) -> list[str]:
 
 def model_prefix(path, model: str | None = None) -> str:
     """The group prefix of ``model``'s results in ``path`` ('' for a run file)."""
-    names = model_names(path)
+    info = read(path)  # once: the models and the kind come from the same table of contents
+    names = _model_names(info)
     if model is not None and model not in names:
         raise ValueError(f"{path} holds no model {model!r}; it holds: {', '.join(names)}")
-    return f"models/{model or names[0]}/" if read(path).kind == REPRODUCE_KIND else ""
+    return f"models/{model or names[0]}/" if info.kind == REPRODUCE_KIND else ""
 
 
 def read_tree(path, group: str) -> tuple[dict[str, Any], dict[str, Any]]:

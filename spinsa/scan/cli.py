@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-RUN_CLUSTERS = ("local", "serial", "slurm", "pbs", "sge", "lsf")
+from spinsa.scan.results import COLLECTED_FILE, REDUCTIONS
+from spinsa.scan.run import CLUSTERS
 
 
 def add_parser(sub) -> None:
@@ -44,7 +45,7 @@ def add_parser(sub) -> None:
     )
     pl.add_argument("scan", type=Path, help="scan file (TOML)")
     pl.add_argument("--out", type=Path, help="scan directory: show which points are done")
-    pl.add_argument("--cluster", choices=RUN_CLUSTERS, default="local", help="batch system")
+    pl.add_argument("--cluster", choices=CLUSTERS, default="local", help="batch system")
     pl.set_defaults(func=_cmd_plan)
 
     r = actions.add_parser(
@@ -59,7 +60,7 @@ def add_parser(sub) -> None:
     r.add_argument("--out", type=Path, required=True, help="scan directory")
     r.add_argument(
         "--cluster",
-        choices=RUN_CLUSTERS,
+        choices=CLUSTERS,
         default="local",
         help="local: a Dask LocalCluster (default); serial: one point after the other in this "
         "process; slurm/pbs/sge/lsf: batch jobs set up by the scan file's [cluster] table",
@@ -86,7 +87,7 @@ def add_parser(sub) -> None:
     c.add_argument("--x", metavar="DIM", help="axis on the horizontal axis")
     c.add_argument("--y", metavar="DIM", help="axis on the vertical axis")
     c.add_argument("--fix", action="append", metavar="DIM=VALUE", help="e.g. --fix t=10")
-    c.add_argument("--reduce", choices=("mean", "median", "min", "max"), help="default: mean")
+    c.add_argument("--reduce", choices=REDUCTIONS, help="default: mean")
     c.add_argument("--figures", type=Path, help="figure directory (default: DIR/figures)")
     c.add_argument("--format", help="figure format: png (default), pdf, svg")
     c.add_argument("--no-figures", action="store_true", help="save the dataset only")
@@ -100,14 +101,13 @@ def _cmd_plan(args) -> int:
     spec = load_scan(args.scan)
     points = spec.points()  # checks every point's config
     status = [""] * len(points)
-    if args.out is not None and ScanDir(args.out).record.is_file():
-        sd = ScanDir(args.out)
+    sd = ScanDir(args.out) if args.out is not None else None
+    if sd is not None and sd.record.is_file():
         if sd.read()[0].scan_hash != spec.scan_hash:
             raise ScanMismatchError(f"{args.out} holds a scan made by a different scan file")
-        done = {p.key: "done" for p in points if sd.points.file(p.key).exists()}
-        status = [
-            done.get(p.key, "failed" if sd.points.error(p.key) else "pending") for p in points
-        ]
+        store = sd.points
+        done = {p.key: "done" for p in points if store.file(p.key).exists()}
+        status = [done.get(p.key, "failed" if store.error(p.key) else "pending") for p in points]
     dims = " × ".join(f"{a.name} ({a.size})" for a in spec.axes)
     print(f"scan {spec.name!r}: {len(points)} points = {dims}; point kind {spec.point!r}")
     for a in (a for a in spec.axes if a.zipped):
@@ -186,7 +186,7 @@ def _cmd_collect(args) -> int:
     ds = collect(args.dir, include=option("include"))
     print(
         f"{ds.attrs['n_done']}/{ds.attrs['n_points']} points collected into "
-        f"{args.dir / 'collected.nc'} ({len(ds.data_vars) - 2} variables over "
+        f"{args.dir / COLLECTED_FILE} ({len(ds.data_vars) - 2} variables over "
         f"{', '.join(map(str, ds.dims))})"
     )
     if not args.no_figures:

@@ -214,6 +214,7 @@ def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
     """Run one synthetic point in memory: the arrays of its ``/summary`` (see
     :class:`SyntheticConfig`)."""
     from spinsa.analysis import cluster_states, mean_pattern, overlap_lifetimes, target_overlaps
+    from spinsa.analysis.summary import best_time
     from spinsa.couplings import hebbian_couplings
     from spinsa.datasets import correlated_patterns
     from spinsa.model import run
@@ -230,8 +231,7 @@ def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
     states, xi64 = traj.states.astype(np.float64), xi.astype(np.float64)
     m = target_overlaps(states, xi64)  # (T, P)
     error = (0.5 * ((states - xi64) ** 2).sum(-1).mean(-1)).mean(axis=1)  # (T,)
-    first = min(1, dyn.steps)
-    best = first + int(np.argmin(error[first:]))
+    best = best_time(error, min(1, dyn.steps))
     lifetimes = overlap_lifetimes(m, traj.times, config.analysis.threshold).lifetime
     final_mean = np.einsum("pna,na->p", states[-1], mean_pattern(xi64)) / p.n_tokens
     return {
