@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spinsa._checks import check_choice, check_finite, check_images, check_real, check_spins
+from spinsa._checks import (
+    check_choice,
+    check_count,
+    check_finite,
+    check_images,
+    check_real,
+    check_spins,
+)
 from spinsa.embedding import PatchEmbedding
 
 __all__ = [
@@ -208,12 +215,6 @@ def _image_rng(seed: int, task: str, k) -> np.random.Generator:
     return np.random.default_rng([seed, TASK_STREAMS[task], int(k)])
 
 
-def _check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
 def draw_masks(index, n_tokens: int, fraction: float = 0.3, seed: int = 0) -> np.ndarray:
     """The masked task's token masks, one per image, each from the image's own stream.
 
@@ -238,7 +239,7 @@ def draw_masks(index, n_tokens: int, fraction: float = 0.3, seed: int = 0) -> np
     """
     index = _image_index(index, np.shape(index)[0])
     k = masked_count(fraction, n_tokens)
-    seed = _check_seed(seed)
+    seed = check_count(seed, "seed")
     mask = np.zeros((index.size, n_tokens), dtype=bool)
     for p, key in enumerate(index):
         mask[p, _image_rng(seed, "masked", key).permutation(n_tokens)[:k]] = True
@@ -267,7 +268,7 @@ def draw_noisy(images, index=None, variance: float = 0.7, seed: int = 0) -> np.n
     """
     images, variance = _check_noise_inputs(images, variance)
     index = _image_index(index, images.shape[0])
-    seed = _check_seed(seed)
+    seed = check_count(seed, "seed")
     noise = np.empty(images.shape, dtype=np.float64)
     for p, key in enumerate(index):
         noise[p] = _image_rng(seed, "denoise", key).standard_normal(images.shape[1:])

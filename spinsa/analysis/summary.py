@@ -16,6 +16,7 @@ import numpy as np
 
 from spinsa.analysis._results import AnalysisResult
 from spinsa.io.results import read_evaluation
+from spinsa.tasks import mean_sem
 
 __all__ = [
     "SIGNIFICANT_Z",
@@ -61,8 +62,6 @@ def summarize_references(arrays: dict[str, Any], best_error: float, best_sem: fl
         (masked pixels for ``masked_*``), with z = (reference - best) / combined standard
         error: the model beats a reference when z > :data:`SIGNIFICANT_Z`.
     """
-    from spinsa.tasks import mean_sem
-
     out = {}
     for name, errs in arrays.get("references", {}).items():
         m, e, _ = mean_sem(errs["all"])

@@ -18,8 +18,11 @@ import numpy as np
 
 from spinsa._checks import check_couplings
 from spinsa._progress import progress as progress_bar
+from spinsa._torch import resolve_device
+from spinsa.damico import standardize_features
 from spinsa.fit.checkpoint import FitState, data_fingerprint, load_checkpoint, save_checkpoint
 from spinsa.fit.config import FitConfig
+from spinsa.fit.memory import estimate_memory
 from spinsa.fit.objective import check_patterns, frobenius, row_norms
 from spinsa.fit.result import HISTORY, FitResult
 
@@ -228,19 +231,13 @@ def fit_pseudolikelihood(
     config = _build_config(config, preset, options)
     dtype = config.np_dtype
     if config.backend == "torch":  # fail early, before any work: torch missing, CUDA absent
-        from spinsa._torch import resolve_device
-
         resolve_device(config.device)
     xi = check_patterns(xi, config.unit_spins, dtype=dtype)
     if config.standardize:
-        from spinsa.damico import standardize_features
-
         xi = standardize_features(xi)
     P, N, d = xi.shape
 
     if config.check_memory:
-        from spinsa.fit.memory import estimate_memory
-
         estimate_memory(P, N, d, config=config).check()
 
     fingerprint = data_fingerprint(xi)

@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from spinsa.fit.objective import constrained_grad, frobenius, prepared_kernels
+
 __all__ = ["fit_lbfgs"]
 
 
@@ -103,8 +105,6 @@ def _tangent(v: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
 
 # ------------------------------------------------------------------ one problem
 def _fit_global(xi: np.ndarray, state, config, run) -> None:
-    from spinsa.fit.objective import constrained_grad, frobenius, prepared_kernels
-
     full_kernel, _ = prepared_kernels(xi, config.score_clamp)
     P, N, d = xi.shape
     dtype = xi.dtype
@@ -207,8 +207,6 @@ def _solve_row(xi, state_J, i, c_i, config, maxiter, row_kernel):
 
 
 def _fit_rows(xi: np.ndarray, state, config, run) -> None:
-    from spinsa.fit.objective import prepared_kernels
-
     _, row_kernel = prepared_kernels(xi, config.score_clamp)
     P, N, d = xi.shape
     targets = np.asarray(state.targets, dtype=np.float64)

@@ -186,14 +186,14 @@ def _finish(parts, device: str, knobs: str) -> MemoryEstimate:
 
 
 def _fit_torch(P: int, N: int, d: int, config) -> MemoryEstimate:
-    from spinsa.fit.torch_backend import _INTERMEDIATES, CHUNK_BUDGET_BYTES
+    from spinsa.fit.torch_backend import _INTERMEDIATES, auto_chunk_size
 
     s = np.dtype(config.dtype).itemsize
     device = _torch_device(config)
     where = "host" if device == "cpu" else "device"
     nJ = N * N * d * d
     per_sample = _INTERMEDIATES * N * N * d * s
-    chunk = config.chunk_size or max(1, CHUNK_BUDGET_BYTES // per_sample)
+    chunk = config.chunk_size or auto_chunk_size(N, d, s)
     batch = min(config.batch_size, P)
     # steps see one minibatch at a time; on the GPU the epoch evaluation sees all P in chunks
     # (on the CPU it runs in the numba kernel)

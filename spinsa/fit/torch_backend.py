@@ -18,6 +18,7 @@ import numpy as np
 
 from spinsa._checks import check_positive, check_spins_couplings
 from spinsa._torch import device_name, import_torch, resolve_device
+from spinsa.fit.objective import constrained_grad, prepared_kernels
 
 __all__ = [
     "torch_loss_and_grad",
@@ -289,8 +290,6 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
     :class:`spinsa.fit.checkpoint.FitState` (fresh or loaded); ``run`` the driver that records
     steps, checkpoints and reports progress (:class:`spinsa.fit.api._Run`).
     """
-    from spinsa.fit.objective import constrained_grad, prepared_kernels
-
     torch = import_torch()
     dev = resolve_device(config.device)
     state.device = device_name(dev)
