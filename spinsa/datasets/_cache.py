@@ -97,7 +97,7 @@ def write(name: str, arrays: dict[str, np.ndarray], source: dict[str, Any]) -> P
                 key: {
                     "shape": list(a.shape),
                     "dtype": str(a.dtype),
-                    "sha256": hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest(),
+                    "sha256": hashlib.sha256(np.ascontiguousarray(a)).hexdigest(),
                 }
                 for key, a in arrays.items()
             },
