@@ -306,7 +306,7 @@ def train_baseline(
     path = Path(checkpoint) if checkpoint is not None else None
     device = resolve_device(config.device)
     steps_per_epoch = math.ceil(images.shape[0] / config.batch_size)
-    sha256 = hashlib.sha256(images.tobytes()).hexdigest()
+    sha256 = hashlib.sha256(images).hexdigest()  # C-contiguous: hashed in place, no copy
 
     model = model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]

@@ -156,7 +156,8 @@ def _cmd_demo(args) -> int:
     xi = datasets.random_patterns(args.patterns, args.tokens, args.dim, seed=args.seed)
     x0 = xi[:1].copy()
     flip = rng.random(args.tokens) < args.corrupt
-    x0[0, flip] = datasets.random_patterns(1, int(flip.sum()), args.dim, seed=args.seed + 1)[0]
+    if flip.any():  # random_patterns refuses N = 0 (e.g. --corrupt 0)
+        x0[0, flip] = datasets.random_patterns(1, int(flip.sum()), args.dim, seed=args.seed + 1)[0]
 
     print(
         f"{args.patterns} random patterns of N={args.tokens} spins in d={args.dim}; "

@@ -9,6 +9,7 @@ it, for the error messages.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import zipfile
@@ -96,7 +97,7 @@ def write(name: str, arrays: dict[str, np.ndarray], source: dict[str, Any]) -> P
                 key: {
                     "shape": list(a.shape),
                     "dtype": str(a.dtype),
-                    "sha256": hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest(),
+                    "sha256": hashlib.sha256(np.ascontiguousarray(a)).hexdigest(),
                 }
                 for key, a in arrays.items()
             },
@@ -108,10 +109,11 @@ def write(name: str, arrays: dict[str, np.ndarray], source: dict[str, Any]) -> P
     return npz
 
 
-def verify(name: str, how: str) -> dict[str, Any]:
-    """The manifest of ``NAME.npz``, after checking the file's sha256 against it."""
+def verify(name: str, how: str, content: bytes | None = None) -> dict[str, Any]:
+    """The manifest of ``NAME.npz``, after checking the file's sha256 against it (the sha256
+    of ``content``, the file's bytes when the caller has read them already)."""
     npz = npz_path(name)
-    if not npz.is_file():
+    if content is None and not npz.is_file():
         raise DataNotFoundError(
             f"{name} is not in the data cache {npz.parent} (set {DATA_ENV} to use another "
             f"directory); fetch it with {how}"
@@ -124,7 +126,7 @@ def verify(name: str, how: str) -> dict[str, Any]:
         raise DataCorruptError(
             f"{npz} has no readable manifest {json_path.name} ({exc}); re-create it with {how}"
         ) from None
-    actual = sha256_file(npz)
+    actual = sha256_file(npz) if content is None else hashlib.sha256(content).hexdigest()
     if actual != expected:
         raise DataCorruptError(
             f"{npz} is corrupt: its sha256 is {actual} but {json_path.name} records {expected}; "
@@ -134,11 +136,15 @@ def verify(name: str, how: str) -> dict[str, Any]:
 
 
 def read(name: str, keys: list[str], how: str) -> dict[str, np.ndarray]:
-    """The arrays ``keys`` of ``NAME.npz``, verified against its manifest first."""
-    verify(name, how)
+    """The arrays ``keys`` of ``NAME.npz``, verified against its manifest first.
+
+    The file is read once: the bytes whose sha256 is checked are the bytes loaded.
+    """
     npz = npz_path(name)
+    content = npz.read_bytes() if npz.is_file() else None
+    verify(name, how, content)  # None: the file is missing, a DataNotFoundError
     try:
-        with np.load(npz, allow_pickle=False) as f:
+        with np.load(io.BytesIO(content), allow_pickle=False) as f:
             return {key: f[key] for key in keys}
     except (KeyError, ValueError, OSError, zipfile.BadZipFile) as exc:
         raise DataCorruptError(

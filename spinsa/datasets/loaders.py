@@ -6,6 +6,7 @@ import numpy as np
 
 from spinsa._checks import check_choice, check_count
 from spinsa.datasets.sources import SPLITS, dataset_path, fetch, read_cached
+from spinsa.datasets.synthetic import _float_dtype
 
 
 def subsample(
@@ -73,7 +74,7 @@ def subsample(
 
 def _load(name, split, n, per_class, seed, fetch_missing, dtype, return_index):
     check_choice(split, "split", SPLITS)
-    dtype = np.dtype(check_choice(np.dtype(dtype).name, "dtype", ("float32", "float64")))
+    dtype = _float_dtype(dtype)
     if fetch_missing and not dataset_path(name).is_file():
         fetch(name)
     arrays = read_cached(name, [f"{split}_images", f"{split}_labels"])

@@ -13,6 +13,7 @@ from spinsa._checks import check_choice, check_count, check_real
 
 
 def _float_dtype(dtype) -> np.dtype:
+    """``dtype`` as a numpy dtype if it is float32 or float64 (every data set's choice)."""
     return np.dtype(check_choice(np.dtype(dtype).name, "dtype", ("float32", "float64")))
 
 
