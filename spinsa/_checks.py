@@ -13,6 +13,11 @@ import numpy as np
 FLOAT_DTYPES = (np.float32, np.float64)
 
 
+class MissingDependencyError(ImportError):
+    """An optional dependency (torch, dask, xarray...) is missing; the message says what to
+    install. The command line prints it in one line (exit status 2)."""
+
+
 def compute_dtype(*arrays) -> np.dtype:
     """float64 if any input is float64, else float32 (the library's default)."""
     for a in arrays:

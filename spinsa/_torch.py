@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from spinsa._checks import MissingDependencyError
+
 __all__ = ["import_torch", "resolve_device", "device_name"]
 
 
 def import_torch() -> Any:
-    """``import torch``, or an ImportError that says how to install it."""
+    """``import torch``, or a :class:`MissingDependencyError` that says how to install it."""
     try:
         import torch
     except ImportError:
-        raise ImportError(
+        raise MissingDependencyError(
             'this needs PyTorch, which is not installed: pip install "spinsa[torch]" (or the '
             "CUDA build of torch that matches your driver)"
         ) from None

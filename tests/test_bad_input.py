@@ -288,3 +288,14 @@ def test_interrupt_and_bugs_have_their_own_status():
     assert EXIT_CODES[explain(KeyboardInterrupt())[0]] == 130
     assert explain(ZeroDivisionError())[0] == ""  # a bug keeps its traceback
     assert EXIT_CODES[explain(MemoryError())[0]] == 5
+
+
+def test_a_missing_torch_is_one_line_with_the_usage_status(tmp_path, monkeypatch, capsys):
+    from spinsa.cli import EXIT_CODES, main
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    argv = ["train", "--random-patterns", "5", "4", "2", "--backend", "torch"]
+    code = main([*argv, "-o", str(tmp_path / "fit.h5"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == EXIT_CODES["usage"]
+    assert 'pip install "spinsa[torch]"' in err and "Traceback" not in err

@@ -22,6 +22,7 @@ import os
 import sys
 import warnings
 
+from spinsa._checks import MissingDependencyError
 from spinsa.cli import basics, experiments
 from spinsa.cli._common import UsageError
 from spinsa.scan.cli import add_parser as _add_scan
@@ -85,7 +86,6 @@ def explain(exc: BaseException) -> tuple[str, str, str]:
     for an exception that is a bug."""
     from spinsa.datasets import DataError
     from spinsa.io import SpinsaFileError
-    from spinsa.scan.run import MissingDependencyError
 
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", "interrupted", "finished work is kept; run it again to resume"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spinsa._checks import check_choice, check_count
+from spinsa._checks import MissingDependencyError, check_choice, check_count
 from spinsa._progress import progress as progress_bar
 from spinsa.scan.kinds import PointKind, point_kind
 from spinsa.scan.spec import ScanSpec, load_scan
@@ -48,10 +48,6 @@ CLUSTERS = ("local", "serial", *JOBQUEUE_CLASSES)
 RESOURCE = "spinsa_point"  # one point at a time per batch worker
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 OWN_KEYS = ("jobs", "adapt")  # [cluster] keys read by spinsa; the rest go to dask-jobqueue
-
-
-class MissingDependencyError(ImportError):
-    """An optional dependency is missing; the message says what to install."""
 
 
 def require(module: str, needed_for: str):
