@@ -313,26 +313,26 @@ def run(
     def total_energy():
         return _k.energies_from_tiles(Et, P).sum(axis=1, dtype=np.float64)
 
-    bar = progress_bar(steps, "dynamics", "step", enabled=progress)
-    for t in range(1, steps + 1):
-        if cfg.update == "sync":
-            _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, True, new, Et, Jmax)  # E(x(t-1))
-            Xt, new = new, Xt
-        else:
-            _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jmax)
-            order = rng.permutation(x0.shape[1]).astype(np.int64)
-            _k.async_sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, order)
-        energies[t - 1] = total_energy()
-        record = t % record_every == 0 or t == steps
-        if record or callback is not None:
-            x = _k.from_tiles(Xt, P)
-            if record:
-                times.append(t)
-                states.append(x)
-            if callback is not None:
-                callback(t, x)
-        bar.update()
-    bar.close()
+    with progress_bar(steps, "dynamics", "step", enabled=progress) as bar:  # closed on error too
+        for t in range(1, steps + 1):
+            if cfg.update == "sync":
+                # also the energies of x(t - 1)
+                _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, True, new, Et, Jmax)
+                Xt, new = new, Xt
+            else:
+                _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jmax)
+                order = rng.permutation(x0.shape[1]).astype(np.int64)
+                _k.async_sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, order)
+            energies[t - 1] = total_energy()
+            record = t % record_every == 0 or t == steps
+            if record or callback is not None:
+                x = _k.from_tiles(Xt, P)
+                if record:
+                    times.append(t)
+                    states.append(x)
+                if callback is not None:
+                    callback(t, x)
+            bar.update()
     _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jmax)  # E of the final state
     energies[steps] = total_energy()
     return Trajectory(
