@@ -32,6 +32,7 @@ from spinsa.embedding import PatchEmbedding
 
 __all__ = [
     "TASKS",
+    "TASK_TITLES",
     "TASK_STREAMS",
     "ReconstructionErrors",
     "ErrorSummary",
@@ -50,6 +51,8 @@ __all__ = [
 
 #: The two retrieval tasks of the paper (§III).
 TASKS = ("masked", "denoise")
+#: How figures and reports name each task.
+TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
 #: Random stream of each task: image k's corruption comes from default_rng([seed, stream, k]).
 TASK_STREAMS = {"masked": 0, "denoise": 1}
 

@@ -38,6 +38,7 @@ from spinsa.embedding import PatchEmbedding
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "HISTORY",
     "TrainHistory",
     "load_checkpoint",
     "lr_factor",
@@ -78,7 +79,7 @@ class TrainHistory:
 
     def __post_init__(self) -> None:
         check_choice(self.task, "task", TASKS)
-        for name in _HISTORY:
+        for name in HISTORY:
             dtype = np.int64 if name == "step_tau" else np.float64
             value = np.array(getattr(self, name), dtype=dtype).reshape(-1)
             value.setflags(write=False)
@@ -94,7 +95,8 @@ class TrainHistory:
         return len(self.epoch_loss)
 
 
-_HISTORY = tuple(f.name for f in fields(TrainHistory) if f.name != "task")
+#: The array fields of a TrainHistory, as stored in checkpoints and baselines.h5.
+HISTORY = tuple(f.name for f in fields(TrainHistory) if f.name != "task")
 
 
 # --------------------------------------------------------------------------- pieces
@@ -321,7 +323,7 @@ def train_baseline(
     )
     gen_cpu = torch.Generator().manual_seed(config.seed)
     gen_dev = torch.Generator(device=device).manual_seed(config.seed + 1)
-    hist: dict[str, list] = {name: [] for name in _HISTORY}
+    hist: dict[str, list] = {name: [] for name in HISTORY}
     start_epoch = 0
 
     if path is not None and path.exists():

@@ -36,6 +36,7 @@ from spinsa._config import config_from_dict, config_to_dict
 from spinsa.analysis.patches import masked_patch_variances, patch_pixels, patch_variance_histograms
 from spinsa.analysis.summary import best_time, read_summaries
 from spinsa.baselines.config import BaselineConfig
+from spinsa.baselines.train import HISTORY
 from spinsa.experiments.pipeline import PIXELS, state_at
 from spinsa.io.results import model_names, read_tree
 from spinsa.tasks import TASKS
@@ -62,7 +63,6 @@ BLOCK_BEATS_SA = "the block beats the bare SA given enough iterations"
 SA_MORE_UNIFORM = (
     "predicted patches are more uniform for the bare SA than for the block and the ViT"
 )
-HISTORY = ("epoch_loss", "epoch_seconds", "step_loss", "step_lr", "step_tau")
 HISTOGRAMS = ("bin_edges", "counts", "density", "mean", "median", "n_patches")
 
 

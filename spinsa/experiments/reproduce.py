@@ -57,7 +57,7 @@ from spinsa.experiments.notebook import NOTEBOOK_KIND, notebook_check
 from spinsa.io.results import REPRODUCE_KIND, model_names, read_tree
 from spinsa.io.schema import RESERVED_KEYS, RESERVED_PREFIXES, to_json
 from spinsa.references import REFERENCES
-from spinsa.tasks import TASKS, mean_sem
+from spinsa.tasks import TASK_TITLES, TASKS, mean_sem
 
 __all__ = [
     "FinishedRunError",
@@ -153,7 +153,7 @@ class _Stage:
 
 def _stage_files(out_dir: Path) -> list[Path]:
     patterns = ["data.h5", "fit-*.h5", "eval-*.h5", "notebook-*.h5", H5_NAME, "fig1_*.png"]
-    patterns += [REPORT_NAME, "baselines.h5", "baseline-*.pt", "fig2_*.png"]
+    patterns += [REPORT_NAME, _baselines.BASELINES_NAME, "baseline-*.pt", "fig2_*.png"]
     return [p for pattern in patterns for p in out_dir.glob(pattern) if p.is_file()]
 
 
@@ -422,7 +422,7 @@ def reproduce(
     evals_and_checks = [s.name for s in stages if s.name.startswith(("eval:", "notebook:"))]
     add("assemble", run_assemble, ["data", *evals_and_checks], cfg.to_dict(), [h5_path])
 
-    bl_path = file_of("baselines")
+    bl_path = out_dir / _baselines.BASELINES_NAME
     figure_deps = ["assemble"]
     if bl_spec is not None:
 
@@ -617,7 +617,6 @@ _NUMBER_ROWS = [
     ),
     ("mean token change in the last step", lambda s: f"{s['step_change_T']:.2e}"),
 ]
-_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
 _HOLE_REFS = ("mean_fill", "harmonic")  # the references of the masked pixels' own column
 ONE_ATTRACTOR_COHERENCE = 0.9  # final images correlate at least this much with their mean
 RESEMBLES_MEAN_DIGIT = 0.5  # correlation with the mean training image that we call "resembles"
@@ -766,7 +765,7 @@ def _reference_lines(models, summaries) -> list[str]:
         "chosen on the test images themselves, which favours the model slightly.",
         "",
     ]
-    for task, title in _TITLES.items():
+    for task, title in TASK_TITLES.items():
         cols = {m: summaries[m][task] for m in models if task in summaries[m]}
         if not any(s.get("references") for s in cols.values()):
             continue
@@ -986,7 +985,7 @@ def write_report(
         )
     lines += ["", "## The numbers", "", "| | " + " | ".join(models) + " |"]
     lines.append("|---|" + "---|" * len(models))
-    for task, title in _TITLES.items():
+    for task, title in TASK_TITLES.items():
         for k, (label, cell) in enumerate(_NUMBER_ROWS):
             if label.startswith("masked pixels") and task != "masked":
                 continue

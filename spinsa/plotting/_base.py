@@ -10,8 +10,6 @@ from spinsa._files import atomic_path
 
 __all__ = ["new_figure", "save_figure"]
 
-TASK_TITLES = {"masked": "masked prediction", "denoise": "denoising"}
-
 
 def new_figure(figsize):
     """A matplotlib Figure attached to an Agg canvas (no pyplot: its global state is left alone)."""

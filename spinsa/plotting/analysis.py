@@ -16,9 +16,9 @@ import numpy as np
 from spinsa import io
 from spinsa._progress import progress as progress_bar
 from spinsa.analysis.store import load_analysis
-from spinsa.plotting._base import TASK_TITLES, band, finish, gray, new_figure, save_figure
+from spinsa.plotting._base import band, finish, gray, new_figure, save_figure
 from spinsa.plotting.experiments import figure_errors, figure_examples
-from spinsa.tasks import mean_sem
+from spinsa.tasks import TASK_TITLES, mean_sem
 
 __all__ = [
     "FIGURES",

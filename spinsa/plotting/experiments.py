@@ -8,9 +8,9 @@ import numpy as np
 
 from spinsa.analysis.summary import best_time
 from spinsa.io.results import model_names, read_evaluation, read_tree
-from spinsa.plotting._base import TASK_TITLES, band, finish, gray, level, new_figure
+from spinsa.plotting._base import band, finish, gray, level, new_figure
 from spinsa.references import REFERENCES
-from spinsa.tasks import mean_sem
+from spinsa.tasks import TASK_TITLES, mean_sem
 
 __all__ = [
     "figure_errors",
