@@ -139,3 +139,20 @@ def config_from_dict(cls, values: Mapping[str, Any], where: str | None = None):
             value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def parse_assignments(items: list[str] | None, flag: str = "--set") -> dict[str, Any]:
+    """``["fit.lam=5", "name=x"]`` -> ``{"fit.lam": 5, "name": "x"}``: the ``KEY=VALUE``
+    arguments of a command-line ``flag``; values are TOML literals (``5``, ``5.0``,
+    ``true``, ``"text"``, ``[0, 1]``), bare words are strings."""
+    out = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"{flag} expects KEY=VALUE (e.g. fit.lam=5), got {item!r}")
+        try:
+            out[key] = read_toml(f"v = {text.strip()}\n")["v"]
+        except ValueError:
+            out[key] = text.strip()
+    return out

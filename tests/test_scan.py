@@ -230,6 +230,11 @@ def test_axis_on_a_section_says_so(tmp_path):
             '[scan]\npoint = "synthetic"\n[axes]\n"dynamics.lam" = [1.0, -1.0]\n',
             "dynamics.lam must be a finite number > 0",
         ),
+        (  # the notebook's dynamics ignores gamma: an axis along which nothing changes
+            '[dynamics]\npreset = "damico2024"\n[axes]\n"dynamics.gamma" = [0.0, 1.0]\n',
+            "changes no point's config",
+        ),
+        ('[scan]\n[axes]\n"fit.lam" = [1.0]\n[collect]\npanel = ["fit.lam"]\n', "panel"),
     ],
 )
 def test_bad_scan_files(tmp_path, text, match):
@@ -416,12 +421,12 @@ def test_interrupted_serial_scan_resumes_with_equal_results(scan_file, tmp_path)
 
 def test_run_point_skips_a_finished_file_and_refuses_a_silent_function(tmp_path):
     config = {"seed": 0}
-    assert run_point(_value_point, config, tmp_path, "p", 1) is True
-    assert run_point(_value_point, config, tmp_path, "p", 1) is False  # complete: not run
+    assert run_point(_value_point, config, tmp_path, "p", 1) >= 0  # the seconds it ran
+    assert run_point(_value_point, config, tmp_path, "p", 1) is None  # complete: not run
     with pytest.raises(RuntimeError, match="returned without writing"):
         run_point(lambda c, p: None, config, tmp_path, "q", 1)
     (tmp_path / "r.h5").write_bytes((tmp_path / "p.h5").read_bytes()[:200])  # torn: not done
-    assert run_point(_value_point, config, tmp_path, "r", 1) is True
+    assert run_point(_value_point, config, tmp_path, "r", 1) >= 0
     assert (tmp_path / "r.h5.corrupt").exists()
     io.check_file(tmp_path / "r.h5")
 
@@ -468,7 +473,7 @@ def test_a_point_whose_data_changed_is_reported_and_run_again(scan_file, tmp_pat
     assert np.isnan(damaged["mean_overlap"].where(at, drop=True)).all()
     report = run_scan(scan_file, out, cluster="serial", progress=False, log=print)
     assert (report.n_skipped, report.n_run) == (7, 1)
-    assert "1 point file(s) torn or failing a checksum" in capsys.readouterr().out
+    assert "1 file(s) torn or failing a checksum" in capsys.readouterr().out
     assert victim.with_name(victim.name + ".corrupt").exists()
     xr.testing.assert_identical(collect(out, None), before)
     collect(out)
@@ -712,27 +717,150 @@ def test_experiment_axes_go_through_with_overrides(tmp_path):
         assert p.config["fit"]["backend"] == default.fit.backend
 
 
-@pytest.mark.slow  # 5-15 s: the experiment pipeline's kernels load (or compile) first
-def test_experiment_scan_collects_the_phase_diagram_quantities(tmp_path):
-    _experiments()
-    from spinsa.analysis import error_lifetimes
+STUDY = (
+    EXPERIMENT
+    + """
+"fit.norm" = [3.0]
+"dynamics.gamma" = [0.0, 1.0]
+"dynamics.preset" = ["design", "damico2024"]
+"fit.lam" = [1.0, 5.0]
 
-    path = write(tmp_path, EXPERIMENT)
+[collect]
+x = "fit.norm*dynamics.lam_eval"
+y = "dynamics.gamma"
+panels = ["dynamics.preset"]
+mark = { "dynamics.lam_eval" = 0.5, "dynamics.gamma" = 1.0 }
+variables = ["masked.ref_gain_z", "denoise.lifetime"]
+best = ["masked.ref_gain_z"]
+"""
+)
+
+
+@pytest.mark.slow  # 10-20 s: the experiment pipeline's kernels load (or compile) first
+def test_a_tiny_study_fits_once_per_fit_config_and_draws_its_phase_diagrams(tmp_path, monkeypatch):
+    experiments = _experiments()
+    pytest.importorskip("xarray")
+    fits = []
+    train = experiments.train
+
+    def counting_train(config, out_path, **kwargs):
+        fits.append(config.fit.lam)
+        return train(config, out_path, **kwargs)
+
+    monkeypatch.setattr(experiments, "train", counting_train)
+    path = write(tmp_path, STUDY)
     out = tmp_path / "out"
     report = run_scan(path, out, cluster="serial", progress=False)
-    assert report.complete and report.n_run == 2
-    pytest.importorskip("xarray")
-    ds = collect(out, None)
-    assert ds.sizes == {"dynamics.lam_eval": 2, "t": 5}
+    # 2 fits (fit.lam) × (2 lam_eval × 2 gamma × design + 2 lam_eval × damico, gamma ignored)
+    assert sorted(fits) == [1.0, 5.0] and report.n_fits == 2
+    assert report.complete and report.n_points == 16
+    assert len(list((out / "points").glob("*.h5"))) == 12  # damico's two gammas: one file
+    fit_files = {f.name for f in (out / "fits").glob("*.h5")}
+    assert len(fit_files) == 2
     for p in load_scan(path).points():
         f = out / "points" / f"{p.key}.h5"
-        at = ds.isel({"dynamics.lam_eval": p.index[0]})
-        for task, which in (("masked", "masked"), ("denoise", "all")):
-            curve = io.read_array(f, f"evaluation/{task}/mean/{which}")
-            np.testing.assert_array_equal(at[f"{task}.error"].values, curve)
-            assert at[f"{task}.best_error"].item() == curve[1:].min()
-            assert at[f"{task}.best_t"].item() == 1 + np.argmin(curve[1:])
-            life = error_lifetimes(curve[:, None], np.arange(5)).lifetime[0]
-            assert at[f"{task}.lifetime"].item() == life
-            corr = io.read_array(f, f"evaluation/{task}/mean_image_corr_mean")
-            assert at[f"{task}.mean_overlap"].item() == corr[-1]
+        assert io.read(f).attrs["fit_file"] in fit_files
+        assert "J" not in io.read(f).datasets  # the couplings stay in the fit file
+    again = run_scan(path, out, cluster="serial", progress=False)
+    assert again.n_fits == 0 and again.n_run == 0 and len(fits) == 2
+
+    ds = collect(out, None)
+    dims = {"fit.norm": 1, "dynamics.gamma": 2, "dynamics.preset": 2, "fit.lam": 2}
+    assert dict(ds.sizes) == {"dynamics.lam_eval": 2, **dims, "t": 5}
+    assert ds["dynamics.preset"].values.tolist() == ["design", "damico2024"]
+    damico = ds.sel({"dynamics.preset": "damico2024"})
+    np.testing.assert_array_equal(  # one file for both
+        damico["masked.error"].isel({"dynamics.gamma": 0}),
+        damico["masked.error"].isel({"dynamics.gamma": 1}),
+    )
+    for name in ("ref_gain_z", "lifetime", "best_t", "final_nearest_overlap", "cycle_fraction"):
+        assert f"masked.{name}" in ds and f"denoise.{name}" in ds
+    assert np.isfinite(ds["hebbian_cosine"]).all()
+    at = ds.isel({"dynamics.lam_eval": 0, "fit.norm": 0, "dynamics.gamma": 0,
+                  "dynamics.preset": 0, "fit.lam": 1})  # fmt: skip
+    f = out / "points" / f"{at['key'].item()}.h5"
+    curve = io.read_array(f, "evaluation/masked/mean/all")
+    np.testing.assert_array_equal(at["masked.error"].values, curve)
+    assert at["masked.best_error"].item() == curve[1:].min()  # the masked input is not a prediction
+
+    from spinsa.cli import main
+
+    assert main(["scan", "collect", str(out)]) == 0
+    figures = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert figures == ["curves.png", "denoise.lifetime.png", "masked.ref_gain_z.png"]
+    assert main(["plot", str(out), "-o", str(tmp_path / "again")]) == 0
+    assert len(list((tmp_path / "again").glob("*.png"))) == 3
+
+
+def test_lifetime_and_gain_of_a_constructed_error_curve():
+    """A curve that dips below the best reference by 5 standard errors from t = 3 to t = 6."""
+    from spinsa.scan.kinds import _task_quantities
+
+    T, P = 10, 100
+    times = np.arange(T + 1)
+    mean = np.full(T + 1, 1.0)
+    mean[3:7] = [0.6, 0.5, 0.55, 0.6]  # the reference is 0.8 ± 0.01, the curve ± 0.02
+    sem = np.full(T + 1, 0.02)
+    ref = np.full(P, 0.8)
+    ref[::2] += 0.1
+    ref[1::2] -= 0.1  # mean 0.8, standard error 0.1 / sqrt(P) * sqrt(P / (P - 1)) ≈ 0.01
+    empty = np.zeros(0)
+    arrays = {
+        "times": times,
+        "mean": {"all": mean, "masked": mean},
+        "sem": {"all": sem, "masked": sem},
+        "mean_image_corr_mean": np.zeros(T + 1),
+        "mean_image_corr_sem": np.zeros(T + 1),
+        "final_coherence": np.ones(P),
+        "final_nearest_corr": np.full(P, 0.5),
+        "final_period": np.r_[np.ones(P // 2), np.full(P // 4, 2), np.zeros(P // 4)].astype(int),
+        "step_change": empty,
+        "references": {"ref": {"all": ref, "masked": ref}},
+    }
+    q = _task_quantities("denoise", arrays)
+    ref_sem = ref.std(ddof=1) / np.sqrt(P)
+    assert q["best_t"] == 4 and q["best_error"] == 0.5
+    assert q["ref_gain_z"] == pytest.approx(0.3 / np.hypot(0.02, ref_sem))
+    assert q["transient_memory"] == 1
+    # z(t) > 3 at t = 3..6: (0.8 - 0.6) / 0.0224 = 8.9; it fails again at t = 7
+    assert (q["t_enter"], q["t_leave"], q["lifetime"]) == (3, 7, 4)
+    assert q["lifetime_censored"] == 0
+    assert (q["fixed_point_fraction"], q["cycle_fraction"]) == (0.5, 0.25)
+    mean[7:] = 0.7  # still below the reference at T: censored, a lower bound
+    q = _task_quantities("denoise", arrays)
+    assert (q["t_enter"], q["lifetime"], q["lifetime_censored"]) == (3, 7, 1)
+    mean[:] = 0.79  # within 3 standard errors everywhere: no memory, lifetime 0
+    q = _task_quantities("denoise", arrays)
+    assert q["transient_memory"] == 0 and q["lifetime"] == 0 and np.isnan(q["t_enter"])
+
+
+def test_a_fit_file_of_another_config_is_refused(tmp_path):
+    experiments = _experiments()
+    from spinsa.experiments.pipeline import evaluate_fit
+
+    config = experiments.ExperimentConfig.from_dict(
+        {"data": {"dataset": "synthetic", "per_class": 1, "n_test": 2, "image_size": 8},
+         "fit": {"backend": "lbfgs", "max_iter": 1}, "dynamics": {"steps": 1}}
+    )  # fmt: skip
+    experiments.train(config, tmp_path / "fit.h5")
+    other = config.with_overrides({"fit.lam": 2.0, "dynamics.gamma": 0.5})
+    with pytest.raises(ValueError, match="differs in fit.lam"):
+        evaluate_fit(other, tmp_path / "fit.h5", tmp_path / "point.h5")
+    assert not (tmp_path / "point.h5").exists()
+    evaluate_fit(
+        config.with_overrides({"dynamics.gamma": 0.5}), tmp_path / "fit.h5", tmp_path / "point.h5"
+    )  # fmt: skip  (the dynamics is the point's own)
+    assert io.read(tmp_path / "point.h5").config["dynamics"]["gamma"] == 0.5
+
+
+def test_a_kind_with_half_a_fit_is_refused():
+    with pytest.raises(ValueError, match="both fit_config and fit"):
+        PointKind("x", print, set_dotted, fit_config=dict)
+
+
+def test_scan_set_changes_the_base_and_refuses_a_bare_key(scan_file, tmp_path, capsys):
+    from spinsa.cli import main
+
+    assert main(["scan", "plan", str(scan_file), "--set", "corruption.noise=0.1"]) == 0
+    assert main(["scan", "plan", str(scan_file), "--set", "corruption.noise"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err

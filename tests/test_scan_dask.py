@@ -235,3 +235,37 @@ def test_slurm_without_cores_or_with_unknown_options(tmp_path):
         jobqueue_cluster("slurm", {"memory": "1GB"})
     with pytest.raises(ValueError, match="refused the scan file's \\[cluster\\] options.*colour"):
         jobqueue_cluster("slurm", {"cores": 2, "memory": "1GB", "colour": "blue"})
+
+
+def _fit(config, out_path):
+    """A 'fit' that records its process and fails for fit = 0 (a shared stage's stand-in)."""
+    if config["fit"] == 0:
+        raise RuntimeError("this fit cannot converge")
+    io.write_file(out_path, {"value": np.float64(config["fit"])}, kind="fit", config=config)
+
+
+def _evaluate(config, out_path, fit_path):
+    summary = {"result": io.read_array(fit_path, "value") * config["x"]}
+    io.write_file(out_path, {"summary": summary}, kind="scan-point", config=config)
+
+
+SHARED = PointKind(
+    "shared-test", _evaluate, set_dotted, fit_config=lambda c: {"fit": c["fit"]}, fit=_fit
+)
+
+
+@pytest.mark.parametrize("where", ["serial", "dask"])
+def test_points_wait_for_their_shared_fit_and_share_its_failure(client, tmp_path, where):
+    axes = (Axis("fit", ("fit",), ((0, 2, 3),), (0, 2, 3)), Axis("x", ("x",), ((1, 10),), (1, 10)))
+    spec = ScanSpec("shared", "shared-test", {"fit": 1, "x": 1}, axes, retries=0)
+    run = dict(client=client) if where == "dask" else dict(cluster="serial")
+    report = run_scan(spec, tmp_path, kind=SHARED, progress=False, **run)
+    assert (report.n_fits, report.n_run, report.n_failed) == (3, 4, 2)  # fit = 0 failed
+    assert len(list((tmp_path / "fits").glob("*.h5"))) == 2
+    failed = [(tmp_path / "points" / f"{key}.error").read_text() for key in report.failed]
+    assert all(t.startswith("its fit failed") and "cannot converge" in t for t in failed)
+    ds = collect(tmp_path, None)
+    assert ds["result"].sel(fit=3, x=10).item() == 30.0
+    assert np.isnan(ds["result"].sel(fit=0)).all()
+    again = run_scan(spec, tmp_path, kind=SHARED, progress=False, **run)
+    assert again.n_fits == 1 and again.n_run == 0  # only the failed fit is tried again

@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = lambda message, *_: say("warning", message)
         try:
             return int(args.func(args) or 0)
+        except BrokenPipeError:  # `spinsa scan plan ... | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
         except (Exception, KeyboardInterrupt) as exc:
             kind, what, todo = explain(exc)
             if debug or not kind:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spinsa.cli._common import UsageError, add_progress_flag, parse_set
+from spinsa._config import parse_assignments
+from spinsa.cli._common import UsageError, add_progress_flag
 
 __all__ = ["add_train", "add_evaluate", "add_reproduce", "add_analyze", "add_plot"]
 
@@ -121,7 +122,7 @@ def _train_config(args):
         value = getattr(args, key.replace(".", "__"))
         if value is not None:
             overrides[key] = value
-    overrides.update(parse_set(args.set))
+    overrides.update(parse_assignments(args.set))
     return config.with_overrides(overrides) if overrides else config
 
 
@@ -452,16 +453,21 @@ def _cmd_analyze(args) -> int:
 def add_plot(sub) -> None:
     p = sub.add_parser(
         "plot",
-        help="draw the figures of a run file (evaluations and analyses)",
+        help="draw the figures of a run file or of a collected scan",
         description="Draw every figure a run file has data for: the error curves and "
         "example images of its evaluations (spinsa evaluate) and one figure per analysis "
-        "(spinsa analyze). Figures read the file only; nothing is recomputed.",
+        "(spinsa analyze); or, for a scan directory, its phase diagrams from the dataset of "
+        "spinsa scan collect, as its [collect] table says. Figures read files only; nothing "
+        "is recomputed.",
     )
-    p.add_argument("run", help="run file (.h5)")
+    p.add_argument("run", help="run file (.h5), or a collected scan directory")
     p.add_argument(
-        "-o", "--out", help="directory of the figures (default: <run>-figures next to the file)"
+        "-o",
+        "--out",
+        help="directory of the figures (default: <run>-figures next to a run file, DIR/figures "
+        "in a scan directory)",
     )
-    p.add_argument("--format", default="png", help="png (default), pdf or svg")
+    p.add_argument("--format", help="png (default, or a scan's [collect] format), pdf or svg")
     p.add_argument("--dpi", type=int, default=150, help="resolution (default 150)")
     add_progress_flag(p)
     p.set_defaults(func=_cmd_plot)
@@ -470,8 +476,19 @@ def add_plot(sub) -> None:
 def _cmd_plot(args) -> int:
     from spinsa.plotting import plot_run
 
+    if (Path(args.run) / "scan.json").is_file():  # a scan directory: its phase diagrams
+        from spinsa.scan.cli import draw_figures
+        from spinsa.scan.results import COLLECTED_FILE, open_collected
+        from spinsa.scan.store import ScanDir
+
+        if not (Path(args.run) / COLLECTED_FILE).is_file():
+            raise UsageError(f"{args.run} holds no {COLLECTED_FILE}: run spinsa scan collect first")
+        table = ScanDir(args.run).read()[0].collect
+        args.figures = Path(args.out) if args.out else None
+        draw_figures(open_collected(args.run), Path(args.run), table, args)
+        return 0
     paths = plot_run(
-        args.run, args.out, fmt=args.format, dpi=args.dpi, progress=not args.no_progress
+        args.run, args.out, fmt=args.format or "png", dpi=args.dpi, progress=not args.no_progress
     )
     print(
         f"spinsa plot: {len(paths)} figures in {paths[0].parent}: "

@@ -149,7 +149,8 @@ class DynamicsSection:
     preset : {"design", "damico2024"}
         ``"design"``: eq. 1 of DESIGN §1, x_i <- Norm(h_i + gamma x_i) (:func:`spinsa.run`);
         ``"damico2024"``: the published notebook's (:mod:`spinsa.damico`), to which
-        ``gamma``, ``norm`` and ``update`` do not apply.
+        ``gamma``, ``norm``, ``update`` and ``seed`` do not apply: they are set to their
+        defaults, so that configs that differ only there are the same run.
     lam_eval : float
         Inverse temperature of the dynamics (1 in the paper).
     gamma, norm, update
@@ -172,6 +173,9 @@ class DynamicsSection:
     def __post_init__(self):
         check_choice(self.preset, "dynamics.preset", DYNAMICS_PRESETS)
         check_count(self.steps, "dynamics.steps", 0)
+        if self.preset == "damico2024":  # what it ignores, at the defaults
+            for name in ("gamma", "norm", "update", "seed"):
+                object.__setattr__(self, name, DynamicsSection.__dataclass_fields__[name].default)
         try:  # the model's own rules, one definition of them
             run = self.model_config()
         except ValueError as err:
@@ -288,6 +292,13 @@ class ExperimentConfig:
         return PatchEmbedding(
             image_shape=self.data.image_shape, patch=e.patch, d=e.d, seed=e.seed, scale=e.scale
         )
+
+    def training_config(self) -> ExperimentConfig:
+        """What a fit depends on: this config's data (but ``n_test``), embedding and fit, the
+        other sections at their defaults and the name ``"fit"``. Configs with the same
+        training config share their couplings: a scan fits once for all of them."""
+        data = dataclasses.replace(self.data, n_test=DataSection.n_test)
+        return ExperimentConfig("fit", data, self.embedding, self.fit)
 
     def check_memory(self) -> None:
         """Refuse a fit that cannot fit in memory, from the sizes alone, before any data is

@@ -19,6 +19,11 @@ every state), so memory stays O(P N d + T P), never O(T P N d). Run file layout:
     /evaluation/<task>/step_change       (T,) mean over images and tokens of |x_i(t) - x_i(t-1)|
     /evaluation/<task>/final_mean_image  (H, W) mean over test images of the state at t = T
     /evaluation/<task>/final_coherence   (P,) correlation of each final image with that mean
+    /evaluation/<task>/final_nearest_corr  (P,) correlation of each final image with the
+                                         training image it is most correlated with
+    /evaluation/<task>/final_period      (P,) int64: 1 when the run ended on a fixed point,
+                                         2 on a 2-cycle, 0 neither (spinsa.analysis.find_cycles
+                                         over the last four states, tol CYCLE_TOL)
     /evaluation/<task>/examples/{images (k, n, H, W), times (k,), index (n,), clean (n, H, W)}
 
 Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`),
@@ -28,6 +33,7 @@ on the task inputs of :meth:`TasksSection.inputs`, the same in every evaluation 
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,11 +44,14 @@ import numpy as np
 import spinsa
 from spinsa import io
 from spinsa._checks import check_choice, check_count
+from spinsa._config import config_to_dict, flatten
 from spinsa._progress import progress as progress_bar
 from spinsa.analysis.summary import summarize_arrays
+from spinsa.couplings import frobenius_norm, hebbian_couplings
 from spinsa.damico import damico_run
 from spinsa.experiments.config import ExperimentConfig
 from spinsa.fit import fit_pseudolikelihood
+from spinsa.io.schema import to_json
 from spinsa.references import task_references
 from spinsa.tasks import (
     TASKS,
@@ -65,12 +74,16 @@ __all__ = [
     "train",
     "evaluate",
     "run_experiment",
+    "evaluate_fit",
     "read_run_config",
 ]
 
 RUN_KIND = "experiment"
 EVALUATION_KIND = "evaluation"
 N_TUNE = 1000  # corrupted training images on which the denoising references are tuned
+CYCLE_TOL = 1e-4  # largest token distance between two states that count as the same
+# what an evaluation file of a shared fit copies from it
+FIT_ATTRS = ("fit_loss", "fit_converged", "fit_wall_time", "fit_norm", "hebbian_cosine")
 PIXELS = ("all", "masked", "visible")
 
 
@@ -136,6 +149,9 @@ class TaskEvaluation:
     mean_image_corr : ndarray, shape (T + 1, P)
     step_change : ndarray, shape (T,)
     final_mean_image, final_coherence : ndarray, shapes (H, W) and (P,)
+    final_nearest_corr, final_period : ndarray, shape (P,)
+        Correlation of each final image with its nearest training image; 1 for a run that
+        ended on a fixed point, 2 on a 2-cycle, 0 neither.
     examples, example_times, example_index, clean_examples : ndarray
         Shapes (k, n, H, W), (k,), (n,) and (n, H, W).
     references : dict of str to spinsa.references.Reference
@@ -150,6 +166,8 @@ class TaskEvaluation:
     step_change: np.ndarray
     final_mean_image: np.ndarray
     final_coherence: np.ndarray
+    final_nearest_corr: np.ndarray
+    final_period: np.ndarray
     examples: np.ndarray
     example_times: np.ndarray
     example_index: np.ndarray
@@ -177,6 +195,8 @@ class TaskEvaluation:
             "step_change": self.step_change,
             "final_mean_image": self.final_mean_image.astype(f32),
             "final_coherence": self.final_coherence.astype(f32),
+            "final_nearest_corr": self.final_nearest_corr.astype(f32),
+            "final_period": self.final_period,
             "examples": {
                 "images": self.examples.astype(f32),
                 "times": self.example_times,
@@ -201,6 +221,38 @@ def _correlation(images: np.ndarray, target: np.ndarray) -> np.ndarray:
     out = np.full(a.shape[0], np.nan)
     np.divide(a @ b, den, out=out, where=den > 0)
     return out
+
+
+def _nearest_correlation(images: np.ndarray, train: np.ndarray, chunk: int = 500) -> np.ndarray:
+    """The largest Pearson correlation of every image (P, H, W) with the training images
+    (M, H, W): how close it came to one stored image; NaN for a constant image."""
+
+    def standardized(a):
+        a = a.reshape(a.shape[0], -1).astype(np.float32)
+        a = a - a.mean(axis=1, keepdims=True)
+        norm = np.linalg.norm(a, axis=1, keepdims=True)
+        return np.divide(a, norm, out=np.full_like(a, np.nan), where=norm > 0)
+
+    stored = np.nan_to_num(standardized(train))  # a constant training image matches nothing
+    out = np.empty(images.shape[0])
+    for start in range(0, images.shape[0], chunk):
+        out[start : start + chunk] = (standardized(images[start : start + chunk]) @ stored.T).max(1)
+    return out
+
+
+def _reference_key(config: ExperimentConfig, task: str) -> str:
+    """What the references of a task depend on: the data, the embedding and the corruptions."""
+    return to_json([task, *map(config_to_dict, (config.data, config.embedding, config.tasks))])
+
+
+def _final_periods(last: list[np.ndarray], steps: int) -> np.ndarray:
+    """1 (fixed point), 2 (2-cycle) or 0 for every trajectory, from its last states (k, P, N, d)."""
+    if len(last) < 2:
+        return np.zeros(last[0].shape[0], dtype=np.int64)
+    from spinsa.analysis import find_cycles
+
+    times = np.arange(steps - len(last) + 1, steps + 1)
+    return find_cycles(np.stack(last), times, max_period=len(last) // 2, tol=CYCLE_TOL).period
 
 
 def references(
@@ -285,6 +337,7 @@ def evaluate_task(
     steps: int | None = None,
     chunk_size: int = 1000,
     progress: bool = False,
+    reference_cache: dict | None = None,
 ) -> TaskEvaluation:
     """Run the config's dynamics on one task over the test images, keeping the errors.
 
@@ -301,6 +354,9 @@ def evaluate_task(
     chunk_size : int
         Images iterated at once (memory; the results do not depend on it).
     progress : bool
+    reference_cache : dict, optional
+        Keeps the references by (task, data, embedding, tasks) across calls, for callers
+        whose ``images`` are :func:`load_images` of the config (a scan's points).
 
     Returns
     -------
@@ -330,6 +386,7 @@ def evaluate_task(
     ex_times = np.array([t for t in config.tasks.example_times if t <= steps], dtype=np.int64)
     examples = np.zeros((ex_times.size, n_ex, *shape), dtype=np.float32)
     finals = np.empty((P, *shape), dtype=np.float32)
+    periods = np.zeros(P, dtype=np.int64)
     inputs = np.empty((P, *shape), dtype=np.float32)
     desc = f"{config.name}: {task}"
     bar = progress_bar(P * steps, desc, "img-step", enabled=progress, unit_scale=True)
@@ -340,8 +397,9 @@ def evaluate_task(
         pmask = None if pmask_all is None else pmask_all[sl]
         x0 = x0_all[sl]
         prev = [x0]
+        last = [x0]  # the last four states: fixed point or 2-cycle at the end
 
-        def record(t, x, sl=sl, pmask=pmask, prev=prev):
+        def record(t, x, sl=sl, pmask=pmask, prev=prev, last=last):
             dec = emb.decode_pixels(x)
             e = reconstruction_errors(dec, clean_all[sl], pmask)
             for k in errs:
@@ -352,6 +410,7 @@ def evaluate_task(
             else:
                 change[t - 1] += float(np.linalg.norm(x - prev[0], axis=2).mean(axis=1).sum()) / P
                 prev[0] = x
+                last[:] = [*last[-3:], x]
                 bar.update(dec.shape[0])
             where = np.flatnonzero(ex_times == t)
             hi = min(sl.stop, n_ex)
@@ -362,9 +421,18 @@ def evaluate_task(
 
         record(0, x0)
         run_dynamics(config, J, x0, mask, steps, record)
+        periods[sl] = _final_periods(last, steps)
     bar.close()
 
     final_mean = finals.mean(axis=0, dtype=np.float64)
+    key = _reference_key(config, task)
+    refs = None if reference_cache is None else reference_cache.get(key)
+    if refs is None:
+        refs = references(config, images, task, clean_all, inputs, train_px, pmask_all)
+        if reference_cache is not None:
+            if len(reference_cache) >= 2 * _SCAN_CACHE_SIZE:
+                reference_cache.clear()  # a scan's worker needs one set per task and data
+            reference_cache[key] = refs
     return TaskEvaluation(
         task=task,
         times=np.arange(steps + 1, dtype=np.int64),
@@ -373,11 +441,13 @@ def evaluate_task(
         step_change=change,
         final_mean_image=final_mean,
         final_coherence=_correlation(finals, final_mean),
+        final_nearest_corr=_nearest_correlation(finals, train_px),
+        final_period=periods,
         examples=examples,
         example_times=ex_times,
         example_index=np.arange(n_ex, dtype=np.int64),
         clean_examples=clean_all[:n_ex],
-        references=references(config, images, task, clean_all, inputs, train_px, pmask_all),
+        references=refs,
         wall_time=time.perf_counter() - t_start,
     )
 
@@ -435,6 +505,29 @@ def read_run_config(path) -> ExperimentConfig:
     return read_run(path)[1]
 
 
+def _evaluations(config, J, images, tasks, chunk_size, progress, reference_cache=None):
+    """``(arrays, group_attrs)`` of ``/evaluation/<task>`` for every task, in memory."""
+    arrays, group_attrs = {}, {}
+    for task in tasks:
+        ev = evaluate_task(
+            config, J, images, task, chunk_size=chunk_size, progress=progress,
+            reference_cache=reference_cache,
+        )  # fmt: skip
+        arrays[f"evaluation/{task}"] = ev_arrays = ev.arrays()
+        n_test = images.test.shape[0]
+        group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, n_test, ev_arrays)
+    return arrays, group_attrs
+
+
+def _hebbian_cosine(J: np.ndarray, xi: np.ndarray) -> float:
+    """Cosine of J with the Hebbian couplings of the training spins (DESIGN §3b: an order
+    parameter; about 1 where the fit is essentially Hebbian)."""
+    H = hebbian_couplings(xi).astype(np.float64).ravel()
+    J = np.asarray(J, dtype=np.float64).ravel()
+    den = np.linalg.norm(J) * np.linalg.norm(H)
+    return float(J @ H / den) if den > 0 else float("nan")
+
+
 def _fit_and_write(
     config, out_path, overwrite, checkpoint, progress, images, tasks=(), chunk_size=1000
 ) -> Path:
@@ -450,15 +543,12 @@ def _fit_and_write(
     fit = fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)
     mean = emb.pixel_space(images.train).mean(axis=0, dtype=np.float64).astype(np.float32)
     arrays = {"J": fit.J, "fit": {"history": fit.history()}, "data": {"mean_train_image": mean}}
-    group_attrs = {}
-    for task in tasks:
-        ev = evaluate_task(config, fit.J, images, task, chunk_size=chunk_size, progress=progress)
-        arrays[f"evaluation/{task}"] = ev_arrays = ev.arrays()
-        n_test = images.test.shape[0]
-        group_attrs[f"evaluation/{task}"] = _evaluation_attrs(config, ev, n_test, ev_arrays)
+    evaluations, group_attrs = _evaluations(config, fit.J, images, tasks, chunk_size, progress)
+    arrays.update(evaluations)
     attrs = {f"fit_{k}": getattr(fit, k) for k in ("loss", "device", "message", "converged")}
     attrs.update(name=config.name, fit_n_steps=fit.n_steps, n_train=int(images.train.shape[0]))
     attrs.update(fit_initial_loss=float(fit.epoch_loss[0]), fit_wall_time=float(fit.wall_time))
+    attrs.update(fit_norm=frobenius_norm(fit.J), hebbian_cosine=_hebbian_cosine(fit.J, xi))
     _write(out_path, config, RUN_KIND, arrays, attrs, group_attrs, overwrite)
     if checkpoint is not None:
         Path(checkpoint).unlink(missing_ok=True)
@@ -553,6 +643,78 @@ def evaluate(
         return run_path
     root = {"name": config.name, "run_file": str(run_path)}
     return _write(out, config, EVALUATION_KIND, {group: arrays}, root, {group: attrs}, overwrite)
+
+
+# What the points of a scan share, kept between the points a process evaluates (points
+# with one fit share their data; a scan runs them one after the other)
+_SCAN_CACHE_SIZE = 4
+_SCAN_IMAGES: dict[Any, Images] = {}
+_SCAN_REFERENCES: dict[str, Any] = {}
+_SCAN_LOCK = threading.Lock()  # a Dask worker may run several points in threads
+
+
+def _scan_images(config: ExperimentConfig) -> Images:
+    """:func:`load_images` of the config, read-only, kept for the next point of a scan."""
+    with _SCAN_LOCK:
+        images = _SCAN_IMAGES.get(config.data)
+    if images is None:
+        images = load_images(config)
+        for array in vars(images).values():
+            array.setflags(write=False)
+        with _SCAN_LOCK:
+            if len(_SCAN_IMAGES) >= _SCAN_CACHE_SIZE:
+                _SCAN_IMAGES.clear()
+            _SCAN_IMAGES[config.data] = images
+    return images
+
+
+def evaluate_fit(
+    config: ExperimentConfig,
+    fit_path,
+    out_path,
+    *,
+    tasks: tuple[str, ...] = TASKS,
+    chunk_size: int = 1000,
+    progress: bool = False,
+    overwrite: bool = False,
+) -> Path:
+    """Evaluate the couplings of a fit file with the dynamics and tasks of ``config``.
+
+    The unit of work of a scan point whose fit is shared with other points: the fit file
+    (written by :func:`train`) must hold the fit of ``config.training_config()``, and the
+    evaluation file written (``kind = "evaluation"``) holds ``/evaluation/<task>`` for every
+    task, the fit's :data:`FIT_ATTRS` and the fit file's name (``fit_file``), not J.
+    Images and references are kept in memory for the next call with the same data.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+    fit_path, out_path : str or PathLike
+    tasks, chunk_size, progress, overwrite
+        As in :func:`run_experiment`.
+
+    Returns
+    -------
+    Path
+        ``out_path``.
+    """
+    out_path = _new_file(out_path, overwrite)
+    info, fitted = read_run(fit_path, kinds=(RUN_KIND,))
+    want, have = (flatten(c.training_config().to_dict()) for c in (config, fitted))
+    if want != have:
+        differ = sorted(k for k in want if want[k] != have.get(k))
+        raise ValueError(
+            f"{fit_path} holds a fit of another config (it differs in {', '.join(differ)}); "
+            "fit this config's couplings with spinsa train"
+        )
+    J = io.read_array(fit_path, "J")
+    images = _scan_images(config)
+    arrays, group_attrs = _evaluations(
+        config, J, images, tasks, chunk_size, progress, _SCAN_REFERENCES
+    )
+    attrs = {k: info.attrs[k] for k in FIT_ATTRS if k in info.attrs}
+    attrs.update(name=config.name, fit_file=Path(fit_path).name)
+    return _write(out_path, config, EVALUATION_KIND, arrays, attrs, group_attrs, overwrite)
 
 
 def run_experiment(

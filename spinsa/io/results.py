@@ -58,6 +58,7 @@ def read_evaluation(path, task: str, model: str | None = None):
     arrays : dict
         ``times``, ``errors/{all,masked,visible}``, ``mean/...``, ``sem/...``,
         ``mean_image_corr``, ``step_change``, ``final_mean_image``, ``final_coherence``,
+        ``final_nearest_corr``, ``final_period`` (in files written since they exist),
         ``examples/{images,times,index,clean}`` (nested dicts).
     attrs : dict
     """

@@ -16,9 +16,9 @@ with status 2); this module imports nothing from the ``spinsa`` command itself.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from spinsa._config import parse_assignments
 from spinsa.scan.results import COLLECTED_FILE, REDUCTIONS
 from spinsa.scan.run import CLUSTERS
 
@@ -46,6 +46,7 @@ def add_parser(sub) -> None:
     pl.add_argument("scan", type=Path, help="scan file (TOML)")
     pl.add_argument("--out", type=Path, help="scan directory: show which points are done")
     pl.add_argument("--cluster", choices=CLUSTERS, default="local", help="batch system")
+    _add_set(pl)
     pl.set_defaults(func=_cmd_plan)
 
     r = actions.add_parser(
@@ -71,6 +72,7 @@ def add_parser(sub) -> None:
     r.add_argument("--retries", type=int, help="re-runs of a point that raises")
     r.add_argument("--force", action="store_true", help="take OUT over from another scan")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_set(r)
     r.set_defaults(func=_cmd_run)
 
     c = actions.add_parser(
@@ -94,11 +96,33 @@ def add_parser(sub) -> None:
     c.set_defaults(func=_cmd_collect)
 
 
-def _cmd_plan(args) -> int:
+def _add_set(parser) -> None:
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="change a value of the base config, e.g. --set data.n_test=10000 (repeatable; "
+        "the value is read as JSON, else as a string); a changed scan needs its own --out",
+    )
+
+
+def _load(args):
+    """The scan file's ScanSpec, with the --set changes to its base."""
     from spinsa.scan.spec import load_scan
-    from spinsa.scan.store import ScanDir, ScanMismatchError
 
     spec = load_scan(args.scan)
+    changes = parse_assignments(args.set)
+    axes = {key for axis in spec.axes for key in axis.keys} & set(changes)
+    if axes:
+        raise ValueError(f"--set changes {sorted(axes)}, which an axis sets; change the axis")
+    return spec.with_base(changes) if changes else spec
+
+
+def _cmd_plan(args) -> int:
+    from spinsa.scan.kinds import point_kind
+    from spinsa.scan.store import ScanDir, ScanMismatchError
+
+    spec = _load(args)
     points = spec.points()  # checks every point's config
     status = [""] * len(points)
     sd = ScanDir(args.out) if args.out is not None else None
@@ -110,6 +134,14 @@ def _cmd_plan(args) -> int:
         status = [done.get(p.key, "failed" if store.error(p.key) else "pending") for p in points]
     dims = " × ".join(f"{a.name} ({a.size})" for a in spec.axes)
     print(f"scan {spec.name!r}: {len(points)} points = {dims}; point kind {spec.point!r}")
+    kind = point_kind(spec.point)  # points() checked that it resolves
+    n_distinct = len({p.key for p in points})
+    n_fits = len({kind.fit_key(p.config) for p in points}) if kind.fit else 0
+    if n_distinct < len(points) or n_fits:
+        fits = (
+            f" and {n_fits} fits, each shared by the points with its fit config" if n_fits else ""
+        )
+        print(f"  {n_distinct} distinct points to run{fits}")
     for a in (a for a in spec.axes if a.zipped):
         print(f"  {a.name}: zipped {', '.join(a.keys)}")
     for i, (p, s) in enumerate(zip(points, status, strict=True)):
@@ -146,7 +178,7 @@ def _cmd_run(args) -> int:
     from spinsa.scan.run import run_scan
 
     report = run_scan(
-        args.scan,
+        _load(args),
         args.out,
         cluster=args.cluster,
         scheduler=args.scheduler,
@@ -165,41 +197,29 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_collect(args) -> int:
-    from spinsa.scan.results import collect, draw_phase_diagrams
+    from spinsa.scan.results import collect
     from spinsa.scan.store import ScanDir
 
     defaults = ScanDir(args.dir).read()[0].collect  # the scan file's [collect] table
-
-    def option(name: str, default=None):
-        value = getattr(args, name)
-        return value if value is not None else defaults.get(name, default)
-
-    fixed = dict(defaults.get("fix", {}))
-    for item in args.fix or []:
-        dim, sep, value = item.partition("=")
-        if not sep or not dim:
-            raise ValueError(f"--fix takes DIM=VALUE, got {item!r}")
-        try:
-            fixed[dim] = json.loads(value)
-        except json.JSONDecodeError:  # a string coordinate, written bare
-            fixed[dim] = value
-    ds = collect(args.dir, include=option("include"))
+    ds = collect(args.dir, include=args.include or defaults.get("include"))
     print(
         f"{ds.attrs['n_done']}/{ds.attrs['n_points']} points collected into "
         f"{args.dir / COLLECTED_FILE} ({len(ds.data_vars) - 2} variables over "
         f"{', '.join(map(str, ds.dims))})"
     )
     if not args.no_figures:
-        figures = args.figures if args.figures is not None else args.dir / "figures"
-        for path in draw_phase_diagrams(
-            ds,
-            figures,
-            option("variables"),
-            x=option("x"),
-            y=option("y"),
-            fixed=fixed,
-            reduce=option("reduce", "mean"),
-            fmt=option("format", "png"),
-        ):
-            print(f"  {path}")
+        draw_figures(ds, args.dir, defaults, args)
     return 0
+
+
+def draw_figures(ds, scan_dir: Path, table: dict, args) -> None:
+    """The figures of ``spinsa scan collect`` and of ``spinsa plot SCAN_DIR``: the scan's
+    [collect] ``table``, with the options given in ``args`` on top."""
+    from spinsa.scan.results import draw_scan_figures
+
+    names = ("variables", "x", "y", "reduce", "format")
+    options = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+    fixed = {**table.get("fix", {}), **parse_assignments(getattr(args, "fix", None), "--fix")}
+    out_dir = getattr(args, "figures", None) or scan_dir / "figures"
+    for path in draw_scan_figures(ds, out_dir, {**table, **options, "fix": fixed}):
+        print(f"  {path}")

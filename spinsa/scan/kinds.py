@@ -6,11 +6,18 @@ written and the axes' ``dotted key -> value`` (``ValueError`` for an unknown key
 value; the flattened keys of ``configure(base, {})`` are the valid axis names), and
 ``run(config, out_path)`` does the work and writes one spinsa file with
 :func:`spinsa.io.write_file`. ``run`` travels to Dask workers: a module-level function.
+
+A kind whose points share costly work (the ``"experiment"`` kind: the fit of J, the same
+for every λ_eval, γ, norm and dynamics) names it with ``fit_config(config)``, the part of
+a point's config that work depends on, and ``fit(fit_config, path)``, which does it; the
+scan runs each distinct fit once, into its own content-addressed file, and the points call
+``run(config, out_path, fit_path)``.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib
 import os
 import time
@@ -23,6 +30,7 @@ import numpy as np
 
 from spinsa._checks import check_choice, check_count, check_positive, check_real
 from spinsa._config import config_from_dict, config_to_dict
+from spinsa.io.schema import to_json
 
 __all__ = ["POINT_KINDS", "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment"]
 
@@ -31,12 +39,34 @@ __all__ = ["POINT_KINDS", "PointKind", "SyntheticConfig", "point_kind", "summari
 class PointKind:
     """How the points of a scan are configured and run (see the module docstring), and
     optionally ``summarize(path) -> dict`` of 0-d and 1-d arrays (curves over the times
-    ``"t"``): what :func:`spinsa.scan.collect` takes from a file without ``/summary``."""
+    ``"t"``): what :func:`spinsa.scan.collect` takes from a file without ``/summary``;
+    ``fit_config`` and ``fit``: the work that points share (both or neither)."""
 
     name: str
-    run: Callable[[dict, Path], None]
+    run: Callable[..., None]
     configure: Callable[[Mapping, Mapping], dict]
     summarize: Callable[[Path], dict] | None = None
+    fit_config: Callable[[dict], dict] | None = None
+    fit: Callable[[dict, Path], None] | None = None
+
+    def __post_init__(self):
+        if (self.fit_config is None) != (self.fit is None):
+            raise ValueError(f"point kind {self.name!r}: give both fit_config and fit, or neither")
+
+    def fit_key(self, config: dict) -> str | None:
+        """The name of the file of a point's fit (the hash of its fit config), None without."""
+        if self.fit_config is None:
+            return None
+        return point_key(f"{self.name}:fit", self.fit_config(config))
+
+
+def point_key(kind: str, config: Mapping[str, Any]) -> str:
+    """The name of a point's file: 16 hex digits of the sha256 of its kind and resolved config.
+
+    Canonical JSON (keys sorted): two scans that share a point share its file, and any
+    change of a parameter (or of a default) gives a new file.
+    """
+    return hashlib.sha256(to_json({"kind": kind, "config": config}).encode()).hexdigest()[:16]
 
 
 def set_dotted(base: Mapping, overrides: Mapping[str, Any]) -> dict:
@@ -54,11 +84,30 @@ def set_dotted(base: Mapping, overrides: Mapping[str, Any]) -> dict:
 # --------------------------------------------------------------------------- experiment
 
 
-def run_experiment_point(config: dict, out_path: os.PathLike) -> None:
-    """The ``"experiment"`` point: :func:`spinsa.experiments.run_experiment`."""
-    from spinsa.experiments import ExperimentConfig, run_experiment
+def run_experiment_point(config: dict, out_path: os.PathLike, fit_path: os.PathLike) -> None:
+    """The ``"experiment"`` point: the couplings of its fit file evaluated on both tasks
+    (:func:`spinsa.experiments.pipeline.evaluate_fit`)."""
+    from spinsa.experiments import ExperimentConfig
+    from spinsa.experiments.pipeline import evaluate_fit
 
-    run_experiment(ExperimentConfig.from_dict(config), out_path)
+    evaluate_fit(ExperimentConfig.from_dict(config), fit_path, out_path)
+
+
+def experiment_fit_config(config: dict) -> dict:
+    """What an experiment point's fit depends on (:meth:`ExperimentConfig.training_config`)."""
+    from spinsa.experiments import ExperimentConfig
+
+    return ExperimentConfig.from_dict(config).training_config().to_dict()
+
+
+def run_experiment_fit(fit_config: dict, out_path: os.PathLike) -> None:
+    """Fit the couplings of an experiment point (:func:`spinsa.experiments.train`); a fit
+    killed midway resumes from its checkpoint, ``KEY.ckpt.h5``, with the same result."""
+    from spinsa.experiments import ExperimentConfig, train
+
+    out_path = Path(out_path)
+    checkpoint = out_path.with_name(out_path.stem + ".ckpt.h5")
+    train(ExperimentConfig.from_dict(fit_config), out_path, checkpoint=checkpoint)
 
 
 def configure_experiment(base: Mapping, overrides: Mapping[str, Any]) -> dict:
@@ -68,44 +117,104 @@ def configure_experiment(base: Mapping, overrides: Mapping[str, Any]) -> dict:
     return ExperimentConfig.from_dict(dict(base)).with_overrides(overrides).to_dict()
 
 
-def summarize_experiment(path: os.PathLike) -> dict[str, Any]:
-    """The phase-diagram quantities of an experiment's run file.
+def _mean_or_nan(values) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else np.nan
 
-    Per task (``masked``, ``denoise``), with e(t) the mean error over the test images
-    (masked pixels for the masked task, all pixels for denoising), of shape (T,):
-    ``<task>.error`` = e(t) over the times ``t``; ``<task>.best_error`` and
-    ``<task>.best_t``, its minimum over t ≥ 1 and where; ``<task>.lifetime``, how long e(t)
-    stays below e(0) around its minimum (:func:`spinsa.analysis.error_lifetimes`);
-    ``<task>.mean_image_corr`` (T,), the correlation of the decoded states with the mean
-    training image, and ``<task>.mean_overlap``, its final value;
-    ``<task>.final_coherence``, the mean correlation of the final states with their mean.
-    And the fit's final loss, ``fit_loss``.
+
+def _task_quantities(task: str, arrays: dict) -> dict[str, Any]:
+    """The quantities of one task that decide whether a transient memory exists (see
+    :func:`summarize_experiment`)."""
+    from spinsa.analysis import overlap_lifetimes
+    from spinsa.analysis.summary import SIGNIFICANT_Z, summarize_arrays
+
+    s = summarize_arrays(task, arrays)
+    times, mean, sem = arrays["times"], arrays["mean"]["all"], arrays["sem"]["all"]
+    period = arrays.get("final_period")  # older files have neither
+    out = {
+        "t": times,
+        "error": mean,
+        "error_sem": sem,
+        "best_t": np.int64(s["best_t"]),
+        "best_error": s["best_error"],
+        "best_sem": s["best_sem"],
+        "error_T": s["error_T"],
+        "final_mean_overlap": s["corr_T"],
+        "final_nearest_overlap": _mean_or_nan(arrays.get("final_nearest_corr", np.nan)),
+        "fixed_point_fraction": np.nan if period is None else np.mean(period == 1),
+        "cycle_fraction": np.nan if period is None else np.mean(period == 2),
+        "final_step": s["step_change_T"],
+    }
+    if not s["best_reference"]:
+        return out
+    ref = s["references"][s["best_reference"]]
+    memory = bool(s["transient_memory"])
+    out.update(
+        reference_error=ref["error"],
+        reference_sem=ref["sem"],
+        ref_gain_z=ref["z"],
+        transient_memory=np.int64(memory),
+        lifetime=np.int64(0),
+        t_enter=np.nan,
+        t_leave=np.nan,
+        lifetime_censored=np.int64(0),
+    )
+    if memory:  # how long z(t) = (reference - e(t)) / combined SE stays above 3
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (ref["error"] - mean) / np.sqrt(ref["sem"] ** 2 + sem**2)
+        first = 1 if task == "masked" else 0  # t = 0 of the masked task is the masked input
+        z = np.where((times >= first) & np.isfinite(z), z, 0.0)
+        life = overlap_lifetimes(z[:, None], times, SIGNIFICANT_Z)
+        out.update(
+            lifetime=life.lifetime[0],
+            t_enter=life.t_enter[0],
+            t_leave=life.t_leave[0],
+            lifetime_censored=np.int64(life.censored[0]),
+        )
+    return out
+
+
+def summarize_experiment(path: os.PathLike) -> dict[str, Any]:
+    """The phase-diagram quantities of an experiment point's file (or of any run file).
+
+    Per task (``masked``, ``denoise``), with e(t) the mean error over the test images over
+    all pixels (:func:`spinsa.analysis.summary.summarize_arrays`), named ``<task>.<name>``:
+
+    - ``error``, ``error_sem`` (over ``t``): e(t) and its standard error;
+    - ``best_t``, ``best_error``, ``best_sem``: the minimum of e(t) (over t >= 1 for the
+      masked task, whose t = 0 is the masked input) and where; ``error_T``: e(T);
+    - ``reference_error``, ``reference_sem``: the best simple predictor of ``references``;
+      ``ref_gain_z`` = (reference - best error) / combined standard error, and
+      ``transient_memory`` = 1 when it exceeds 3 (DESIGN §3b);
+    - ``lifetime``: where a memory exists, how long the gain stays above 3 standard errors
+      around its peak (:func:`spinsa.analysis.overlap_lifetimes` of the gain curve), from
+      ``t_enter`` to ``t_leave``; 0 and NaN where none does. ``lifetime_censored`` = 1
+      when the memory still lives at T: the lifetime is a lower bound (0 when it is alive
+      at the last record only);
+    - ``final_mean_overlap``, ``final_nearest_overlap``: the pixel correlation of the
+      final states with the mean training image and with their nearest training image;
+    - ``fixed_point_fraction``, ``cycle_fraction``: the share of runs that ended on a fixed
+      point or a 2-cycle; ``final_step``: the mean token step size at T (the last three
+      are NaN for files written before spinsa recorded them).
+
+    And the fit's ``fit_loss``, ``fit_norm`` and ``hebbian_cosine`` (the cosine of J with
+    the Hebbian couplings of the training spins) when the file records them.
     """
     from spinsa import io
-    from spinsa.analysis import error_lifetimes
-    from spinsa.analysis.summary import best_time
+    from spinsa.io.results import read_evaluation
 
     out: dict[str, Any] = {}
-    with io.open_file(path) as f:
-        for task in ("masked", "denoise"):
-            if f"evaluation/{task}" not in f:
-                continue
-            g = f[f"evaluation/{task}"]
-            times = g["times"][()]
-            curve = g["mean/masked" if task == "masked" else "mean/all"][()].astype(np.float64)
-            best = best_time(curve, 1 if curve.size > 1 else 0)
-            corr = g["mean_image_corr_mean"][()].astype(np.float64)
-            out["t"] = times
-            out[f"{task}.error"] = curve
-            out[f"{task}.best_error"] = curve[best]
-            out[f"{task}.best_t"] = times[best]
-            if np.isfinite(curve).all():
-                out[f"{task}.lifetime"] = error_lifetimes(curve[:, None], times).lifetime[0]
-            out[f"{task}.mean_image_corr"] = corr
-            out[f"{task}.mean_overlap"] = corr[-1]
-            out[f"{task}.final_coherence"] = np.nanmean(g["final_coherence"][()])
-        if "fit_loss" in f.attrs:
-            out["fit_loss"] = np.float64(f.attrs["fit_loss"])
+    attrs = io.read(path).attrs
+    for task in ("masked", "denoise"):
+        try:
+            arrays = read_evaluation(path, task)[0]
+        except KeyError:
+            continue
+        out.update({f"{task}.{k}": v for k, v in _task_quantities(task, arrays).items()})
+        out["t"] = out.pop(f"{task}.t")
+    for name in ("fit_loss", "fit_norm", "hebbian_cosine"):
+        if name in attrs:
+            out[name] = np.float64(attrs[name])
     return out
 
 
@@ -269,7 +378,12 @@ def configure_synthetic(base: Mapping, overrides: Mapping[str, Any]) -> dict:
 
 POINT_KINDS: dict[str, PointKind] = {
     "experiment": PointKind(
-        "experiment", run_experiment_point, configure_experiment, summarize_experiment
+        "experiment",
+        run_experiment_point,
+        configure_experiment,
+        summarize_experiment,
+        fit_config=experiment_fit_config,
+        fit=run_experiment_fit,
     ),
     "synthetic": PointKind("synthetic", run_synthetic_point, configure_synthetic),
 }

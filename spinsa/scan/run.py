@@ -92,22 +92,64 @@ def _thread_limits(threads: int) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def run_point(run: Callable, config: dict, store: str | os.PathLike, key: str, threads: int):
-    """Run one point: ``run(config, store/KEY.h5)`` with ``threads`` threads for numba,
-    torch and OpenMP/BLAS (the task a Dask worker, or this process, executes).
+def run_point(run: Callable, config: dict, store, key: str, threads: int, *args, after=None):
+    """Run one point (or one fit): ``run(config, store/KEY.h5, *args)`` with ``threads``
+    threads for numba, torch and OpenMP/BLAS (the task a Dask worker, or this process,
+    executes; ``after``, a Dask future it waits for: the point's fit).
 
-    Returns False, running nothing, when the file is complete already (a worker died after
-    writing it, or another client ran the point), and True when the point ran.
+    Returns None, running nothing, when the file is complete already (a worker died after
+    writing it, or another client ran it), else the seconds it ran.
     """
     points = PointStore(store)
     if points.done(key):
-        return False
-    with _thread_limits(threads):
-        run(config, points.file(key))
+        return None
+    t0 = time.perf_counter()
+    try:
+        with _thread_limits(threads):
+            run(config, points.file(key), *args)
+    except FileExistsError:  # another client finished the same file meanwhile: the same one
+        if points.done(key):
+            return None
+        raise
     if not points.file(key).exists():
         name = getattr(run, "__qualname__", run)
         raise RuntimeError(f"the point function {name!r} returned without writing its file")
-    return True
+    return time.perf_counter() - t0
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One unit of work: a point, or a fit (``is_fit``) that points share; its file is
+    ``store/KEY.h5``, ``fit_key`` names the fit a point needs (None: the kind has none)."""
+
+    key: str
+    run: Callable
+    config: dict
+    store: PointStore
+    args: tuple = ()
+    fit_key: str | None = None
+    is_fit: bool = False
+
+
+def _tasks(points, kind: PointKind, store: PointStore, fits: PointStore) -> list[_Task]:
+    """The fits and the points still to run, each once, the fits first."""
+    todo = list({p.key: p for p in points if not store.done(p.key)}.values())
+    if kind.fit is None:
+        return [_Task(p.key, kind.run, p.config, store) for p in todo]
+    fit_tasks: dict[str, _Task | None] = {}  # None: done already
+    point_tasks = []
+    for p in todo:
+        key = kind.fit_key(p.config)
+        if key not in fit_tasks:
+            done = fits.done(key)
+            fit_config = kind.fit_config(p.config)
+            fit_tasks[key] = None if done else _Task(key, kind.fit, fit_config, fits, is_fit=True)
+        args = (str(fits.file(key)),)
+        point_tasks.append(_Task(p.key, kind.run, p.config, store, args, key))
+    # the points of one fit one after the other: they share its data, which workers keep
+    order = {key: i for i, key in enumerate(fit_tasks)}
+    point_tasks.sort(key=lambda t: order[t.fit_key])
+    return [*filter(None, fit_tasks.values()), *point_tasks]
 
 
 @dataclass(frozen=True)
@@ -118,14 +160,28 @@ class ScanReport:
     ----------
     out : Path
         The scan directory.
-    n_points, n_skipped, n_run, n_failed : int
-        Points of the scan; finished before the call; finished by it; failed on every try.
+    n_points, n_skipped, n_run : int
+        Grid points of the scan; finished before the call; finished by it. Grid points that
+        share a config (an axis value that the point kind ignores there) are one point,
+        run once.
+    n_failed : int
+        Distinct points that failed on every try.
     seconds : float
     cluster : str
         Where the points ran (``"serial"``, ``"local"``, ``"slurm"``, ..., ``"scheduler"``,
         ``"client"``).
     failed : tuple of str
         Keys of the failed points (their errors are in ``points/KEY.error``).
+    n_fits : int
+        Fits computed by this call (for a kind whose points share them; ``fits/KEY.h5``).
+    fit_seconds, point_seconds : float
+        Time spent inside the fits and the points, summed over the workers.
+    slots : int or None
+        Points that could run at once (the workers when the tasks started).
+    task_seconds : float
+        Wall time from the first task submitted to the last one finished; the part of
+        ``slots * task_seconds`` spent outside fits and points is bookkeeping: scheduling,
+        waiting for a fit, idle workers at the end.
     """
 
     out: Path
@@ -135,6 +191,11 @@ class ScanReport:
     seconds: float
     cluster: str
     failed: tuple[str, ...] = ()
+    n_fits: int = 0
+    fit_seconds: float = 0.0
+    point_seconds: float = 0.0
+    slots: int | None = None
+    task_seconds: float = 0.0
 
     @property
     def n_failed(self) -> int:
@@ -144,6 +205,12 @@ class ScanReport:
     def complete(self) -> bool:
         return self.n_skipped + self.n_run == self.n_points
 
+    @property
+    def bookkeeping(self) -> float:
+        """The share of the workers' time spent outside fits and points (NaN if unknown)."""
+        total = self.task_seconds * self.slots if self.slots else 0.0
+        return 1 - (self.fit_seconds + self.point_seconds) / total if total > 0 else math.nan
+
     def __str__(self) -> str:
         text = (
             f"{self.n_skipped + self.n_run}/{self.n_points} points done in {self.out} "
@@ -152,7 +219,16 @@ class ScanReport:
         )
         if self.n_failed:
             text += f", {self.n_failed} FAILED: see {self.out / 'points'}/*.error"
-        return text + ")"
+        text += ")"
+        if self.n_run or self.n_fits:
+            fits = f"{self.n_fits} fits {self.fit_seconds:.0f} s, " if self.n_fits else ""
+            text += f"\ntime: {fits}{self.n_run} points {self.point_seconds:.0f} s"
+            if math.isfinite(self.bookkeeping):
+                text += (
+                    f", bookkeeping {100 * self.bookkeeping:.1f} % of {self.slots} workers × "
+                    f"{self.task_seconds:.0f} s"
+                )
+        return text
 
 
 def _error_text(err: BaseException, tb) -> str:
@@ -162,40 +238,59 @@ def _error_text(err: BaseException, tb) -> str:
     )
 
 
-def _run_serial(todo, kind, store, retries, threads, finish) -> None:
-    for p in todo:
+def _run_serial(tasks: list[_Task], retries: int, threads: int, finish) -> None:
+    failed_fits: dict[str, str] = {}
+    for task in tasks:
+        if task.fit_key in failed_fits:
+            finish(task, f"its fit failed:\n\n{failed_fits[task.fit_key]}", None)
+            continue
         for attempt in range(retries + 1):
             try:
-                run_point(kind.run, p.config, store.path, p.key, threads)
+                args = (task.run, task.config, task.store.path, task.key, threads, *task.args)
+                seconds = run_point(*args)
             except Exception as err:
                 if attempt == retries:
-                    finish(p.key, _error_text(err, err.__traceback__))
+                    text = _error_text(err, err.__traceback__)
+                    finish(task, text, None)
+                    if task.is_fit:
+                        failed_fits[task.key] = text
             else:
-                finish(p.key, None)
+                finish(task, None, seconds)
                 break
 
 
-def _run_dask(client, todo, kind, store, retries, threads, resources, finish) -> None:
+def _run_dask(client, tasks: list[_Task], retries, threads, resources, finish) -> None:
     from distributed import as_completed
 
     token = os.urandom(4).hex()  # a re-run on the same scheduler gets fresh task keys
-    futures = {}
-    for p in todo:
-        args = (kind.run, p.config, str(store.path), p.key, threads)
-        key = f"spinsa-point-{p.key}-{token}"
-        fut = client.submit(run_point, *args, key=key, retries=retries, resources=resources)
-        futures[fut] = p.key
+    futures, fit_futures = {}, {}
+    for task in tasks:  # the fits first: Dask runs tasks in the order they were submitted
+        args = (task.run, task.config, str(task.store.path), task.key, threads, *task.args)
+        key = f"spinsa-{'fit' if task.is_fit else 'point'}-{task.key}-{token}"
+        fut = client.submit(
+            run_point, *args, after=fit_futures.get(task.fit_key), key=key, retries=retries,
+            resources=resources,
+        )  # fmt: skip
+        futures[fut] = task
+        if task.is_fit:
+            fit_futures[task.key] = fut
     try:
         for fut in as_completed(futures):
             if fut.status == "finished":
-                finish(futures[fut], None)
-            else:  # raised on every try, killed its workers, or was cancelled
+                finish(futures[fut], None, fut.result())
+            else:  # raised on every try (or its fit did), killed its workers, was cancelled
                 try:
                     err, tb = fut.exception(), fut.traceback()
                 except Exception as exc:  # a cancelled future raises here
                     err, tb = exc, None
-                finish(futures[fut], _error_text(err, tb))
-            fut.release()
+                task = futures[fut]
+                fit = None if task.is_fit else fit_futures.get(task.fit_key)
+                text = _error_text(err, tb)
+                if fit is not None and fit.exception() is not None:  # the fit is over
+                    text = f"its fit failed:\n\n{text}"  # as in a serial run
+                finish(task, text, None)
+            if not futures[fut].is_fit:  # a fit's outcome is read by its points
+                fut.release()
     except BaseException:
         with contextlib.suppress(Exception):
             client.cancel(list(futures))
@@ -268,28 +363,42 @@ def run_scan(
     sd = ScanDir(out)
     if sd.prepare(spec, [p.key for p in points], force=force):
         say(f"{sd.path} held another scan: taken over (--force); shared points are kept")
-    store = sd.points
+    store, fits = sd.points, sd.fits
     store.clean()
-    todo = [p for p in points if not store.done(p.key)]
-    if store.renamed:
+    fits.clean()
+    tasks = _tasks(points, kind, store, fits)
+    n_todo = sum(not t.is_fit for t in tasks)  # distinct points
+    n_fits = len(tasks) - n_todo
+    n_unique = len({p.key for p in points})
+    if store.renamed or fits.renamed:
         say(
-            f"{len(store.renamed)} point file(s) torn or failing a checksum, set aside as "
-            f"{store.path}/KEY.h5.corrupt: run again"
+            f"{len(store.renamed) + len(fits.renamed)} file(s) torn or failing a checksum, set "
+            f"aside as KEY.h5.corrupt in {sd.path}: run again"
         )
-    say(f"{spec.name}: {len(points)} points, {len(points) - len(todo)} done, {len(todo)} to run")
+    shared = f" ({n_unique} distinct: the point kind ignores some axes there)"
+    say(
+        f"{spec.name}: {len(points)} points{shared if n_unique < len(points) else ''}, "
+        f"{n_unique - n_todo} done, {n_todo} to run"
+        + (f" after {n_fits} fits (one per distinct fit config)" if n_fits else "")
+    )
     failed: list[str] = []
-    with progress_bar(len(todo), spec.name, "point", enabled=progress and bool(todo)) as bar:
+    spent = {True: 0.0, False: 0.0}  # seconds in fits, in points
+    slots, window = 1, 0.0
+    with progress_bar(len(tasks), spec.name, "task", enabled=progress and bool(tasks)) as bar:
 
-        def finish(key: str, error: str | None) -> None:
-            store.set_error(key, error)
-            if error is not None:
-                failed.append(key)
+        def finish(task: _Task, error: str | None, seconds: float | None) -> None:
+            task.store.set_error(task.key, error)
+            spent[task.is_fit] += seconds or 0.0
+            if error is not None and not task.is_fit:
+                failed.append(task.key)
                 bar.set_postfix(failed=len(failed))
             bar.update(1)
 
-        if todo and where == "serial":
-            _run_serial(todo, kind, store, retries, threads_per_point or available_cores(), finish)
-        elif todo:
+        if tasks and where == "serial":
+            started = time.perf_counter()
+            _run_serial(tasks, retries, threads_per_point or available_cores(), finish)
+            window = time.perf_counter() - started
+        elif tasks:
             with open_client(
                 cluster,
                 scheduler=scheduler,
@@ -300,15 +409,24 @@ def run_scan(
                 client=client,
             ) as (dask_client, threads, resources, description):
                 say(description)
-                _run_dask(dask_client, todo, kind, store, retries, threads, resources, finish)
+                slots = len(dask_client.nthreads())
+                started = time.perf_counter()
+                _run_dask(dask_client, tasks, retries, threads, resources, finish)
+                window = time.perf_counter() - started
+    ran = {t.key for t in tasks if not t.is_fit}
     return ScanReport(
         out=sd.path,
         n_points=len(points),
-        n_skipped=len(points) - len(todo),
-        n_run=len(todo) - len(failed),
+        n_skipped=sum(p.key not in ran for p in points),
+        n_run=sum(p.key in ran and p.key not in failed for p in points),
         seconds=time.perf_counter() - t0,
         cluster=where,
         failed=tuple(failed),
+        n_fits=n_fits,
+        fit_seconds=spent[True],
+        point_seconds=spent[False],
+        slots=slots if tasks else None,
+        task_seconds=window,
     )
 
 

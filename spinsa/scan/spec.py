@@ -24,7 +24,7 @@ import numpy as np
 from spinsa._checks import check_count
 from spinsa._config import check_keys, flatten, read_toml
 from spinsa.io.schema import to_json
-from spinsa.scan.kinds import PointKind, point_kind
+from spinsa.scan.kinds import PointKind, point_key, point_kind, set_dotted
 
 __all__ = ["Axis", "ScanPoint", "ScanSpec", "axis_values", "load_scan", "point_key"]
 
@@ -32,6 +32,7 @@ SCAN_TABLES = ("scan", "axes", "zip", "cluster", "collect")  # the rest is the b
 SCAN_KEYS = ("name", "point", "base", "retries", "description")
 AXIS_KEYS = ("values", "start", "stop", "num", "log", "int", "range")
 COLLECT_KEYS = ("x", "y", "variables", "fix", "reduce", "include", "format")
+COLLECT_KEYS += ("panels", "mark", "curves", "best")  # the figures of a study
 
 
 def _is_int(value: Any) -> bool:
@@ -135,15 +136,6 @@ class Axis:
         return cls(d["name"], tuple(d["keys"]), values, tuple(d["coord"]), d["zipped"])
 
 
-def point_key(kind: str, config: Mapping[str, Any]) -> str:
-    """The name of a point's file: 16 hex digits of the sha256 of its kind and resolved config.
-
-    Canonical JSON (keys sorted): two scans that share a point share its file, and any
-    change of a parameter (or of a default) gives a new file.
-    """
-    return hashlib.sha256(to_json({"kind": kind, "config": config}).encode()).hexdigest()[:16]
-
-
 @dataclass(frozen=True)
 class ScanPoint:
     """One point of a scan: its ``index`` along every dimension (in the order of
@@ -216,10 +208,12 @@ class ScanSpec:
     def points(self, kind: PointKind | None = None) -> list[ScanPoint]:
         """Every point of the grid, in C order (the last dimension varies fastest).
 
-        ``kind`` resolves the configs (default: the kind named :attr:`point`). Raises
+        ``kind`` resolves the configs (default: the kind named :attr:`point`). Grid points
+        whose resolved configs are the same (an axis value that the kind ignores there,
+        such as γ for the notebook's dynamics) share a key, a file and a run. Raises
         ``ValueError`` for an axis name that is not a key of the config (listing the valid
-        ones), a value the config refuses (naming the point), or two points with the same
-        resolved config.
+        ones), a value the config refuses (naming the point), or an axis along which every
+        point is the same (a key the config ignores everywhere).
         """
         kind = point_kind(self.point) if kind is None else kind
         try:
@@ -246,12 +240,19 @@ class ScanSpec:
             except (ValueError, TypeError) as err:
                 raise ValueError(f"scan point {coords} is not a valid config: {err}") from None
             out.append(ScanPoint(index, coords, config, point_key(kind.name, config)))
-        if len({p.key for p in out}) != len(out):
-            raise ValueError(
-                "two points of the scan have the same config (an axis sets a key that the "
-                "config ignores or normalises); check the axes"
-            )
+        keys = np.array([p.key for p in out], dtype=object).reshape(self.shape)
+        for dim, axis in enumerate(self.axes):
+            if axis.size > 1 and np.all(keys == keys.take([0], axis=dim)):
+                raise ValueError(
+                    f"the axis {axis.name!r} changes no point's config (the point kind ignores "
+                    "or normalises its key); remove it or check its name"
+                )
         return out
+
+    def with_base(self, overrides: Mapping[str, Any]) -> ScanSpec:
+        """The scan with some base values changed by dotted key (``{"data.n_test": 10000}``):
+        another scan, with its own hash and point files."""
+        return dataclasses.replace(self, base=set_dotted(self.base, overrides))
 
     def to_dict(self) -> dict[str, Any]:
         """The scan as plain data (JSON-able); :meth:`from_dict` reads it back."""

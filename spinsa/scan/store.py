@@ -7,6 +7,8 @@
                          the sha256 of them all
       points/KEY.h5      one spinsa file per finished point (KEY: hash of its config)
       points/KEY.error   a point that failed on every try: its error and traceback
+      fits/KEY.h5        the fits that points share (KEY: hash of the fit config), with
+                         fits/KEY.ckpt.h5 while one runs and fits/KEY.error if it failed
 
 A point is finished when its file is a readable spinsa file whose checksums hold. Files are
 written under a temporary name and renamed when complete, and a point is seeded by its
@@ -89,6 +91,12 @@ class ScanDir:
     @property
     def points(self) -> PointStore:
         return PointStore(self.path / "points")
+
+    @property
+    def fits(self) -> PointStore:
+        """The fits that points share (:attr:`spinsa.scan.PointKind.fit`), named by the hash
+        of their fit config: a fit is reused by every scan run in this directory."""
+        return PointStore(self.path / "fits")
 
     def read(self) -> tuple[ScanSpec, list[str]]:
         """The scan this directory holds and the key of every point, in grid order."""
