@@ -163,6 +163,7 @@ def _threads_point(config, out_path):
     import numba
 
     summary = {"numba": np.int64(numba.get_num_threads()), "omp": os.environ["OMP_NUM_THREADS"]}
+    summary["trim"] = os.environ.get("MALLOC_TRIM_THRESHOLD_", "unset")  # see MALLOC_ENV
     io.write_file(out_path, {"summary": summary}, kind="scan-point", config=config)
 
 
@@ -178,6 +179,16 @@ def test_points_run_with_the_cores_of_their_worker(client, tmp_path):
     run_scan(spec, tmp_path / "b", client=client, kind=kind, progress=False, threads_per_point=1)
     for f in (tmp_path / "b" / "points").glob("*.h5"):
         assert io.read_group(f, "summary")[0]["numba"] == 1
+
+
+def test_local_cluster_workers_keep_freed_memory_in_the_heap(tmp_path):
+    from spinsa.scan.run import MALLOC_ENV
+
+    spec = ScanSpec("threads", "threads", {"seed": 0}, (Axis("seed", ("seed",), ((0,),), (0,)),))
+    kind = PointKind("threads", _threads_point, set_dotted)
+    run_scan(spec, tmp_path, cluster="local", workers=1, kind=kind, progress=False)
+    (f,) = (tmp_path / "points").glob("*.h5")
+    assert io.read_group(f, "summary")[0]["trim"] == MALLOC_ENV["MALLOC_TRIM_THRESHOLD_"]
 
 
 def test_existing_scheduler_address(client, tmp_path):
@@ -219,6 +230,7 @@ def test_slurm_job_script_carries_the_options(tmp_path, capsys):
         "#SBATCH -t 01:00:00",
         "#SBATCH --constraint=avx512",
         "export OMP_NUM_THREADS=4",
+        "export MALLOC_TRIM_THRESHOLD_=268435456",  # freed memory kept in the heap
         "--resources spinsa_point=1",
         "--nworkers 2",
         str(tmp_path / "o" / "dask-logs"),

@@ -47,6 +47,10 @@ JOBQUEUE_CLASSES = dict(slurm="SLURMCluster", pbs="PBSCluster", sge="SGECluster"
 CLUSTERS = ("local", "serial", *JOBQUEUE_CLASSES)
 RESOURCE = "spinsa_point"  # one point at a time per batch worker
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536, which turns glibc's adaptive
+# thresholds off: every array a point allocates is then mapped and page-faulted anew
+# (measured: 1.5 s of system time in a 7 s evaluation). Freed memory stays in the heap.
+MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(2**28), "MALLOC_MMAP_THRESHOLD_": str(2**26)}
 OWN_KEYS = ("jobs", "adapt")  # [cluster] keys read by spinsa; the rest go to dask-jobqueue
 
 
@@ -474,7 +478,8 @@ def jobqueue_cluster(
         )
     threads = threads_per_point or max(1, int(opts["cores"]) // int(opts.get("processes", 1)))
     opts["worker_extra_args"] = [*opts.get("worker_extra_args", []), "--resources", f"{RESOURCE}=1"]
-    exports = [f"export {k}={threads}" for k in THREAD_VARIABLES]
+    variables = {**dict.fromkeys(THREAD_VARIABLES, threads), **MALLOC_ENV}
+    exports = [f"export {k}={v}" for k, v in variables.items()]
     opts["job_script_prologue"] = [*opts.get("job_script_prologue", []), *exports]
     if log_directory is not None:
         opts.setdefault("log_directory", str(log_directory))
@@ -534,7 +539,7 @@ def open_client(
                 n_workers=n,
                 threads_per_worker=1,
                 dashboard_address=_dashboard_address(),
-                env=dict.fromkeys(THREAD_VARIABLES, str(threads)),
+                env={**dict.fromkeys(THREAD_VARIABLES, str(threads)), **MALLOC_ENV},
             )
             client = stack.enter_context(distributed.Client(stack.enter_context(local)))
             plural = "s" if threads > 1 else ""
