@@ -13,12 +13,23 @@ Dask scheduler, and a re-run runs only the missing ones (:mod:`spinsa.scan.run`)
     ds = scan.collect("runs/example")                  # xarray.Dataset, also saved as netCDF
     scan.phase_diagram(ds, "best_error", "alpha", "dynamics.lam")
 
+An experiment scan fits each distinct J once, into ``DIR/fits/``, and its points evaluate it
+(:class:`PointKind` ``fit_config`` and ``fit``).
+
 Importing this package imports neither dask nor xarray nor matplotlib; the functions that
 need them import them, and say ``pip install "spinsa[cluster]"`` when they are missing.
 """
 
 from spinsa.scan.kinds import PointKind, SyntheticConfig, point_kind, summarize_experiment
-from spinsa.scan.results import collect, draw_phase_diagrams, open_collected, phase_diagram
+from spinsa.scan.results import (
+    collect,
+    curves_figure,
+    draw_phase_diagrams,
+    draw_scan_figures,
+    open_collected,
+    phase_diagram,
+    phase_panels,
+)
 from spinsa.scan.run import MissingDependencyError, ScanReport, run_scan
 from spinsa.scan.spec import Axis, ScanPoint, ScanSpec, axis_values, load_scan, point_key
 from spinsa.scan.store import PointStore, ScanDir, ScanMismatchError
@@ -29,6 +40,7 @@ __all__ = [
     "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment",  # kinds
     "PointStore", "ScanDir", "ScanMismatchError",  # store
     "MissingDependencyError", "ScanReport", "run_scan",  # run
-    "collect", "draw_phase_diagrams", "open_collected", "phase_diagram",  # results
+    "collect", "open_collected", "phase_diagram", "phase_panels", "curves_figure",  # results
+    "draw_phase_diagrams", "draw_scan_figures",
 ]
 # fmt: on

@@ -144,10 +144,10 @@ def _tasks(points, kind: PointKind, store: PointStore, fits: PointStore) -> list
     point_tasks = []
     for p in todo:
         key = kind.fit_key(p.config)
-        if key not in fit_tasks:
-            done = fits.done(key)
-            fit_config = kind.fit_config(p.config)
-            fit_tasks[key] = None if done else _Task(key, kind.fit, fit_config, fits, is_fit=True)
+        if key not in fit_tasks and fits.done(key):
+            fit_tasks[key] = None
+        elif key not in fit_tasks:
+            fit_tasks[key] = _Task(key, kind.fit, kind.fit_config(p.config), fits, is_fit=True)
         args = (str(fits.file(key)),)
         point_tasks.append(_Task(p.key, kind.run, p.config, store, args, key))
     # the points of one fit one after the other: they share its data, which workers keep
