@@ -76,6 +76,21 @@ def plain_torch_run(x0, J, lam, steps, gamma=1.0, batch=256, device="cpu"):
     return x.cpu().numpy()
 
 
+def plain_numpy_sweep(x, J, lam, order, gamma=1.0):
+    """One asynchronous sweep, site by site in ``order``, in plain numpy (sphere norm)."""
+    x = np.array(x, dtype=np.float64, copy=True)
+    J = np.asarray(J, dtype=np.float64)
+    for i in order:
+        y = np.einsum("jab,pjb->pja", J[i], x)  # J_ij x_j of the current state
+        s = np.einsum("pa,pja->pj", x[:, i], y)
+        s[:, i] = -np.inf
+        a = np.exp(lam * (s - s.max(axis=1, keepdims=True)))
+        h = np.einsum("pj,pja->pa", a / a.sum(axis=1, keepdims=True), y)
+        u = h + gamma * x[:, i]
+        x[:, i] = u / np.linalg.norm(u, axis=1, keepdims=True)
+    return x
+
+
 # ------------------------------------------------------------------------- benchmarks
 def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
     """``spinsa.run`` against :func:`plain_torch_run`; returns the timings and peak memory."""
@@ -98,6 +113,50 @@ def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
         b = plain_torch_run(x0[:64], J, 1.0, 3)
         out["max_abs_diff"] = float(np.abs(a - b).max())
     return out
+
+
+def _spins_and_couplings(P, N, d, seed=0):
+    import spinsa
+
+    x = np.random.default_rng(seed).standard_normal((P, N, d)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    return x, spinsa.random_couplings(N, d, scale=1.0, seed=seed + 1)
+
+
+def bench_async(P=256, N=196, d=8, repeat=2, with_plain=True):
+    """One asynchronous sweep (``spinsa.async_sweep``) against :func:`plain_numpy_sweep`."""
+    import spinsa
+
+    x0, J = _spins_and_couplings(P, N, d)
+    flops = 4.0 * P * N**2 * d**2  # a sweep does the work of one synchronous step
+    spinsa.async_sweep(x0[:8], J, 1.0, rng=0)
+    fast = best_time(lambda: spinsa.async_sweep(x0, J, 1.0, rng=0), repeat)
+    out = {"fast": Timing("spinsa.async_sweep", fast, flops / fast / 1e9)}
+    if with_plain:
+        order = np.random.default_rng(0).permutation(N)  # the order async_sweep draws
+        plain = best_time(lambda: plain_numpy_sweep(x0, J, 1.0, order), 1)
+        out["plain"] = Timing("plain numpy per site", plain, flops / plain / 1e9)
+        a = spinsa.async_sweep(x0[:16], J, 1.0, rng=0)
+        out["max_abs_diff"] = float(np.abs(a - plain_numpy_sweep(x0[:16], J, 1.0, order)).max())
+    return out
+
+
+def bench_damico(P=1000, N=196, d=8, steps=20, repeat=2):
+    """The notebook's dynamics (``damico_run``) against the design's (``spinsa.run``): the
+    ratio of their times, same spins, couplings and steps."""
+    import spinsa
+    from spinsa.damico import damico_run
+
+    x0, J = _spins_and_couplings(P, N, d)
+    flops = 4.0 * P * steps * N**2 * d**2
+    damico_run(x0[:8], J, 1.0, 1)
+    spinsa.run(x0[:8], J, 1.0, 1)
+    notebook = best_time(lambda: damico_run(x0, J, 1.0, steps), repeat)
+    design = best_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
+    return {  # "plain" is the notebook's here: the ratio is its time over the design's
+        "fast": Timing("spinsa.run (design)", design, flops / design / 1e9),
+        "plain": Timing("damico_run", notebook, flops / notebook / 1e9),
+    }
 
 
 def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
@@ -130,7 +189,7 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
     return out
 
 
-def _print_pair(title, res, peak):
+def _print_pair(title, res, peak, ratio="ratio"):
     fast = res["fast"]
     print(f"\n{title}")
     print(
@@ -140,7 +199,7 @@ def _print_pair(title, res, peak):
     if "plain" in res:
         plain = res["plain"]
         print(f"  {plain.name:<22}{plain.seconds:9.3f} s  {plain.gflops:7.1f} GFLOP/s")
-        print(f"  ratio                 {plain.seconds / fast.seconds:9.1f} x")
+        print(f"  {ratio:<22}{plain.seconds / fast.seconds:9.2f} x")
     for key in ("extra_mb", "updates_per_s", "max_abs_diff", "max_rel_diff"):
         if key in res:
             print(f"  {key:<22}{res[key]:9.3g}")
@@ -149,7 +208,7 @@ def _print_pair(title, res, peak):
 def add_arguments(parser) -> None:
     parser.add_argument(
         "--only",
-        choices=["dynamics", "objective"],
+        choices=list(BENCHMARKS),
         action="append",
         help="run only these benchmarks (repeatable)",
     )
@@ -161,28 +220,51 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--no-plain", action="store_true", help="skip the plain implementations (fast code only)"
     )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the results as JSON (times, GFLOP/s, ratios, the machine, the date)",
+    )
+
+
+BENCHMARKS = ("dynamics", "async", "damico", "objective")
 
 
 def run_benchmarks(args) -> int:
+    import datetime
+    import json
+    import os
+    import platform
+
     import numba
 
     import spinsa
 
-    only = set(args.only or ["dynamics", "objective"])
+    only = [b for b in BENCHMARKS if b in (args.only or BENCHMARKS)]
     peak = matmul_peak()
     print(
         f"spinsa {spinsa.__version__}, numba {numba.__version__}, {numba.get_num_threads()} threads"
     )
     print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
     plain = not args.no_plain
+    P, T = (256, 5) if args.quick else (1000, 20)
+    runs = []  # (title, results, name of the ratio)
     if "dynamics" in only:
-        P, T = (256, 5) if args.quick else (1000, 20)
-        res = bench_dynamics(P=P, steps=T, with_plain=plain)
-        _print_pair(f"dynamics: N=196, d=8, P={P}, T={T}, float32", res, peak)
+        title = f"dynamics: N=196, d=8, P={P}, T={T}, float32"
+        runs.append((title, bench_dynamics(P=P, steps=T, with_plain=plain), "ratio"))
+    if "async" in only:
+        Pa = 64 if args.quick else 256
+        title = f"asynchronous sweep: N=196, d=8, P={Pa}, float32 (plain: float64)"
+        runs.append((title, bench_async(P=Pa, with_plain=plain), "ratio"))
+    if "damico" in only:
+        title = f"the notebook's dynamics against the design's: N=196, d=8, P={P}, T={T}"
+        runs.append((title, bench_damico(P=P, steps=T), "notebook / design"))
     if "objective" in only:
-        for P in [2048] if args.quick else [2048, 10000]:
-            res = bench_objective(P=P, with_plain=plain)
-            _print_pair(f"objective + gradient: N=196, d=8, P={P}, float32", res, peak)
+        for Po in [2048] if args.quick else [2048, 10000]:
+            title = f"objective + gradient: N=196, d=8, P={Po}, float32"
+            runs.append((title, bench_objective(P=Po, with_plain=plain), "ratio"))
+    for title, res, ratio in runs:
+        _print_pair(title, res, peak, ratio)
     try:
         import torch
 
@@ -190,7 +272,34 @@ def run_benchmarks(args) -> int:
             _bench_gpu(torch)
     except ImportError:
         pass
+    if args.json:
+        record = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "cores": len(os.sched_getaffinity(0)),
+            "spinsa": spinsa.__version__,
+            "numba": numba.__version__,
+            "threads": numba.get_num_threads(),
+            "matmul_peak_gflops": peak,
+            "benchmarks": [{"title": t, **_as_json(res)} for t, res, _ in runs],
+        }
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=1)
+        print(f"\nresults written to {args.json}")
     return 0
+
+
+def _as_json(res: dict) -> dict:
+    out = {}
+    for key, value in res.items():
+        if isinstance(value, Timing):
+            out[key] = {"name": value.name, "seconds": value.seconds, "gflops": value.gflops}
+        else:
+            out[key] = float(value)
+    if "plain" in res:
+        out["ratio"] = res["plain"].seconds / res["fast"].seconds
+    return out
 
 
 def _bench_gpu(torch):

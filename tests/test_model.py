@@ -220,3 +220,27 @@ def test_score_clamp_matches_a_clamped_plain_formula(rng):
     got = spinsa.local_fields(x, J, 2.0, score_clamp=0.5)
     np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-13)
     assert not np.allclose(got, spinsa.local_fields(x, J, 2.0))
+
+
+def test_bench_plain_sweep_is_the_async_sweep_and_the_bench_writes_json(tmp_path):
+    """The bench's plain per-site loop computes what spinsa.async_sweep does; --json works."""
+    import json
+
+    from spinsa.bench import plain_numpy_sweep
+    from spinsa.cli import main
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 7, 3))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    J = spinsa.random_couplings(7, 3, scale=1.0, seed=2).astype(np.float64)
+    order = np.random.default_rng(4).permutation(7)
+    np.testing.assert_allclose(
+        spinsa.async_sweep(x, J, 2.0, gamma=0.5, rng=4),
+        plain_numpy_sweep(x, J, 2.0, order, gamma=0.5),
+        atol=1e-10,
+    )
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--only", "async", "--quick", "--no-plain", "--json", str(path)]) == 0
+    record = json.loads(path.read_text())
+    assert record["benchmarks"][0]["fast"]["name"] == "spinsa.async_sweep"
+    assert record["matmul_peak_gflops"] > 0
