@@ -92,14 +92,19 @@ def plain_numpy_sweep(x, J, lam, order, gamma=1.0):
 
 
 # ------------------------------------------------------------------------- benchmarks
+def _spins_and_couplings(P, N, d, seed=0):
+    import spinsa
+
+    x = np.random.default_rng(seed).standard_normal((P, N, d)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    return x, spinsa.random_couplings(N, d, scale=1.0, seed=seed + 1)
+
+
 def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
     """``spinsa.run`` against :func:`plain_torch_run`; returns the timings and peak memory."""
     import spinsa
 
-    rng = np.random.default_rng(0)
-    x0 = rng.standard_normal((P, N, d)).astype(np.float32)
-    x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
-    J = spinsa.random_couplings(N, d, scale=1.0, seed=1)
+    x0, J = _spins_and_couplings(P, N, d)
     flops = 4.0 * P * steps * N**2 * d**2
     spinsa.run(x0[:8], J, 1.0, 1)  # compile (or load from the cache)
     rss0 = peak_rss_mb()
@@ -113,14 +118,6 @@ def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
         b = plain_torch_run(x0[:64], J, 1.0, 3)
         out["max_abs_diff"] = float(np.abs(a - b).max())
     return out
-
-
-def _spins_and_couplings(P, N, d, seed=0):
-    import spinsa
-
-    x = np.random.default_rng(seed).standard_normal((P, N, d)).astype(np.float32)
-    x /= np.linalg.norm(x, axis=-1, keepdims=True)
-    return x, spinsa.random_couplings(N, d, scale=1.0, seed=seed + 1)
 
 
 def bench_async(P=256, N=196, d=8, repeat=2, with_plain=True):

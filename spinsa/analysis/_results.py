@@ -28,9 +28,9 @@ class AnalysisResult:
     ``type(r).from_arrays(r.to_arrays(), r.attrs())`` equals ``r`` field by field.
 
     The fields annotated ``np.ndarray`` (or ``np.ndarray | None``, an optional array left out
-    of :meth:`to_arrays` when ``None``) are the arrays; a subclass may list them in ``_arrays``
-    instead. Every other field is an attribute (number, string, bool, ``None`` or a tuple of
-    those; a list or an array is stored as a tuple). Each string of ``_same_shape`` names
+    of :meth:`to_arrays` when ``None``) are the arrays. Every other field is an attribute
+    (number, string, bool, ``None`` or a tuple of those; a list or an array is stored as a
+    tuple). Each string of ``_same_shape`` names
     (space-separated) arrays that must share one shape where they are not ``None``; a
     subclass checks anything else by extending ``__post_init__``.
     """
@@ -41,9 +41,8 @@ class AnalysisResult:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _REGISTRY[cls.__name__] = cls
-        if "_arrays" not in cls.__dict__:
-            own = cls.__dict__.get("__annotations__", {}).items()
-            cls._arrays = tuple(name for name, a in own if "ndarray" in str(a))
+        own = cls.__dict__.get("__annotations__", {}).items()
+        cls._arrays = tuple(name for name, a in own if "ndarray" in str(a))
 
     def __post_init__(self):
         for name in self._arrays:  # read-only copies, so that the caller's arrays stay writable

@@ -476,16 +476,16 @@ def add_plot(sub) -> None:
 def _cmd_plot(args) -> int:
     from spinsa.plotting import plot_run
 
-    if (Path(args.run) / "scan.json").is_file():  # a scan directory: its phase diagrams
+    run = Path(args.run)
+    if (run / "scan.json").is_file():  # a scan directory: its phase diagrams
         from spinsa.scan.cli import draw_figures
         from spinsa.scan.results import COLLECTED_FILE, open_collected
         from spinsa.scan.store import ScanDir
 
-        if not (Path(args.run) / COLLECTED_FILE).is_file():
-            raise UsageError(f"{args.run} holds no {COLLECTED_FILE}: run spinsa scan collect first")
-        table = ScanDir(args.run).read()[0].collect
-        args.figures = Path(args.out) if args.out else None
-        draw_figures(open_collected(args.run), Path(args.run), table, args)
+        if not (run / COLLECTED_FILE).is_file():
+            raise UsageError(f"{run} holds no {COLLECTED_FILE}: run spinsa scan collect first")
+        out = Path(args.out) if args.out else run / "figures"
+        draw_figures(open_collected(run), out, ScanDir(run).read()[0].collect, args)
         return 0
     paths = plot_run(
         args.run, args.out, fmt=args.format or "png", dpi=args.dpi, progress=not args.no_progress

@@ -393,10 +393,11 @@ def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
     return out
 
 
-def baseline_report_lines(baselines_h5, reproduce_h5) -> list[str]:
-    """The report's section on the baselines (markdown lines), from the two files only."""
+def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[str]:
+    """The report's section on the baselines (markdown lines), from the two files only;
+    ``summaries`` (``model -> read_summaries(...)`` of ``reproduce_h5``) if read already."""
     bl = read_baseline_summaries(baselines_h5)
-    sa = {m: read_summaries(reproduce_h5, m) for m in model_names(reproduce_h5)}
+    sa = summaries or {m: read_summaries(reproduce_h5, m) for m in model_names(reproduce_h5)}
     pv_arrays, pv_attrs = read_tree(baselines_h5, "patch_variances")
     pv_models = [str(m) for m in pv_attrs["models"]]
     medians = {m: float(v) for m, v in zip(pv_models, pv_arrays["median"], strict=True)}

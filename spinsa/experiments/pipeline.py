@@ -211,12 +211,41 @@ class TaskEvaluation:
         return {n: {"label": r.label, **r.params} for n, r in self.references.items()}
 
 
+class _Cache:
+    """A few values kept by key between calls (what the points of a scan share in one
+    process), thread-safe: a Dask worker may run several points in threads."""
+
+    def __init__(self, size: int):
+        self.size, self.values, self.lock = size, {}, threading.Lock()
+
+    def get(self, key, make):
+        """The value kept for ``key``, else ``make()``, kept (the oldest ones dropped)."""
+        with self.lock:
+            if key in self.values:
+                return self.values[key]
+        value = make()
+        with self.lock:
+            if len(self.values) >= self.size:
+                self.values.pop(next(iter(self.values)))
+            self.values[key] = value
+        return value
+
+
+# what the points of a scan share: a few data sets (points with one fit share theirs) and
+# the references of both tasks on each
+_SCAN_IMAGES = _Cache(4)
+_SCAN_REFERENCES = _Cache(8)
+
+
+def _centered(images: np.ndarray, dtype) -> np.ndarray:
+    """Every image (P, H, W) as a row of ``dtype`` minus its mean: (P, H W)."""
+    a = images.reshape(images.shape[0], -1).astype(dtype)
+    return a - a.mean(axis=1, keepdims=True)
+
+
 def _correlation(images: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Pearson correlation of every image (P, H, W) with one target (H, W); NaN if constant."""
-    a = images.reshape(images.shape[0], -1).astype(np.float64)
-    a = a - a.mean(axis=1, keepdims=True)
-    b = target.reshape(-1).astype(np.float64)
-    b = b - b.mean()
+    a, b = _centered(images, np.float64), _centered(target[None], np.float64)[0]
     den = np.linalg.norm(a, axis=1) * np.linalg.norm(b)
     out = np.full(a.shape[0], np.nan)
     np.divide(a @ b, den, out=out, where=den > 0)
@@ -228,8 +257,7 @@ def _nearest_correlation(images: np.ndarray, train: np.ndarray, chunk: int = 500
     (M, H, W): how close it came to one stored image; NaN for a constant image."""
 
     def standardized(a):
-        a = a.reshape(a.shape[0], -1).astype(np.float32)
-        a = a - a.mean(axis=1, keepdims=True)
+        a = _centered(a, np.float32)
         norm = np.linalg.norm(a, axis=1, keepdims=True)
         return np.divide(a, norm, out=np.full_like(a, np.nan), where=norm > 0)
 
@@ -337,7 +365,7 @@ def evaluate_task(
     steps: int | None = None,
     chunk_size: int = 1000,
     progress: bool = False,
-    reference_cache: dict | None = None,
+    reference_cache: _Cache | None = None,
 ) -> TaskEvaluation:
     """Run the config's dynamics on one task over the test images, keeping the errors.
 
@@ -354,7 +382,7 @@ def evaluate_task(
     chunk_size : int
         Images iterated at once (memory; the results do not depend on it).
     progress : bool
-    reference_cache : dict, optional
+    reference_cache : _Cache, optional
         Keeps the references by (task, data, embedding, tasks) across calls, for callers
         whose ``images`` are :func:`load_images` of the config (a scan's points).
 
@@ -425,14 +453,14 @@ def evaluate_task(
     bar.close()
 
     final_mean = finals.mean(axis=0, dtype=np.float64)
-    key = _reference_key(config, task)
-    refs = None if reference_cache is None else reference_cache.get(key)
-    if refs is None:
-        refs = references(config, images, task, clean_all, inputs, train_px, pmask_all)
-        if reference_cache is not None:
-            if len(reference_cache) >= 2 * _SCAN_CACHE_SIZE:
-                reference_cache.clear()  # a scan's worker needs one set per task and data
-            reference_cache[key] = refs
+
+    def make_references():
+        return references(config, images, task, clean_all, inputs, train_px, pmask_all)
+
+    if reference_cache is None:
+        refs = make_references()
+    else:
+        refs = reference_cache.get(_reference_key(config, task), make_references)
     return TaskEvaluation(
         task=task,
         times=np.arange(steps + 1, dtype=np.int64),
@@ -645,27 +673,16 @@ def evaluate(
     return _write(out, config, EVALUATION_KIND, {group: arrays}, root, {group: attrs}, overwrite)
 
 
-# What the points of a scan share, kept between the points a process evaluates (points
-# with one fit share their data; a scan runs them one after the other)
-_SCAN_CACHE_SIZE = 4
-_SCAN_IMAGES: dict[Any, Images] = {}
-_SCAN_REFERENCES: dict[str, Any] = {}
-_SCAN_LOCK = threading.Lock()  # a Dask worker may run several points in threads
-
-
 def _scan_images(config: ExperimentConfig) -> Images:
     """:func:`load_images` of the config, read-only, kept for the next point of a scan."""
-    with _SCAN_LOCK:
-        images = _SCAN_IMAGES.get(config.data)
-    if images is None:
+
+    def load():
         images = load_images(config)
         for array in vars(images).values():
             array.setflags(write=False)
-        with _SCAN_LOCK:
-            if len(_SCAN_IMAGES) >= _SCAN_CACHE_SIZE:
-                _SCAN_IMAGES.clear()
-            _SCAN_IMAGES[config.data] = images
-    return images
+        return images
+
+    return _SCAN_IMAGES.get(config.data, load)
 
 
 def evaluate_fit(

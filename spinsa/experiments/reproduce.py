@@ -1016,7 +1016,7 @@ def write_report(
             nb, attrs = read_tree(h5_path, f"models/{m}/notebook")
             lines += ["", *_notebook_lines(m, nb, attrs, exp[m]["data"])]
     if baselines is not None:
-        lines += ["", *_baselines.baseline_report_lines(baselines, h5_path)]
+        lines += ["", *_baselines.baseline_report_lines(baselines, h5_path, summaries)]
     if figures:
         lines += ["", "## Figures", ""]
         lines += [f"![{Path(f).stem}]({f})" for f in figures]

@@ -208,18 +208,17 @@ def _cmd_collect(args) -> int:
         f"{', '.join(map(str, ds.dims))})"
     )
     if not args.no_figures:
-        draw_figures(ds, args.dir, defaults, args)
+        draw_figures(ds, args.figures or args.dir / "figures", defaults, args)
     return 0
 
 
-def draw_figures(ds, scan_dir: Path, table: dict, args) -> None:
-    """The figures of ``spinsa scan collect`` and of ``spinsa plot SCAN_DIR``: the scan's
-    [collect] ``table``, with the options given in ``args`` on top."""
+def draw_figures(ds, out_dir: Path, table: dict, args) -> None:
+    """The figures of ``spinsa scan collect`` and of ``spinsa plot SCAN_DIR``, into
+    ``out_dir``: the scan's [collect] ``table``, with the options given in ``args`` on top."""
     from spinsa.scan.results import draw_scan_figures
 
     names = ("variables", "x", "y", "reduce", "format")
     options = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
     fixed = {**table.get("fix", {}), **parse_assignments(getattr(args, "fix", None), "--fix")}
-    out_dir = getattr(args, "figures", None) or scan_dir / "figures"
     for path in draw_scan_figures(ds, out_dir, {**table, **options, "fix": fixed}):
         print(f"  {path}")

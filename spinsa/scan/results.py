@@ -250,6 +250,12 @@ def _factors(axis: str | None) -> tuple[str, ...]:
     return () if axis is None else tuple(part.strip() for part in axis.split("*"))
 
 
+def _finite_range(values: np.ndarray) -> tuple[float, float]:
+    """(min, max) of the finite values, (0, 1) when there are none."""
+    finite = values[np.isfinite(values)]
+    return (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+
+
 GAIN_FLOOR = -30.0  # gains in standard errors are coloured down to here (10x the level)
 
 
@@ -340,11 +346,7 @@ def phase_diagram(
     reduced = [d for d in da.dims if d not in (*xs, *ys)]
     da = getattr(da, reduce)(dim=reduced, skipna=True) if reduced else da
     ax = ax if ax is not None else new_figure((5.2, 4.2)).subplots()
-    finite = da.values[np.isfinite(da.values)]
-    lo, hi = (
-        limits if limits is not None else (finite.min(), finite.max()) if finite.size else (0, 1)
-    )
-    norm, cmap = _color_norm(var, lo, hi)
+    norm, cmap = _color_norm(var, *(limits or _finite_range(da.values)))
     scale = {}
     if len(xs) == 1 and len(ys) <= 1:  # a plain map (or a line)
         x, y = xs[0], ys[0] if ys else None
@@ -399,9 +401,7 @@ def phase_panels(
             raise ValueError(f"panels: {dim!r} is not a dimension; those: {list(ds.dims)}")
     rows = ds[dims[0]].values.tolist()
     cols = ds[dims[1]].values.tolist() if len(dims) > 1 else [None]
-    values = _selected(ds, var, fixed).values
-    finite = values[np.isfinite(values)]
-    limits = (finite.min(), finite.max()) if finite.size else None
+    limits = _finite_range(_selected(ds, var, fixed).values)
     fig = new_figure((4.4 * len(cols) + 0.8, 3.6 * len(rows)))
     axes = fig.subplots(len(rows), len(cols), squeeze=False)
     for i, row in enumerate(rows):
@@ -413,7 +413,7 @@ def phase_panels(
             )  # fmt: skip
             title = ", ".join(f"{_short(d, at)} = {v}" for d, v in at.items())
             ax.set_title(title, fontsize="medium")
-    norm, cmap = _color_norm(var, *(limits or (0, 1)))
+    norm, cmap = _color_norm(var, *limits)
     from matplotlib.cm import ScalarMappable
 
     fig.colorbar(ScalarMappable(norm, cmap), ax=axes, label=var)

@@ -119,7 +119,8 @@ class ScanDir:
 
         try:
             data = json.loads(self.record.read_text())
-            intact = data.get("sha256", _digest(data)) == _digest(data)
+            digest = _digest(data)
+            intact = data.get("sha256", digest) == digest
         except (ValueError, AttributeError):  # not JSON, or not an object
             intact = False
         if not intact:
