@@ -390,7 +390,22 @@ def phase_panels(
     mark: Mapping[str, Any] | None = None,
 ):
     """A figure of :func:`phase_diagram` of ``var``, one panel per value of the ``panels``
-    dimensions (rows, then columns), on one colour scale. Returns the Figure."""
+    dimensions (rows, then columns), on one colour scale.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        From :func:`collect`.
+    var, x, y, fixed, reduce, mark
+        As in :func:`phase_diagram`.
+    panels : sequence of str
+        One or two dimensions of ``ds`` (``ValueError`` otherwise).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``len(rows) × len(columns)`` panels and one colour bar.
+    """
     from spinsa.plotting import new_figure
 
     dims = list(panels)
@@ -433,9 +448,23 @@ def _short(dim: str, others) -> str:
 
 def curves_figure(ds, points: Sequence[Mapping[str, Any]], tasks=("masked", "denoise"), fixed=None):
     """Error against t at a few points of a collected experiment scan, beside the best
-    reference of each (dashed), one panel per task. Every point is ``dimension -> value``
-    (with ``fixed``, which the labels leave out); the dimensions it leaves out (seeds) are
-    averaged over, their standard errors combined. Returns the Figure."""
+    reference of each (dashed), one panel per task.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        From :func:`collect` of an experiment scan (``<task>.error`` over ``t``, ...).
+    points : sequence of mapping
+        ``dimension -> value``; the dimensions a point leaves out (seeds) are averaged
+        over, their standard errors combined.
+    tasks : sequence of str
+    fixed : mapping, optional
+        Values every point shares (the labels leave them out).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     from spinsa.plotting import new_figure
     from spinsa.plotting._base import band, finish, level
 
@@ -460,8 +489,22 @@ def curves_figure(ds, points: Sequence[Mapping[str, Any]], tasks=("masked", "den
 
 
 def best_point(ds, var: str, over: Sequence[str] = (), fixed=None) -> dict[str, Any]:
-    """``dimension -> value`` of the largest ``var`` (within ``fixed``, which it leaves out),
-    averaged over the dimensions ``over`` (seeds) first: where a scan did best."""
+    """Where a scan did best: the coordinates of the largest ``var``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    var : str
+    over : sequence of str
+        Dimensions averaged over first (seeds).
+    fixed : mapping, optional
+        Held fixed, and left out of the result.
+
+    Returns
+    -------
+    dict
+        ``dimension -> value``. ``ValueError`` when ``var`` has no finite value there.
+    """
     da = _selected(ds, var, fixed)
     da = da.mean(list(over)) if over else da
     if not np.isfinite(da.values).any():
@@ -523,10 +566,23 @@ def draw_phase_diagrams(
 
 
 def draw_scan_figures(ds, out_dir: str | os.PathLike, table: Mapping[str, Any]) -> list[Path]:
-    """The figures a scan's ``[collect]`` table asks for (docs/scans.md): the phase diagrams
-    of :func:`draw_phase_diagrams`, and error curves at the ``curves`` points plus, for
-    every variable of ``best``, the point where its mean over the dimensions not drawn
-    (seeds) is largest. Returns the paths of the files written."""
+    """The figures a scan's ``[collect]`` table asks for (docs/scans.md).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    out_dir : path
+    table : mapping
+        ``x``, ``y``, ``variables``, ``fix``, ``reduce``, ``format``, ``panels``, ``mark``
+        (:func:`draw_phase_diagrams`), ``curves`` (points whose error curves are drawn)
+        and ``best`` (variables whose best point, :func:`best_point` averaged over the
+        dimensions not drawn, is added to the curves; skipped with a warning when none).
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
     fixed = dict(table.get("fix", {}))
     x, y, panels = table.get("x"), table.get("y"), table.get("panels")
     curves = [dict(c) for c in table.get("curves", [])]
