@@ -1,4 +1,4 @@
-"""The dynamics kernel's two paths: the written-out pair block and the fixed-shift softmax."""
+"""The kernels' written-out blocks, the dynamics' fixed-shift softmax and the objective's chunks."""
 
 import os
 import subprocess
@@ -7,11 +7,18 @@ import sys
 import numpy as np
 import pytest
 from reference import local_fields as ref_fields
+from reference import pl_loss_and_grad as ref_pl
 from reference import random_system
 from reference import site_energies as ref_energies
 
 from spinsa.kernels import dynamics as k
-from spinsa.kernels._unrolled import MAX_UNROLLED_D, pair_block_source
+from spinsa.kernels import objective as ko
+from spinsa.kernels._unrolled import (
+    MAX_UNROLLED_D,
+    outer_block_source,
+    pair_block_source,
+    score_block_source,
+)
 
 
 @pytest.mark.parametrize("d", range(1, MAX_UNROLLED_D + 1))
@@ -36,9 +43,50 @@ def test_pair_block_source_matches_numpy(rng, d):
     np.testing.assert_allclose(acc.reshape(d, W), acc0 + w * y, rtol=1e-13, atol=1e-13)
 
 
-def test_pair_block_source_refuses_unsupported_d():
+@pytest.mark.parametrize("d", [1, 2, 5, 8])
+def test_objective_block_sources_match_numpy(rng, d):
+    """The objective's score and gradient blocks, run as plain Python, against numpy."""
+    W, lam, clamp = 6, 0.7, 0.2
+    namespace = {"_U": int}
+    exec(score_block_source(d) + outer_block_source(d), namespace)
+    xi, xj = rng.standard_normal((2, d, W))
+    Jij = rng.standard_normal((d, d))
+    Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])  # offsets are honoured
+    Jf = np.concatenate([np.zeros(2), Jij.ravel()])
+    S, m0 = np.zeros(W + 4), rng.standard_normal(W)
+    m = m0.copy()
+    namespace["score_block"](Xf, Jf, 2, 3, 3 + d * W, W, lam, clamp, S, 4, m)
+    s = lam * np.minimum((xi * (Jij @ xj)).sum(0), clamp)
+    np.testing.assert_allclose(S[4:], s, rtol=1e-13)
+    np.testing.assert_allclose(m, np.maximum(m0, s), rtol=1e-13)
+
+    G0 = rng.standard_normal(d * d + 1)
+    G = G0.copy()
+    namespace["outer_block"](Xf, 3, 3 + d * W, W, S, 4, G, 1)
+    expected = G0[1:] - np.einsum("p,ap,bp->ab", S[4:], xi, xj).ravel()
+    np.testing.assert_allclose(G[1:], expected, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("source", [pair_block_source, score_block_source, outer_block_source])
+def test_block_sources_refuse_unsupported_d(source):
     with pytest.raises(ValueError, match="d must be in 1..8"):
-        pair_block_source(MAX_UNROLLED_D + 1)
+        source(MAX_UNROLLED_D + 1)
+
+
+@pytest.mark.parametrize("P, d", [(1100, 3), (530, 8), (600, 9)])
+def test_objective_streams_chunks_exactly(rng, P, d):
+    """Several chunks (the last one partial), written-out and generic d: the plain formula."""
+    xi, J = random_system(rng, P=P, N=4, d=d)
+    assert P > ko.CHUNK
+    grad = np.empty_like(J)
+    loss = ko.loss_and_grad(xi, J, 3.0, grad)
+    ref_loss, ref_grad = ref_pl(xi, J, 3.0)
+    assert loss == pytest.approx(ref_loss, rel=1e-10)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-10, atol=1e-14)
+    rows = np.empty_like(J)
+    row_losses = [ko.row_loss_and_grad(xi, J[i], 3.0, i, rows[i]) for i in range(4)]
+    assert sum(row_losses) == pytest.approx(loss, rel=1e-12)
+    np.testing.assert_allclose(rows, grad, rtol=1e-12, atol=1e-15)
 
 
 def test_fast_path_applies_to_full_tiles_and_small_d():

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from spinsa.fit.objective import constrained_grad, frobenius, prepared_kernels
+from spinsa.fit.objective import constrained_grad, frobenius, full_objective, row_objective
 
 __all__ = ["fit_lbfgs"]
 
@@ -105,7 +105,7 @@ def _tangent(v: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
 
 # ------------------------------------------------------------------ one problem
 def _fit_global(xi: np.ndarray, state, config, run) -> None:
-    full_kernel, _ = prepared_kernels(xi, config.score_clamp)
+    full_kernel = full_objective(xi, config.score_clamp)
     P, N, d = xi.shape
     dtype = xi.dtype
     lam, l2 = config.lam, config.l2
@@ -207,7 +207,7 @@ def _solve_row(xi, state_J, i, c_i, config, maxiter, row_kernel):
 
 
 def _fit_rows(xi: np.ndarray, state, config, run) -> None:
-    _, row_kernel = prepared_kernels(xi, config.score_clamp)
+    row_kernel = row_objective(xi, config.score_clamp)
     P, N, d = xi.shape
     targets = np.asarray(state.targets, dtype=np.float64)
     if state.row_iters is None:

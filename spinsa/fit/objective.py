@@ -33,23 +33,25 @@ def _clamp(score_clamp) -> float:
     return np.inf if score_clamp is None else check_positive(score_clamp, "score_clamp")
 
 
-def prepared_kernels(xi: np.ndarray, score_clamp: float | None = None):
-    """Objective callables bound to validated patterns, reusing their tiled layout.
+def full_objective(xi: np.ndarray, score_clamp: float | None = None):
+    """``f(J, lam, grad_out) -> L`` bound to validated patterns (no validation per call).
 
-    Returns ``(full, row)`` with ``full(J, lam, grad_out) -> L`` and
-    ``row(J_row, lam, i, grad_row_out) -> L_i``; no validation (the fit validated once).
+    The patterns stream through the kernel in chunks: no copy of them is kept.
     """
-    P = xi.shape[0]
-    tiles = _k.to_tiles(xi)
     clamp = _clamp(score_clamp)
+    return lambda J, lam, out: _k.loss_and_grad(xi, J, lam, out, clamp)
 
-    def full(J, lam, out):
-        return _k.loss_and_grad_tiles(tiles, P, J, lam, out, clamp)
 
-    def row(J_row, lam, i, out):
-        return _k.row_loss_and_grad(xi, J_row, lam, i, out, tiles=tiles, clamp=clamp)
+def row_objective(xi: np.ndarray, score_clamp: float | None = None):
+    """``f(J_row, lam, i, grad_row_out) -> L_i`` bound to validated patterns.
 
-    return full, row
+    Keeps one chunked copy of the patterns, shared by the rows' threads.
+    """
+    clamp = _clamp(score_clamp)
+    chunks = _k.chunks(xi)
+    return lambda J_row, lam, i, out: _k.row_loss_and_grad(
+        xi, J_row, lam, i, out, tiles=chunks, clamp=clamp
+    )
 
 
 def pl_loss_and_grad(

@@ -18,7 +18,7 @@ import numpy as np
 
 from spinsa._checks import check_positive, check_spins_couplings
 from spinsa._torch import device_name, import_torch, resolve_device
-from spinsa.fit.objective import constrained_grad, prepared_kernels
+from spinsa.fit.objective import constrained_grad, full_objective
 
 __all__ = [
     "torch_loss_and_grad",
@@ -312,7 +312,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
             row_target = torch.as_tensor(targets, dtype=J.dtype, device=dev)
 
         if dev.type == "cpu":  # the full-batch evaluation: the numba kernel is faster here
-            full_kernel, _ = prepared_kernels(xi, config.score_clamp)
+            full_kernel = full_objective(xi, config.score_clamp)
             G_host = np.empty(state.J.shape, dtype=xi.dtype)
 
         def evaluate():

@@ -49,3 +49,16 @@ def njit(*args, parallel: bool = False, inline: str = "never", **kwargs):
 
 
 prange = numba.prange
+
+
+def written_for_d(make_source, name: str, unroll, noop, **namespace):
+    """The implementation of a written-out block for an ``@overload``: ``make_source(d)``
+    executed for d = len(unroll), or ``noop`` for ``unroll == ()`` (the generic path, which
+    never calls it); None where ``unroll`` is not a tuple. ``namespace``: the source's globals.
+    """
+    if not isinstance(unroll, numba.types.BaseTuple):
+        return None
+    if len(unroll) == 0:
+        return noop
+    exec(make_source(len(unroll), name, ("unroll",)), namespace)
+    return namespace[name]

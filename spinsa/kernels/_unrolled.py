@@ -1,4 +1,4 @@
-"""Source of the register-blocked pair kernel, written out for one small d.
+"""Source of the register-blocked pair loops, written out for one small d.
 
 For every pair (i, j) the dynamics need y = J_ij x_j, the score s = x_i . y and the update
 z += w, acc += w y with w = exp(lam min(s, clamp) - shift). With d a runtime value, numba keeps y in
@@ -6,9 +6,15 @@ memory and reloads x_j for every row a of J_ij. Written out for a fixed d, the d
 couplings are scalars, the d components of x_j and of y are registers, and the loop over
 the samples of a tile (the SIMD lanes) vectorises in one piece: about 2x the generic loop.
 
-:func:`pair_block_source` returns plain Python source, so the same text runs without numba
-(the tests compare it with numpy) and, compiled by numba once per d, inside the sweep of
-:mod:`spinsa.kernels.dynamics`.
+:func:`pair_block_source` (the dynamics) and :func:`score_block_source` /
+:func:`outer_block_source` (the objective's two passes) return plain Python source, so the
+same text runs without numba (the tests compare it with numpy) and, compiled by numba once
+per d, inside the kernels of :mod:`spinsa.kernels.dynamics` and
+:mod:`spinsa.kernels.objective`.
+
+numba's cache keys a kernel on the file it is defined in, not on this one: after editing a
+source here, touch :mod:`spinsa.kernels.dynamics` and :mod:`spinsa.kernels.objective` (or
+clear their ``__pycache__``), or the old compiled blocks are used.
 """
 
 from __future__ import annotations
@@ -43,4 +49,56 @@ def pair_block_source(d: int, name: str = "pair_block", extra_args: tuple[str, .
     lines.append("        w = fast_exp(lam * min(s, clamp) - shift[p])")
     lines.append("        z[p] += w")
     lines += [f"        acc[o{a} + p] += w * y{a}" for a in r]
+    return "\n".join(lines) + "\n"
+
+
+def score_block_source(d: int, name: str = "score_block", extra_args: tuple[str, ...] = ()) -> str:
+    """Python source of ``name(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, *extra_args)``.
+
+    The objective's first pass for one pair (i, j) on a chunk of ``W`` lanes (a runtime
+    width): ``S[so + p] = lam min(x_i . J_ij x_j, clamp)`` and the running maximum
+    ``m[p]``. Layout as :func:`pair_block_source` with the width ``W`` an argument.
+    """
+    if not 1 <= d <= MAX_UNROLLED_D:
+        raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
+    r = range(d)
+    args = ", ".join(
+        ("Xf", "Jf", "jo", "oi", "oj", "W", "lam", "clamp", "S", "so", "m", *extra_args)
+    )
+    lines = [f"def {name}({args}):"]
+    lines += [f"    J{a}{b} = Jf[jo + _U({a * d + b})]" for a in r for b in r]
+    lines += [f"    o{a} = _U({a}) * W" for a in r]
+    lines.append("    for p in range(W):")
+    lines += [f"        x{b} = Xf[oj + o{b} + p]" for b in r]
+    lines += [f"        y{a} = " + " + ".join(f"J{a}{b} * x{b}" for b in r) for a in r]
+    lines.append("        s = " + " + ".join(f"Xf[oi + o{a} + p] * y{a}" for a in r))
+    lines.append("        ls = lam * min(s, clamp)")
+    lines.append("        S[so + p] = ls")
+    lines.append("        m[p] = max(m[p], ls)")
+    return "\n".join(lines) + "\n"
+
+
+def outer_block_source(d: int, name: str = "outer_block", extra_args: tuple[str, ...] = ()) -> str:
+    """Python source of ``name(Xf, oi, oj, W, S, so, G, go, *extra_args)``.
+
+    The objective's gradient for one pair on ``W`` lanes: ``G[go + a d + b] -= sum_p
+    S[so + p] x_i[a, p] x_j[b, p]`` (``S``: the attention weights). Rows a are taken two at
+    a time, so 2 d sums stay in registers while the lanes stream past, and each sum is
+    reduced across the lanes once per chunk.
+    """
+    if not 1 <= d <= MAX_UNROLLED_D:
+        raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
+    args = ", ".join(("Xf", "oi", "oj", "W", "S", "so", "G", "go", *extra_args))
+    lines = [f"def {name}({args}):"]
+    lines += [f"    o{a} = _U({a}) * W" for a in range(d)]
+    lines.append("    zero = S.dtype.type(0)  # sums in the lanes' precision, not float64")
+    for a0 in range(0, d, 2):
+        rows = [a for a in (a0, a0 + 1) if a < d]
+        lines += [f"    g{a}_{b} = zero" for a in rows for b in range(d)]
+        lines.append("    for p in range(W):")
+        lines.append("        al = S[so + p]")
+        lines += [f"        u{a} = al * Xf[oi + o{a} + p]" for a in rows]
+        lines += [f"        x{b} = Xf[oj + o{b} + p]" for b in range(d)]
+        lines += [f"        g{a}_{b} += u{a} * x{b}" for a in rows for b in range(d)]
+        lines += [f"    G[go + _U({a * d + b})] -= g{a}_{b}" for a in rows for b in range(d)]
     return "\n".join(lines) + "\n"

@@ -20,11 +20,10 @@ masked (zero) spins stay finite. Both give the same result to rounding.
 from __future__ import annotations
 
 import numpy as np
-from numba import types
 from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
-from spinsa.kernels._numba import njit, prange
+from spinsa.kernels._numba import njit, prange, written_for_d
 from spinsa.kernels._unrolled import MAX_UNROLLED_D, pair_block_source
 
 TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while J streams past
@@ -137,13 +136,10 @@ def _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll):
 
 @overload(_pair_block)
 def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll):
-    if not isinstance(unroll, types.BaseTuple):
-        return None
-    if len(unroll) == 0:  # the generic path: never called
-        return lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll: None
-    namespace = {"W": _U(TILE), "_U": _U, "fast_exp": fast_exp}
-    exec(pair_block_source(len(unroll), extra_args=("unroll",)), namespace)
-    return namespace["pair_block"]
+    noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll: None  # noqa: E731
+    return written_for_d(
+        pair_block_source, "pair_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp
+    )
 
 
 @njit

@@ -6,99 +6,152 @@
 With a score clamp c the scores are min(s_ij, c) before lambda, and the pairs where the clamp
 acts drop out of the gradient (``clamp = inf``: no clamp).
 
-Row i of J enters e_i only, so rows are independent: the kernels run one row per thread.
-Samples sit in SIMD lanes (the tiled layout of :mod:`spinsa.kernels.dynamics`); the scores
-of one tile (N x TILE floats) stay in cache between the two softmax passes; sums over
-samples are accumulated per tile in the working precision and across tiles in float64.
+Row i of J enters e_i only, so rows are independent. The patterns stream through in
+*chunks* of up to ``CHUNK`` samples, each transposed to ``(N, d, W)`` so that samples sit
+in the SIMD lanes (as in :mod:`spinsa.kernels.dynamics`); every row of J then passes over
+the chunk, in parallel, while it sits in the shared cache. Memory beyond the patterns is
+one chunk and the float64 gradient, whatever P. Per (row, chunk) a first pass keeps the
+scaled scores (N x W floats) and their maximum, a second turns them into attention
+weights, a third accumulates the gradient; each gradient sum is reduced across the lanes
+once per chunk, which is why chunks are wide. For d <= 8 the pair loops are written out
+for d (:mod:`spinsa.kernels._unrolled`); sums over samples are float64 across chunks.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
-from spinsa.kernels._numba import njit, prange
-from spinsa.kernels.dynamics import couple, dot_lanes, to_tiles
+from spinsa.kernels._numba import njit, prange, written_for_d
+from spinsa.kernels._unrolled import MAX_UNROLLED_D, outer_block_source, score_block_source
+from spinsa.kernels.dynamics import couple, dot_lanes
 
 _U = np.uint64
+CHUNK = 512  # samples per chunk: N d CHUNK floats (3.2 MB at N = 196, d = 8) fit the L3 cache
+
+
+def chunk_width(n_samples: int) -> int:
+    """Lanes of a chunk: CHUNK, or fewer samples rounded up to a multiple of 16."""
+    return int(min(CHUNK, 16 * max(1, -(-n_samples // 16))))
+
+
+def chunks(xi: np.ndarray) -> np.ndarray:
+    """(P, N, d) -> (n_chunks, N, d, W), zero-padded: every chunk at once (the row fits)."""
+    P, N, d = xi.shape
+    W = chunk_width(P)
+    n = -(-P // W)
+    padded = np.zeros((n * W, N, d), dtype=xi.dtype)
+    padded[:P] = xi
+    return np.ascontiguousarray(padded.reshape(n, W, N, d).transpose(0, 2, 3, 1))
+
+
+@njit(parallel=True)
+def _fill_chunk(xi, start, X):
+    """X (N, d, W) = xi[start : start + W] transposed, zero lanes past the end."""
+    N, d, W = X.shape
+    n = min(W, xi.shape[0] - start)
+    for j in prange(N):
+        for a in range(d):
+            for p in range(n):
+                X[j, a, p] = xi[start + p, j, a]
+            for p in range(n, W):
+                X[j, a, p] = 0
+
+
+def _score_block(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, unroll):
+    """One pair's scores, written out for d = len(unroll) (numba only)."""
+    raise NotImplementedError("_score_block runs inside numba kernels only")
+
+
+def _outer_block(Xf, oi, oj, W, S, so, G, go, unroll):
+    """One pair's gradient, written out for d = len(unroll) (numba only)."""
+    raise NotImplementedError("_outer_block runs inside numba kernels only")
+
+
+@overload(_score_block)
+def _score_block_numba(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, unroll):
+    noop = lambda Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, unroll: None  # noqa: E731
+    return written_for_d(score_block_source, "score_block", unroll, noop, _U=_U)
+
+
+@overload(_outer_block)
+def _outer_block_numba(Xf, oi, oj, W, S, so, G, go, unroll):
+    noop = lambda Xf, oi, oj, W, S, so, G, go, unroll: None  # noqa: E731
+    return written_for_d(outer_block_source, "outer_block", unroll, noop, _U=_U)
+
+
+def unroll_tag(d: int) -> tuple:
+    """d zeros for the written-out pair loops (d <= 8), else () (see dynamics.unroll_tag)."""
+    return (0,) * d if d <= MAX_UNROLLED_D else ()
 
 
 @njit
-def _row_loss_grad(Xt, n_samples, J_row, lam, clamp, i, grad_row, S, u, y, m, z):
-    """sum_mu e_i and -sum_mu alpha_ij xi_i xi_j^T (into grad_row, float64) for row i."""
-    n_tiles = _U(Xt.shape[0])
-    N = _U(Xt.shape[1])
-    d = _U(Xt.shape[2])
-    L = _U(Xt.shape[3])
-    dt = Xt.dtype.type
-    top = clamp * lam  # a clamped scaled score equals this exactly
-    loss = 0.0
-    grad_row[:] = 0.0
-    for t in range(n_tiles):
-        for p in range(L):
-            m[p] = dt(-1e30)
-        for j in range(N):  # pass 1: scaled (clamped) scores and their max
-            if j == i:
-                continue
-            couple(J_row[j], Xt[t, j], y)
-            dot_lanes(Xt[t, i], y, S[j])
-            for p in range(L):
+def _row_chunk(X, n_valid, J_row, lam, clamp, i, grad_row, S, m, z, y, u, unroll):
+    """sum over the chunk's valid lanes of e_i; -sum alpha_ij xi_i xi_j^T into grad_row."""
+    N = _U(X.shape[0])
+    d = _U(X.shape[1])
+    W = _U(X.shape[2])
+    dt = X.dtype.type
+    Xf = X.reshape(-1)
+    Jf = J_row.reshape(-1)
+    Gf = grad_row.reshape(-1)
+    Sf = S.reshape(-1)
+    oi = i * d * W
+    for p in range(W):
+        m[p] = dt(-1e30)
+    for j in range(N):  # pass 1: scaled (clamped) scores and their max
+        if j == i:
+            continue
+        if len(unroll) > 0:
+            _score_block(Xf, Jf, j * d * d, oi, j * d * W, W, lam, clamp, Sf, j * W, m, unroll)
+        else:
+            couple(J_row[j], X[j], y)
+            dot_lanes(X[i], y, S[j])
+            for p in range(W):
                 S[j, p] = min(S[j, p], clamp) * lam
                 m[p] = max(m[p], S[j, p])
-        for p in range(L):
-            z[p] = dt(0)
-            S[i, p] = dt(0)
-        for j in range(N):  # pass 2: weights, the normaliser; clamped pairs get no gradient
-            if j == i:
-                continue
-            for p in range(L):
-                w = fast_exp(S[j, p] - m[p])
-                z[p] += w
-                S[j, p] = w if S[j, p] < top else dt(0)
-        n_valid = min(int(L), n_samples - int(t) * int(L))  # padded lanes hold zero spins
-        for p in range(n_valid):
-            loss -= (float(m[p]) + np.log(float(z[p]))) / lam
-        for p in range(L):
-            z[p] = dt(1) / z[p]
-        for j in range(N):  # pass 3: the gradient, a reduction over the lanes
-            if j == i:
-                continue
+    top = clamp * lam  # a clamped scaled score equals this exactly
+    for p in range(W):
+        z[p] = dt(0)
+    for j in range(N):  # pass 2: weights and the normaliser; clamped pairs get no gradient
+        if j == i:
+            continue
+        for p in range(W):
+            w = fast_exp(S[j, p] - m[p])
+            z[p] += w
+            S[j, p] = w if S[j, p] < top else dt(0)
+    loss = 0.0
+    for p in range(n_valid):  # padded lanes hold zero spins: no loss, no gradient
+        loss -= (float(m[p]) + np.log(float(z[p]))) / lam
+    for p in range(W):
+        z[p] = dt(1) / z[p]
+    for j in range(N):
+        if j == i:
+            continue
+        for p in range(W):
+            S[j, p] *= z[p]
+    for j in range(N):  # pass 3: the gradient
+        if j == i:
+            continue
+        if len(unroll) > 0:
+            _outer_block(Xf, oi, j * d * W, W, Sf, j * W, Gf, j * d * d, unroll)
+        else:
             for a in range(d):
-                for p in range(L):
-                    u[a, p] = S[j, p] * z[p] * Xt[t, i, a, p]
-            outer_lanes(u, Xt[t, j], grad_row[j])
+                for p in range(W):
+                    u[a, p] = S[j, p] * X[i, a, p]
+            _outer_lanes(u, X[j], grad_row[j])
     return loss
 
 
 @njit
-def outer_lanes(u, xj, g):
-    """g[a, b] -= sum_p u[a, p] xj[b, p] (float64 g), eight b at a time in one pass."""
+def _outer_lanes(u, xj, g):
+    """g[a, b] -= sum_p u[a, p] xj[b, p] (float64 g): the generic gradient (d > 8)."""
     d = _U(u.shape[0])
     L = _U(u.shape[1])
-    d8 = d - d % _U(8)
     dt = u.dtype.type
     for a in range(d):
-        for b in range(_U(0), d8, _U(8)):
-            g0 = g1 = g2 = g3 = g4 = g5 = g6 = g7 = dt(0)
-            for p in range(L):
-                ua = u[a, p]
-                g0 += ua * xj[b, p]
-                g1 += ua * xj[b + _U(1), p]
-                g2 += ua * xj[b + _U(2), p]
-                g3 += ua * xj[b + _U(3), p]
-                g4 += ua * xj[b + _U(4), p]
-                g5 += ua * xj[b + _U(5), p]
-                g6 += ua * xj[b + _U(6), p]
-                g7 += ua * xj[b + _U(7), p]
-            g[a, b] -= g0
-            g[a, b + _U(1)] -= g1
-            g[a, b + _U(2)] -= g2
-            g[a, b + _U(3)] -= g3
-            g[a, b + _U(4)] -= g4
-            g[a, b + _U(5)] -= g5
-            g[a, b + _U(6)] -= g6
-            g[a, b + _U(7)] -= g7
-        for b in range(d8, d):
+        for b in range(d):
             acc = dt(0)
             for p in range(L):
                 acc += u[a, p] * xj[b, p]
@@ -106,49 +159,62 @@ def outer_lanes(u, xj, g):
 
 
 @njit
-def _row_into(Xt, n_samples, J_row, lam, clamp, i, grad_out_row):
-    N, d, width = Xt.shape[1], Xt.shape[2], Xt.shape[3]
-    dt = Xt.dtype.type
-    grad64 = np.empty((N, d, d), np.float64)
-    S = np.empty((N, width), Xt.dtype)
-    u = np.empty((d, width), Xt.dtype)
-    y = np.empty((d, width), Xt.dtype)
-    m = np.empty(width, Xt.dtype)
-    z = np.empty(width, Xt.dtype)
-    loss = _row_loss_grad(Xt, n_samples, J_row, dt(lam), dt(clamp), _U(i), grad64, S, u, y, m, z)
-    for j in range(N):
-        for a in range(d):
-            for b in range(d):
-                grad_out_row[j, a, b] = grad64[j, a, b] / n_samples
-    return loss / n_samples
+def _row(X, n_valid, J_row, lam, clamp, i, grad_row, unroll):
+    """:func:`_row_chunk` with its own scratch buffers (one call per row and chunk)."""
+    N, d, W = X.shape
+    dt = X.dtype.type
+    S = np.empty((N, W), X.dtype)
+    m = np.empty(W, X.dtype)
+    z = np.empty(W, X.dtype)
+    y = np.empty((d, W), X.dtype)
+    u = np.empty((d, W), X.dtype)
+    return _row_chunk(X, n_valid, J_row, dt(lam), dt(clamp), _U(i), grad_row, S, m, z, y, u, unroll)
 
 
 @njit(parallel=True)
-def _all_rows(Xt, n_samples, J, lam, clamp, grad_out, row_losses):
+def _all_rows(X, n_valid, J, lam, clamp, grad64, row_losses, unroll):
     for i in prange(J.shape[0]):
-        row_losses[i] = _row_into(Xt, n_samples, J[i], lam, clamp, i, grad_out[i])
-
-
-def loss_and_grad_tiles(Xt, n_samples, J, lam, grad_out, clamp=np.inf) -> float:
-    """As :func:`loss_and_grad` for patterns already in the tiled layout (fits reuse them)."""
-    row_losses = np.empty(J.shape[0], dtype=np.float64)
-    _all_rows(Xt, n_samples, J, lam, clamp, grad_out, row_losses)
-    return float(row_losses.sum())
+        row_losses[i] += _row(X, n_valid, J[i], lam, clamp, i, grad64[i], unroll)
 
 
 def loss_and_grad(xi, J, lam, grad_out, clamp=np.inf) -> float:
     """L(J) and dL/dJ written into ``grad_out`` (diagonal blocks zero); rows in parallel.
 
     ``xi`` (P, N, d) and ``J`` (N, N, d, d) C-contiguous in one float dtype; scores clamped
-    at ``clamp`` before lambda; no checks.
+    at ``clamp`` before lambda; no checks. The patterns stream through one chunk at a time.
     """
-    return loss_and_grad_tiles(to_tiles(xi), xi.shape[0], J, lam, grad_out, clamp)
+    P, N, d = xi.shape
+    X = np.empty((N, d, chunk_width(P)), xi.dtype)
+    grad64 = np.zeros(J.shape, np.float64)
+    row_losses = np.zeros(N, np.float64)
+    unroll = unroll_tag(d)
+    for start in range(0, P, X.shape[2]):
+        _fill_chunk(xi, start, X)
+        n_valid = min(X.shape[2], P - start)
+        _all_rows(X, n_valid, J, lam, clamp, grad64, row_losses, unroll)
+    np.divide(grad64, P, out=grad_out, casting="unsafe")
+    return float(row_losses.sum()) / P
 
 
 def row_loss_and_grad(xi, J_row, lam, i, grad_row_out, tiles=None, clamp=np.inf) -> float:
     """(1/P) sum_mu e_i and its gradient in J_row = J[i] (N, d, d); one thread, GIL released.
 
-    Pass ``tiles=to_tiles(xi)`` to avoid re-tiling the patterns at every call.
+    Pass ``tiles=chunks(xi)`` to avoid re-chunking the patterns at every call.
     """
-    Xt = to_tiles(xi) if tiles is None else tiles
-    return float(_row_into(Xt, xi.shape[0], J_row, lam, clamp, int(i), grad_row_out))
+    Xc = chunks(xi) if tiles is None else tiles
+    unroll = unroll_tag(xi.shape[2])
+    return float(_row_all_chunks(Xc, xi.shape[0], J_row, lam, clamp, int(i), grad_row_out, unroll))
+
+
+@njit
+def _row_all_chunks(Xc, n_samples, J_row, lam, clamp, i, grad_out_row, unroll):
+    grad64 = np.zeros(J_row.shape, np.float64)
+    loss = 0.0
+    W = Xc.shape[3]
+    for c in range(Xc.shape[0]):
+        n_valid = min(W, n_samples - c * W)
+        loss += _row(Xc[c], n_valid, J_row, lam, clamp, i, grad64, unroll)
+    out, g = grad_out_row.reshape(-1), grad64.reshape(-1)
+    for k in range(g.size):
+        out[k] = g[k] / n_samples
+    return loss / n_samples
