@@ -34,12 +34,14 @@ Choices where the notebook's description is ambiguous:
 * An image whose tokens are all zero stays zero (the 1e-9 of step 5 keeps the division
   finite).
 
-Speed. Without a mask the step is the attention field of the standardised spins with
-clamped scores, ``h = spinsa.local_fields(xs, J, lam, score_clamp=20)``, which the package's
-fused kernel computes. The masked first step (no token may attend to a masked one) runs in
-plain numpy, chunked over images: it materialises ``y[p, i, j] = J_ij xs_j`` of shape
-(chunk, N, N, d) within a memory budget and costs about ten fused steps. ``fast=False``
-runs every step in numpy (the reference the tests compare the fused path with).
+Speed. Without a mask a step is the attention field of the standardised spins with clamped
+scores, which the package's fused kernel computes; the standardisation and the update run
+in the same tiled layout (:mod:`spinsa.kernels.dynamics`), so the state stays in tiles
+from the first step to the last. The masked first step (no token may attend to a masked
+one) runs in plain numpy, chunked over images: it materialises ``y[p, i, j] = J_ij xs_j``
+of shape (chunk, N, N, d) within a memory budget and costs about ten fused steps.
+``fast=False`` runs every step in numpy (the reference the tests compare the fused path
+with).
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from spinsa._checks import check_count, check_positive, check_spins_couplings
+from spinsa._checks import check_count, check_lam, check_positive, check_spins_couplings
 from spinsa._progress import progress as progress_bar
+from spinsa.kernels import dynamics as _k
 
 __all__ = [
     "SCORE_CLAMP",
@@ -179,17 +182,54 @@ def damico_fields(xs, J, lam, key_mask=None, clamp: float = SCORE_CLAMP) -> np.n
     return _numpy_fields(xs, J, lam, clamp, key_mask)
 
 
-def _step(x, J, lam, mask, clamp, eps, fast):
-    """x + h/2, every token divided by the image's mean token norm plus ``NORM_EPS``."""
+def _step(x, J, lam, mask, clamp, eps):
+    """One step in numpy: x + h/2, every token divided by the image's mean token norm plus
+    ``NORM_EPS``."""
     xs = standardize_features(x, mask, eps)
-    if fast and mask is None:
-        from spinsa.model import local_fields
-
-        h = local_fields(xs, J, lam, score_clamp=clamp)
-    else:
-        h = _numpy_fields(xs, J, lam, clamp, mask)
+    h = _numpy_fields(xs, J, lam, clamp, mask)
     x = x + x.dtype.type(0.5) * h
     return x / (np.linalg.norm(x, axis=2).mean(axis=1) + x.dtype.type(NORM_EPS))[:, None, None]
+
+
+def _run(x, J, lam, steps, mask, clamp, eps, fast, clamp_visible=False, callback=None, bar=None):
+    """``steps`` steps from x; the mask acts on the first. Fused: the state stays in tiles."""
+    visible = None if mask is None or not clamp_visible else ~mask
+    x0 = x
+    if not fast:
+        for t in range(1, steps + 1):
+            x = _step(x, J, lam, mask if t == 1 else None, clamp, eps)
+            if visible is not None:
+                x = np.where(visible[..., None], x0, x)
+            if callback is not None:
+                callback(t, x)
+            if bar is not None:
+                bar.update()
+        return x
+    # standardised spins have |xs_i| <= sqrt(d (N - 1)): lam must keep their scores finite
+    N, d = x.shape[1], x.shape[2]
+    check_lam(lam, np.full((1, 1, d), np.sqrt(max(N - 1, 1)), x.dtype), J)
+    P = x.shape[0]
+    Xt = _k.to_tiles(x)
+    X0t = Xt.copy() if visible is not None else None
+    vis_t = None if visible is None else _k.to_tiles(np.repeat(visible[..., None], d, axis=2))
+    Xs, H, new = np.empty_like(Xt), np.empty_like(Xt), np.empty_like(Xt)
+    Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
+    Jb = _k.block_bounds(J)
+    for t in range(1, steps + 1):
+        if t == 1 and mask is not None:
+            Xt = _k.to_tiles(_step(x, J, lam, mask, clamp, eps))
+        else:
+            _k.standardize_tiles(Xt, eps, Xs)
+            _k.sweep(Xs, J, lam, clamp, 0.0, 0, False, H, Et, Jb)
+            _k.residual_mean_norm_tiles(Xt, H, 0.5, NORM_EPS, new)
+            Xt, new = new, Xt
+        if vis_t is not None:
+            np.copyto(Xt, X0t, where=vis_t)
+        if callback is not None:
+            callback(t, _k.from_tiles(Xt, P))
+        if bar is not None:
+            bar.update()
+    return _k.from_tiles(Xt, P)
 
 
 def damico_step(
@@ -225,7 +265,7 @@ def damico_step(
     lam = check_positive(lam, "lam")
     mask = _check_mask(mask, x.shape[:2])
     clamp = check_positive(clamp, "clamp")
-    return _step(x, J, lam, mask, clamp, eps, fast)
+    return _run(x, J, lam, 1, mask, clamp, eps, fast)
 
 
 def damico_run(
@@ -276,13 +316,5 @@ def damico_run(
     clamp = check_positive(clamp, "clamp")
     if clamp_visible and mask is None:
         raise ValueError("clamp_visible=True needs the mask of the visible tokens")
-    x0c = x.copy()
     with progress_bar(steps, "dynamics (damico2024)", "step", enabled=progress) as bar:
-        for t in range(1, steps + 1):
-            x = _step(x, J, lam, mask if t == 1 else None, clamp, eps, fast)
-            if clamp_visible:
-                x[~mask] = x0c[~mask]
-            if callback is not None:
-                callback(t, x)
-            bar.update()
-    return x
+        return _run(x, J, lam, steps, mask, clamp, eps, fast, clamp_visible, callback, bar)

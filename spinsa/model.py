@@ -305,7 +305,7 @@ def run(
     new = np.empty_like(Xt)
     fields = np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x0.dtype)
-    Jmax = _k.row_bounds(J)
+    Jb = _k.block_bounds(J)
     energies = np.empty((steps + 1, P), dtype=np.float64)
     times = [0]
     states = [x0.copy()]
@@ -317,10 +317,10 @@ def run(
         for t in range(1, steps + 1):
             if cfg.update == "sync":
                 # also the energies of x(t - 1)
-                _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, True, new, Et, Jmax)
+                _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, True, new, Et, Jb)
                 Xt, new = new, Xt
             else:
-                _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jmax)
+                _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jb)
                 order = rng.permutation(x0.shape[1]).astype(np.int64)
                 _k.async_sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, order)
             energies[t - 1] = total_energy()
@@ -333,7 +333,7 @@ def run(
                 if callback is not None:
                     callback(t, x)
             bar.update()
-    _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jmax)  # E of the final state
+    _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jb)  # E of the final state
     energies[steps] = total_energy()
     return Trajectory(
         states=np.stack(states),

@@ -96,6 +96,18 @@ def test_fast_path_applies_to_full_tiles_and_small_d():
     assert k.tile_width(65) == k.TILE and k.tile_width(64) == 64 and k.tile_width(1) == 16
 
 
+@pytest.mark.parametrize("d", [1, 3, 8])
+def test_block_bounds_bound_the_spectral_norms_closely(rng, d):
+    J = rng.standard_normal((5, 5, d, d))
+    J[1, 2] = 0.0
+    spectral = np.linalg.norm(J, 2, axis=(2, 3))
+    bounds = k.block_bounds(J)
+    off = ~np.eye(5, dtype=bool)
+    assert np.all(bounds[off] >= spectral[off] * (1 - 1e-12))
+    assert np.all(bounds[off] <= spectral[off] * d**0.125 * (1 + 1e-12))
+    assert np.all(np.diag(bounds) == 0) and bounds[1, 2] == 0
+
+
 def _both_paths(x, J, lam, clamp=np.inf):
     """(fields, energies) of the fast path and of the generic path, (P, N, d) and (P, N)."""
     Xt = k.to_tiles(x)
@@ -103,7 +115,7 @@ def _both_paths(x, J, lam, clamp=np.inf):
     for unroll in (k.unroll_tag(Xt), ()):
         out = np.empty_like(Xt)
         Et = np.empty(Xt.shape[:2] + Xt.shape[3:], x.dtype)
-        k._sweep(Xt, J, k.row_bounds(J), lam, clamp, 0.0, 0, False, out, Et, unroll)
+        k._sweep(Xt, J, k.block_bounds(J), lam, clamp, 0.0, 0, False, out, Et, unroll)
         results.append((k.from_tiles(out, len(x)), k.energies_from_tiles(Et, len(x))))
     assert k.unroll_tag(Xt), "the fast path must apply to this system"
     return results
@@ -134,7 +146,8 @@ def test_rows_whose_bound_is_too_loose_fall_back_to_the_online_softmax(rng):
     x, J = random_system(rng, P=100, N=5, d=8, dtype=np.float32)
     J[2] *= 1000.0
     lam = 0.5
-    assert 2 * lam * k.row_bounds(J)[2] > k.SAFE_SPREAD > 2 * lam * k.row_bounds(J)[0]
+    bounds = k.block_bounds(J).max(axis=1)
+    assert 2 * lam * bounds[2] > k.SAFE_SPREAD > 2 * lam * bounds[0]
     (h_fast, e_fast), (h_gen, e_gen) = _both_paths(x, J, lam)
     assert np.isfinite(h_fast).all() and np.isfinite(e_fast).all()
     np.testing.assert_allclose(h_fast, h_gen, rtol=1e-5, atol=1e-5)
