@@ -9,11 +9,12 @@ silent everywhere.
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
 from typing import Any
 
-__all__ = ["progress"]
+__all__ = ["progress", "peak_rss_mb"]
 
 
 class _Lines:
@@ -84,3 +85,9 @@ def progress(
             dynamic_ncols=True,
         )
     return _Lines(desc, unit, initial, leave, enabled)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20

@@ -1,6 +1,7 @@
 """The benchmark harness: fast code and a plain implementation, side by side, in one process.
 
-Run ``spinsa bench``. Each benchmark prints the best of a few
+Run ``spinsa bench`` (``spinsa bench --device cuda`` on a machine with a GPU: the torch
+paths there, against torch autograd and the plain dynamics). Each benchmark prints the best of a few
 repetitions of both implementations, their ratio, the useful GFLOP/s and, for scale, this
 machine's float32 matmul peak measured by numpy's BLAS in the same process. Timings on a
 shared machine are noisy; ratios measured in one process much less so. Tests never assert
@@ -13,13 +14,12 @@ evaluation (scores, and the gradient's outer products).
 
 from __future__ import annotations
 
-import resource
-import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from spinsa._progress import peak_rss_mb
 from spinsa._torch import import_torch
 
 
@@ -40,19 +40,21 @@ def best_time(fn, repeat: int = 3) -> float:
     return min(times)
 
 
-def matmul_peak(n: int = 2048, repeat: int = 5) -> float:
-    """float32 GFLOP/s of numpy's BLAS on an n x n matmul: the machine's practical peak."""
+def matmul_peak(n: int = 2048, repeat: int = 5, device: str = "cpu") -> float:
+    """float32 GFLOP/s of an n x n matmul: the machine's practical peak (numpy's BLAS on the
+    CPU; torch on ``device="cuda"``, 8192 x 8192, TF32 off as torch's default)."""
+    if device == "cuda":
+        torch = import_torch()
+        dev = torch.device("cuda")
+        a = torch.randn(8192, 8192, device=dev)
+        mm = _on_device(torch, dev, lambda: a @ a)
+        mm()
+        return 2 * 8192**3 / best_time(mm, repeat) / 1e9
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     a @ b
     return 2 * n**3 / best_time(lambda: a @ b, repeat) / 1e9
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
-    scale = 1 if sys.platform == "darwin" else 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
 
 # ------------------------------------------------------------------ plain implementations
@@ -156,15 +158,20 @@ def bench_damico(P=1000, N=196, d=8, steps=20, repeat=2):
     }
 
 
-def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
-    """The pseudo-likelihood objective + gradient against torch autograd."""
-    from spinsa.kernels import objective
-
+def _objective_inputs(P, N, d):
     rng = np.random.default_rng(0)
     xi = rng.standard_normal((P, N, d)).astype(np.float32)
     xi /= np.linalg.norm(xi, axis=-1, keepdims=True)
     J = (rng.uniform(-0.5, 0.5, (N, N, d, d)) / d**2).astype(np.float32)
     J[np.arange(N), np.arange(N)] = 0
+    return xi, J
+
+
+def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
+    """The pseudo-likelihood objective + gradient against torch autograd."""
+    from spinsa.kernels import objective
+
+    xi, J = _objective_inputs(P, N, d)
     grad = np.empty_like(J)
     flops = 4.0 * P * N**2 * d**2
     objective.loss_and_grad(xi[:8], J, 5.0, grad)
@@ -218,6 +225,14 @@ def add_arguments(parser) -> None:
         "--no-plain", action="store_true", help="skip the plain implementations (fast code only)"
     )
     parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cpu: the numba kernels against plain implementations (default); cuda: the torch "
+        "paths on the GPU (the objective's closed form against autograd, the plain dynamics), "
+        "the numbers to report from a machine with a GPU",
+    )
+    parser.add_argument(
         "--json",
         metavar="FILE",
         help="also write the results as JSON (times, GFLOP/s, ratios, the machine, the date)",
@@ -238,37 +253,46 @@ def run_benchmarks(args) -> int:
     import spinsa
 
     only = [b for b in BENCHMARKS if b in (args.only or BENCHMARKS)]
-    peak = matmul_peak()
+    device = getattr(args, "device", "cpu")
+    if device == "cuda":
+        from spinsa._torch import resolve_device
+
+        resolve_device("cuda")  # a clear error where there is no GPU, before any work
+    peak = matmul_peak(device=device)
     print(
         f"spinsa {spinsa.__version__}, numba {numba.__version__}, {numba.get_num_threads()} threads"
     )
-    print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
+    if device == "cuda":
+        print(f"device: {_device_description(device)}")
+        print(f"float32 matmul peak (torch, 8192^2, on the GPU): {peak:.1f} GFLOP/s")
+    else:
+        print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
     plain = not args.no_plain
     P, T = (256, 5) if args.quick else (1000, 20)
     runs = []  # (title, results, name of the ratio)
-    if "dynamics" in only:
+    if device == "cuda":
+        runs = _device_runs(only, P, T, [2048] if args.quick else [2048, 10000], plain)
+    elif "dynamics" in only:
         title = f"dynamics: N=196, d=8, P={P}, T={T}, float32"
         runs.append((title, bench_dynamics(P=P, steps=T, with_plain=plain), "ratio"))
-    if "async" in only:
+    if "async" in only and device == "cpu":
         Pa = 64 if args.quick else 256
         title = f"asynchronous sweep: N=196, d=8, P={Pa}, float32 (plain: float64)"
         runs.append((title, bench_async(P=Pa, with_plain=plain), "ratio"))
-    if "damico" in only:
+    if "damico" in only and device == "cpu":
         title = f"the notebook's dynamics against the design's: N=196, d=8, P={P}, T={T}"
         runs.append((title, bench_damico(P=P, steps=T), "notebook / design"))
-    if "objective" in only:
+    if "objective" in only and device == "cpu":
         for Po in [2048] if args.quick else [2048, 10000]:
             title = f"objective + gradient: N=196, d=8, P={Po}, float32"
             runs.append((title, bench_objective(P=Po, with_plain=plain), "ratio"))
     for title, res, ratio in runs:
         _print_pair(title, res, peak, ratio)
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            _bench_gpu(torch)
-    except ImportError:
-        pass
+    verdicts = [] if args.quick or device != "cpu" else _targets(runs)
+    if verdicts:
+        print("\ntargets of the performance issue (this machine, this run)")
+        for line, _ in verdicts:
+            print(f"  {line}")
     if args.json:
         record = {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -278,13 +302,59 @@ def run_benchmarks(args) -> int:
             "spinsa": spinsa.__version__,
             "numba": numba.__version__,
             "threads": numba.get_num_threads(),
+            "device": _device_description(device),
             "matmul_peak_gflops": peak,
             "benchmarks": [{"title": t, **_as_json(res)} for t, res, _ in runs],
+            "targets": [{"target": line, "met": met} for line, met in verdicts],
         }
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1)
         print(f"\nresults written to {args.json}")
     return 0
+
+
+def _targets(runs) -> list[tuple[str, bool]]:
+    """The issue tracker's speed targets against this run's figures: (line, met)."""
+    out = []
+
+    def check(text, value, ok, unit):
+        out.append((f"{text}: {value:.3g}{unit} -- {'met' if ok else 'NOT met'}", bool(ok)))
+
+    for title, res, _ in runs:
+        if "plain" not in res:
+            continue
+        ratio = res["plain"].seconds / res["fast"].seconds
+        if title.startswith("dynamics"):
+            check("dynamics >= 20x plain torch", ratio, ratio >= 20, "x")
+        elif title.startswith("asynchronous"):
+            check("asynchronous sweep >= 5x a plain numpy loop", ratio, ratio >= 5, "x")
+        elif title.startswith("the notebook"):
+            check("notebook's dynamics within 25 % of the design's", ratio, ratio <= 1.25, "x")
+        elif title.startswith("objective") and "P=10000" in title:
+            fast = res["fast"].seconds
+            check("objective + gradient at P = 10,000 <= 1.6 s", fast, fast <= 1.6, " s")
+            check("objective + gradient at P = 10,000 >= 25x autograd", ratio, ratio >= 25, "x")
+    return out
+
+
+def _device_runs(only, P, T, objective_sizes, plain):
+    """The benchmarks of ``--device cuda``: the torch paths on the GPU."""
+    runs = []
+    if "dynamics" in only:
+        title = f"dynamics on the GPU: N=196, d=8, P={P}, T={T}, float32"
+        runs.append((title, bench_dynamics_device(P=P, steps=T), "ratio"))
+    if "objective" in only:
+        for Po in objective_sizes:
+            title = f"objective + gradient on the GPU: N=196, d=8, P={Po}, float32"
+            runs.append((title, bench_objective_device(P=Po, with_plain=plain), "ratio"))
+    return runs
+
+
+def _device_description(device: str) -> str:
+    if device != "cuda":
+        return "cpu"
+    torch = import_torch()
+    return f"cuda: {torch.cuda.get_device_name()} (torch {torch.__version__})"
 
 
 def _as_json(res: dict) -> dict:
@@ -299,18 +369,55 @@ def _as_json(res: dict) -> dict:
     return out
 
 
-def _bench_gpu(torch):
-    """The plain torch step on the GPU, for reference."""
-    rng = np.random.default_rng(0)
-    P, N, d, T = 1000, 196, 8, 20
-    x0 = rng.standard_normal((P, N, d)).astype(np.float32)
-    x0 /= np.linalg.norm(x0, axis=-1, keepdims=True)
-    J = (rng.standard_normal((N, N, d, d)) / np.sqrt(d)).astype(np.float32)
-    plain_torch_run(x0[:8], J, 1.0, 1, device="cuda")
-    torch.cuda.synchronize()
-    t = best_time(lambda: plain_torch_run(x0, J, 1.0, T, device="cuda"), 2)
-    flops = 4.0 * P * T * N**2 * d**2
-    print(
-        f"\nGPU ({torch.cuda.get_device_name()}): plain torch dynamics {t:.3f} s, "
-        f"{flops / t / 1e9:.1f} GFLOP/s"
-    )
+# ------------------------------------------------------------------ a torch device
+def _on_device(torch, device, fn):
+    """``fn`` followed by a device synchronisation, so that the clock sees the work."""
+
+    def call():
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    return call
+
+
+def bench_objective_device(P=2048, N=196, d=8, device="cuda", repeat=3, with_plain=True):
+    """The torch closed-form objective + gradient (the fit's torch backend) on ``device``,
+    against torch autograd on the same device; the gradient checked against numba's."""
+    from spinsa._torch import resolve_device
+    from spinsa.fit.torch_backend import autograd_loss_and_grad, torch_loss_and_grad
+    from spinsa.kernels import objective
+
+    torch = import_torch()
+    dev = resolve_device(device)
+    xi, J = _objective_inputs(P, N, d)
+    x, Jt = torch.as_tensor(xi, device=dev), torch.as_tensor(J, device=dev)
+    flops = 4.0 * P * N**2 * d**2
+    fast_fn = _on_device(torch, dev, lambda: torch_loss_and_grad(x, Jt, 5.0))
+    fast_fn()
+    fast = best_time(fast_fn, repeat)
+    out = {"fast": Timing(f"torch closed form ({dev.type})", fast, flops / fast / 1e9)}
+    if with_plain:
+        plain_fn = _on_device(torch, dev, lambda: autograd_loss_and_grad(x, Jt, 5.0))
+        plain_fn()
+        plain = best_time(plain_fn, 1)
+        out["plain"] = Timing(f"torch autograd ({dev.type})", plain, flops / plain / 1e9)
+    ref = np.empty_like(J)
+    objective.loss_and_grad(xi, J, 5.0, ref)
+    g = torch_loss_and_grad(x, Jt, 5.0)[1].cpu().numpy()
+    out["max_rel_diff"] = float(np.abs(g - ref).max() / np.abs(ref).max())
+    return out
+
+
+def bench_dynamics_device(P=1000, N=196, d=8, steps=20, device="cuda", repeat=2):
+    """The plain torch dynamics on ``device`` (spinsa has no fused GPU dynamics kernel)."""
+    from spinsa._torch import resolve_device
+
+    torch = import_torch()
+    dev = resolve_device(device)
+    x0, J = _spins_and_couplings(P, N, d)
+    flops = 4.0 * P * steps * N**2 * d**2
+    fn = _on_device(torch, dev, lambda: plain_torch_run(x0, J, 1.0, steps, device=dev))
+    _on_device(torch, dev, lambda: plain_torch_run(x0[:8], J, 1.0, 1, device=dev))()
+    t = best_time(fn, repeat)
+    return {"fast": Timing(f"plain torch ({dev.type})", t, flops / t / 1e9)}

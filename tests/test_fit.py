@@ -341,6 +341,19 @@ def test_estimate_memory_scales_and_names_the_knob():
     assert "needs about 1.8 MiB of RAM" in str(err.value)
 
 
+def test_lbfgs_memory_beyond_the_patterns_does_not_grow_with_p():
+    """The full objective streams the patterns in chunks: 5,000 more patterns cost exactly
+    their own bytes; the row fits keep one transposed copy of them besides."""
+    data = 5000 * 16 * 4 * 4
+    small, large = (estimate_memory(P, 16, 4, backend="lbfgs").host_bytes for P in (5000, 10000))
+    assert large - small == data
+    small, large = (
+        estimate_memory(P, 16, 4, backend="lbfgs", constraint="row").host_bytes
+        for P in (5000, 10000)
+    )
+    assert large - small == 2 * data
+
+
 def test_estimate_memory_of_dynamics():
     est = estimate_memory(10, 5, 3, kind="dynamics", steps=10, record_every=5)
     states = 3 * 10 * 5 * 3 * 4  # records at t = 0, 5, 10

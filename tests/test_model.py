@@ -244,3 +244,38 @@ def test_bench_plain_sweep_is_the_async_sweep_and_the_bench_writes_json(tmp_path
     record = json.loads(path.read_text())
     assert record["benchmarks"][0]["fast"]["name"] == "spinsa.async_sweep"
     assert record["matmul_peak_gflops"] > 0
+
+
+def test_bench_device_paths_agree_with_numba():
+    """The --device benchmarks' code, run on the CPU at a tiny size: torch's closed form
+    matches numba's gradient, and both timings are there."""
+    pytest.importorskip("torch")
+    from spinsa.bench import bench_dynamics_device, bench_objective_device
+
+    res = bench_objective_device(P=40, N=6, d=3, device="cpu", repeat=1)
+    assert res["max_rel_diff"] < 1e-5
+    assert res["fast"].seconds > 0 and res["plain"].seconds > 0
+    assert bench_dynamics_device(P=8, N=6, d=3, steps=2, device="cpu", repeat=1)["fast"].gflops > 0
+
+
+def test_bench_on_cuda_without_a_gpu_says_so(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from spinsa.cli import main
+
+    assert main(["bench", "--device", "cuda", "--quick"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_bench_on_cuda(tmp_path):
+    import json
+
+    from spinsa.cli import main
+
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--device", "cuda", "--quick", "--json", str(path)]) == 0
+    record = json.loads(path.read_text())
+    assert record["device"].startswith("cuda")
+    assert all(b["max_rel_diff"] < 1e-4 for b in record["benchmarks"] if "max_rel_diff" in b)

@@ -47,6 +47,7 @@ import numpy as np
 from spinsa import io
 from spinsa._config import flatten
 from spinsa._files import TEMP_GLOB, atomic_write_text
+from spinsa._progress import peak_rss_mb
 from spinsa.analysis.summary import SIGNIFICANT_Z, read_summaries
 from spinsa.experiments import baselines as _baselines
 from spinsa.experiments import pipeline
@@ -472,6 +473,7 @@ def reproduce(
     size = "configured" if config is not None else ("quick" if quick else "paper-size")
     _say_plan(say, stages, estimates, out_dir, len(experiments), size, bl_spec)
     ran: set[str] = set()
+    measured: dict[str, float] = {}
     t_all = time.perf_counter()
     for i, stage in enumerate(stages, 1):
         must_run = any(dep in ran for dep in stage.deps) or not stage.done()
@@ -483,12 +485,14 @@ def reproduce(
         t0 = time.perf_counter()
         stage.run()
         dt = time.perf_counter() - t0
-        timings[stage.name] = dt
+        timings[stage.name] = measured[stage.name] = dt
         ran.add(stage.name)
         say(f"{label}: {dt:.1f} s")
     total = time.perf_counter() - t_all
+    _say_stage_table(say, stages, estimates, measured, total)
     say(
-        f"spinsa reproduce: finished in {total:.1f} s ({total / 60:.1f} min); report: {report_path}"
+        f"spinsa reproduce: finished in {total:.1f} s ({total / 60:.1f} min), peak memory "
+        f"{peak_rss_mb() / 1024:.2f} GB; report: {report_path}"
     )
     return ReproduceResult(out_dir, h5_path, report_path, tuple(figures), timings)
 
@@ -518,6 +522,16 @@ def _say_plan(say, stages, estimates, out_dir, n_models, size, bl_spec) -> None:
             "  the baselines' paper recipe takes hours on a CPU; pass --baselines quick for "
             "the brief recipe, or run it on a GPU"
         )
+
+
+def _say_stage_table(say, stages, estimates, measured, total) -> None:
+    """Every stage's estimated and measured wall time, after the run."""
+    say(f"  {'stage':<28} {'estimated':>10} {'measured':>10}")
+    for stage in stages:
+        est = estimates.get(stage.name, math.nan)
+        took = f"{measured[stage.name]:.1f} s" if stage.name in measured else "earlier"
+        say(f"  {stage.name:<28} {_duration(est):>10} {took:>10}")
+    say(f"  {'total':<28} {'':>10} {total:.1f} s")
 
 
 def _resolve_baselines(baselines, cfg: ReproduceConfig, quick: bool, say):

@@ -224,12 +224,19 @@ def _fit_torch(P: int, N: int, d: int, config) -> MemoryEstimate:
 def _fit_lbfgs(P: int, N: int, d: int, config) -> MemoryEstimate:
     import numba
 
+    from spinsa.kernels import objective as _k_objective
+
     s = np.dtype(config.dtype).itemsize
     nJ = N * N * d * d
     m = config.history_size
+    chunk = N * d * _k_objective.chunk_width(P) * s
+    # the full objective streams the patterns through one transposed chunk at a time; the
+    # rows' threads share one transposed copy of all of them
+    copy = P * N * d * s if config.constraint == "row" else chunk
     parts = [
-        ("patterns (P, N, d) and the kernel's transposed copy", 2 * P * N * d * s, "host"),
-        ("couplings and gradient", 2 * nJ * s, "host"),
+        ("patterns (P, N, d)", P * N * d * s, "host"),
+        ("the objective's transposed patterns", copy, "host"),
+        ("couplings, gradient and its float64 sums", 2 * nJ * s + nJ * 8, "host"),
     ]
     if config.constraint == "row":
         workers = config.workers or numba.get_num_threads()
