@@ -182,11 +182,10 @@ def _has_notebook_check(exp: ExperimentConfig) -> bool:
 # ---------------------------------------------------------------------------- estimates
 # Seconds per unit of work, measured with `spinsa reproduce` on a 2-core AVX-512 machine
 # (N^2 d^2 = 196^2 * 64 for the paper's 2x2 patches); other machines differ, ratios hold.
-_PAIR_UNITS = 196**2 * 64
 _COST = {
-    "lbfgs_eval": 1.8e-10,  # one objective + gradient, per pattern and pair unit
+    "lbfgs_eval": 6.6e-11,  # one objective + gradient (with L-BFGS), per pattern and pair unit
     "lbfgs_evals": 7,  # objective evaluations of a fit at the notebook's |J| (converges)
-    "torch_epoch": 1.7e-4 / _PAIR_UNITS,  # one damico2024 epoch, per pattern and pair unit
+    "torch_epoch": 2.8e-11,  # one damico2024 epoch, per pattern and pair unit
     "dynamics": 6.5e-11,  # one step of one image, per pair unit, errors included
     "references": 2.5e-3,  # the references of one task, per test image (50,000 training)
     "baseline_quick": 5.5e-4,  # one training image-epoch of the quick recipe, CPU
