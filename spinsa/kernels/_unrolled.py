@@ -22,6 +22,22 @@ from __future__ import annotations
 MAX_UNROLLED_D = 8  # beyond this y and x_j no longer fit in the 32 vector registers
 
 
+def _score_lines(d: int, name: str, args: tuple[str, ...]) -> list[str]:
+    """The shared head of the pair blocks: ``def name(args):``, the couplings as scalars and
+    a loop over the lanes that computes ``y = J_ij x_j`` and the score ``s = x_i . y``."""
+    if not 1 <= d <= MAX_UNROLLED_D:
+        raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
+    r = range(d)
+    lines = [f"def {name}({', '.join(args)}):"]
+    lines += [f"    J{a}{b} = Jf[jo + _U({a * d + b})]" for a in r for b in r]
+    lines += [f"    o{a} = _U({a}) * W" for a in r]
+    lines.append("    for p in range(W):")
+    lines += [f"        x{b} = Xf[oj + o{b} + p]" for b in r]
+    lines += [f"        y{a} = " + " + ".join(f"J{a}{b} * x{b}" for b in r) for a in r]
+    lines.append("        s = " + " + ".join(f"Xf[oi + o{a} + p] * y{a}" for a in r))
+    return lines
+
+
 def pair_block_source(d: int, name: str = "pair_block", extra_args: tuple[str, ...] = ()) -> str:
     """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, *extra_args)``.
 
@@ -33,22 +49,11 @@ def pair_block_source(d: int, name: str = "pair_block", extra_args: tuple[str, .
     the source is executed in; ``extra_args`` are accepted and unused (the sweep passes d as
     the length of such an argument).
     """
-    if not 1 <= d <= MAX_UNROLLED_D:
-        raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
-    r = range(d)
-    args = ", ".join(
-        ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "acc", "z", *extra_args)
-    )
-    lines = [f"def {name}({args}):"]
-    lines += [f"    J{a}{b} = Jf[jo + _U({a * d + b})]" for a in r for b in r]
-    lines += [f"    o{a} = _U({a}) * W" for a in r]
-    lines.append("    for p in range(W):")
-    lines += [f"        x{b} = Xf[oj + o{b} + p]" for b in r]
-    lines += [f"        y{a} = " + " + ".join(f"J{a}{b} * x{b}" for b in r) for a in r]
-    lines.append("        s = " + " + ".join(f"Xf[oi + o{a} + p] * y{a}" for a in r))
+    args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "acc", "z", *extra_args)
+    lines = _score_lines(d, name, args)
     lines.append("        w = fast_exp(lam * min(s, clamp) - shift[p])")
     lines.append("        z[p] += w")
-    lines += [f"        acc[o{a} + p] += w * y{a}" for a in r]
+    lines += [f"        acc[o{a} + p] += w * y{a}" for a in range(d)]
     return "\n".join(lines) + "\n"
 
 
@@ -59,19 +64,8 @@ def score_block_source(d: int, name: str = "score_block", extra_args: tuple[str,
     width): ``S[so + p] = lam min(x_i . J_ij x_j, clamp)`` and the running maximum
     ``m[p]``. Layout as :func:`pair_block_source` with the width ``W`` an argument.
     """
-    if not 1 <= d <= MAX_UNROLLED_D:
-        raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
-    r = range(d)
-    args = ", ".join(
-        ("Xf", "Jf", "jo", "oi", "oj", "W", "lam", "clamp", "S", "so", "m", *extra_args)
-    )
-    lines = [f"def {name}({args}):"]
-    lines += [f"    J{a}{b} = Jf[jo + _U({a * d + b})]" for a in r for b in r]
-    lines += [f"    o{a} = _U({a}) * W" for a in r]
-    lines.append("    for p in range(W):")
-    lines += [f"        x{b} = Xf[oj + o{b} + p]" for b in r]
-    lines += [f"        y{a} = " + " + ".join(f"J{a}{b} * x{b}" for b in r) for a in r]
-    lines.append("        s = " + " + ".join(f"Xf[oi + o{a} + p] * y{a}" for a in r))
+    args = ("Xf", "Jf", "jo", "oi", "oj", "W", "lam", "clamp", "S", "so", "m", *extra_args)
+    lines = _score_lines(d, name, args)
     lines.append("        ls = lam * min(s, clamp)")
     lines.append("        S[so + p] = ls")
     lines.append("        m[p] = max(m[p], ls)")

@@ -25,7 +25,7 @@ from numba.extending import overload
 from spinsa.kernels._math import fast_exp
 from spinsa.kernels._numba import njit, prange, written_for_d
 from spinsa.kernels._unrolled import MAX_UNROLLED_D, outer_block_source, score_block_source
-from spinsa.kernels.dynamics import couple, dot_lanes
+from spinsa.kernels.dynamics import couple, dot_lanes, to_tiles
 
 _U = np.uint64
 CHUNK = 512  # samples per chunk: N d CHUNK floats (3.2 MB at N = 196, d = 8) fit the L3 cache
@@ -38,12 +38,7 @@ def chunk_width(n_samples: int) -> int:
 
 def chunks(xi: np.ndarray) -> np.ndarray:
     """(P, N, d) -> (n_chunks, N, d, W), zero-padded: every chunk at once (the row fits)."""
-    P, N, d = xi.shape
-    W = chunk_width(P)
-    n = -(-P // W)
-    padded = np.zeros((n * W, N, d), dtype=xi.dtype)
-    padded[:P] = xi
-    return np.ascontiguousarray(padded.reshape(n, W, N, d).transpose(0, 2, 3, 1))
+    return to_tiles(xi, chunk_width(xi.shape[0]))
 
 
 @njit(parallel=True)
