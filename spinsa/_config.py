@@ -85,16 +85,28 @@ def check_keys(values, known, where: str) -> None:
 
 
 def config_to_dict(config) -> dict[str, Any]:
-    """A dataclass config as nested plain dicts (tuples become lists, as TOML has them)."""
+    """A dataclass config as nested plain dicts (tuples become lists, as TOML has them).
+
+    A dataclass with an ``unused_options()`` method leaves those fields out (the options of a
+    method not in use: they are at their defaults, and a stored config stays what it was
+    before they existed).
+    """
 
     def plain(value):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            unused = value.unused_options() if hasattr(value, "unused_options") else ()
+            return {
+                f.name: plain(getattr(value, f.name))
+                for f in dataclasses.fields(value)
+                if f.name not in unused
+            }
         if isinstance(value, (tuple, list)):
             return [plain(v) for v in value]
         if isinstance(value, dict):
             return {k: plain(v) for k, v in value.items()}
         return value
 
-    return plain(dataclasses.asdict(config))
+    return plain(config)
 
 
 def _dataclass_in(hint) -> type | None:

@@ -158,6 +158,33 @@ def bench_damico(P=1000, N=196, d=8, steps=20, repeat=2):
     }
 
 
+def bench_cd_epoch(P=10_000, N=196, d=8, k=1, batch=256):
+    """One epoch of CD-k's minibatch gradients against one of the pseudo-likelihood's, same
+    patterns, couplings and batch size, both as the fit computes them on the CPU (the numba
+    closed form; CD adds k steps of the dynamics and a second closed form per minibatch)."""
+    from spinsa._torch import import_torch
+    from spinsa.fit import FitConfig
+    from spinsa.fit.checkpoint import FitState
+    from spinsa.fit.gradients import make_gradient
+
+    torch = import_torch()
+    xi, J = _objective_inputs(P, N, d)
+    Jt, x_all = torch.from_numpy(J), torch.from_numpy(xi)
+    order = np.random.default_rng(0).permutation(P)
+
+    def epoch(config):
+        gradient = make_gradient(torch, config, xi, x_all, FitState(J, np.ones(1)), 1)
+        return lambda: [gradient(order[s : s + batch], Jt, None) for s in range(0, P, batch)]
+
+    pl, cd = epoch(FitConfig(lam=5.0)), epoch(FitConfig(lam=5.0, method="cd", k=k))
+    flops = 4.0 * P * N**2 * d**2  # one closed form over the data
+    pl_s, cd_s = best_time(pl, 1), best_time(cd, 1)
+    return {  # "plain" is the PL epoch: the ratio is CD's time over it
+        "fast": Timing("PL epoch", pl_s, flops / pl_s / 1e9),
+        "plain": Timing(f"CD-{k} epoch", cd_s, (2 + k) * flops / cd_s / 1e9),
+    }
+
+
 def _objective_inputs(P, N, d):
     rng = np.random.default_rng(0)
     xi = rng.standard_normal((P, N, d)).astype(np.float32)
@@ -239,7 +266,7 @@ def add_arguments(parser) -> None:
     )
 
 
-BENCHMARKS = ("dynamics", "async", "damico", "objective")
+BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd")
 
 
 def run_benchmarks(args) -> int:
@@ -286,6 +313,10 @@ def run_benchmarks(args) -> int:
         for Po in [2048] if args.quick else [2048, 10000]:
             title = f"objective + gradient: N=196, d=8, P={Po}, float32"
             runs.append((title, bench_objective(P=Po, with_plain=plain), "ratio"))
+    if "cd" in only and device == "cpu":
+        Pc = 2048 if args.quick else 10_000
+        title = f"a CD-1 epoch against a PL epoch: N=196, d=8, P={Pc}, batch 256, float32"
+        runs.append((title, bench_cd_epoch(P=Pc), "CD-1 / PL"))
     for title, res, ratio in runs:
         _print_pair(title, res, peak, ratio)
     verdicts = [] if args.quick or device != "cpu" else _targets(runs)
@@ -330,6 +361,8 @@ def _targets(runs) -> list[tuple[str, bool]]:
             check("asynchronous sweep >= 5x a plain numpy loop", ratio, ratio >= 5, "x")
         elif title.startswith("the notebook"):
             check("notebook's dynamics within 25 % of the design's", ratio, ratio <= 1.25, "x")
+        elif title.startswith("a CD-1 epoch"):
+            check("a CD-1 epoch <= 3x a PL epoch, same batch size", ratio, ratio <= 3, "x")
         elif title.startswith("objective") and "P=10000" in title:
             fast = res["fast"].seconds
             check("objective + gradient at P = 10,000 <= 1.6 s", fast, fast <= 1.6, " s")

@@ -11,13 +11,17 @@ Arrays in, frozen dataclasses out, for any couplings (fitted, Hebbian, random) a
 - :mod:`~spinsa.analysis.hebbian`: comparison with norm-matched Hebbian couplings;
 - :mod:`~spinsa.analysis.twobody`: the two-body vector-spin model and its pseudo-likelihood;
 - :mod:`~spinsa.analysis.patches`: variance of predicted pixels in masked patches;
+- :mod:`~spinsa.analysis.compare`: several coupling tensors on the same data: cosines,
+  spectra, strength against distance, attention entropy, pseudo-likelihood, and their
+  evaluations on the two tasks side by side;
 - :mod:`~spinsa.analysis.store`: results to and from ``/analysis/<name>`` in HDF5 files.
 """
 
-from spinsa.analysis import attractors, hebbian, lifetimes, patches, twobody
+from spinsa.analysis import attractors, compare, hebbian, lifetimes, patches, twobody
 from spinsa.analysis import overlaps as _overlaps  # the function overlaps takes the name
 from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.attractors import *  # noqa: F403
+from spinsa.analysis.compare import *  # noqa: F403
 from spinsa.analysis.hebbian import *  # noqa: F403
 from spinsa.analysis.lifetimes import *  # noqa: F403
 from spinsa.analysis.overlaps import *  # noqa: F403
@@ -33,6 +37,7 @@ __all__ = [
     "load_analysis",
     "save_analysis",
     *attractors.__all__,
+    *compare.__all__,
     *hebbian.__all__,
     *lifetimes.__all__,
     *_overlaps.__all__,

@@ -55,6 +55,7 @@ _SUBCOMMANDS = [
     experiments.add_evaluate,
     experiments.add_reproduce,
     experiments.add_analyze,
+    experiments.add_compare,
     experiments.add_plot,
     _add_scan,
 ]

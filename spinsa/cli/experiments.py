@@ -1,4 +1,4 @@
-"""``spinsa train``, ``evaluate``, ``reproduce``, ``analyze`` and ``plot``.
+"""``spinsa train``, ``evaluate``, ``reproduce``, ``analyze``, ``compare`` and ``plot``.
 
 ::
 
@@ -9,6 +9,7 @@
     spinsa evaluate run.h5 --task masked --steps 100
     spinsa reproduce --quick --out runs/reproduce-quick
     spinsa analyze run.h5 && spinsa plot run.h5
+    spinsa compare design.h5 notebook.h5 -o runs/compare
 
 The handlers import the pipeline lazily, so that ``spinsa --help`` stays fast.
 """
@@ -23,7 +24,14 @@ import numpy as np
 from spinsa._config import parse_assignments
 from spinsa.cli._common import UsageError, add_progress_flag
 
-__all__ = ["add_train", "add_evaluate", "add_reproduce", "add_analyze", "add_plot"]
+__all__ = [
+    "add_train",
+    "add_evaluate",
+    "add_reproduce",
+    "add_analyze",
+    "add_compare",
+    "add_plot",
+]
 
 PATTERN_KEYS = ("xi", "patterns", "x")  # array names tried in a patterns file, in order
 
@@ -445,6 +453,67 @@ def _cmd_analyze(args) -> int:
     print(
         f"spinsa analyze: wrote {len(names)} results ({', '.join(groups)}) under /analysis "
         f"of {args.run} in {time.perf_counter() - t0:.1f} s"
+    )
+    return 0
+
+
+# --------------------------------------------------------------------------- compare
+def add_compare(sub) -> None:
+    from spinsa.experiments.compare import N_DATA
+
+    p = sub.add_parser(
+        "compare",
+        help="compare the couplings and evaluations of two or more run files",
+        description="Compare K >= 2 run files fitted on the same data and embedding "
+        "(written by `spinsa train`, `spinsa reproduce`'s fit-<model>.h5 or run_experiment): "
+        "the cosine similarity of their couplings, globally and per pair of tokens; the "
+        "spectra of each J and of its symmetrised part; the coupling strength against the "
+        "distance on the image grid; the attention entropy and the pseudo-likelihood each "
+        "reaches on the data; and, from the evaluations stored in the files, the best error "
+        "of each task against the simple references (a model beats one only when it is "
+        "below it by more than 3 combined standard errors), the lifetime of the transient "
+        "and the attractors. Writes OUT_DIR/compare.h5 (read it back with "
+        "spinsa.analysis.load_analysis), one PNG figure per quantity and OUT_DIR/report.md. "
+        "Models are labelled by their run's name.",
+    )
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run files (.h5), two or more")
+    p.add_argument(
+        "-o", "--out", type=Path, required=True, metavar="OUT_DIR", help="output directory"
+    )
+    p.add_argument(
+        "--n-data",
+        type=int,
+        default=N_DATA,
+        metavar="INT",
+        help="training and test images for the entropy and the pseudo-likelihood "
+        f"(default {N_DATA})",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace a comparison already in OUT_DIR"
+    )
+    add_progress_flag(p)
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args) -> int:
+    from spinsa.experiments.compare import compare_runs
+
+    if len(args.runs) < 2:
+        raise UsageError(
+            f"spinsa compare needs at least two run files, got {len(args.runs)}: "
+            "spinsa compare A.h5 B.h5 [C.h5 ...] -o OUT_DIR"
+        )
+    t0 = time.perf_counter()
+    result = compare_runs(
+        args.runs,
+        args.out,
+        n_data=args.n_data,
+        overwrite=args.overwrite,
+        progress=not args.no_progress,
+    )
+    print(
+        f"spinsa compare: {', '.join(result.names)} in {time.perf_counter() - t0:.1f} s; "
+        f"wrote {result.h5}, {result.report} and {len(result.figures)} figures"
     )
     return 0
 

@@ -13,6 +13,7 @@
 * :mod:`~spinsa.experiments.pipeline`: :func:`train`, :func:`evaluate`, :func:`run_experiment`;
 * :mod:`~spinsa.experiments.reproduce`: :func:`reproduce`, resumable stage by stage;
 * :mod:`~spinsa.experiments.analyze`: :func:`analyze_run`, every analysis of a run file;
+* :mod:`~spinsa.experiments.compare`: :func:`compare_runs`, several run files side by side;
 * reading results back: :mod:`spinsa.io.results`; the numbers of a report:
   :mod:`spinsa.analysis.summary`; the notebook's dynamics: :mod:`spinsa.damico`.
 
@@ -22,6 +23,7 @@ Importing this package imports neither torch nor matplotlib.
 from spinsa.analysis.summary import read_summaries
 from spinsa.damico import damico_run, damico_step, standardize_features
 from spinsa.experiments.analyze import analyze_run
+from spinsa.experiments.compare import compare_runs
 from spinsa.experiments.config import (
     DataSection,
     DynamicsSection,
@@ -46,6 +48,7 @@ from spinsa.io.results import model_names, read_evaluation
 __all__ = [
     "TASKS",
     "analyze_run",
+    "compare_runs",
     "DataSection",
     "DynamicsSection",
     "EmbeddingSection",

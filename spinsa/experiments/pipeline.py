@@ -8,6 +8,7 @@ every state), so memory stays O(P N d + T P), never O(T P N d). Run file layout:
 
     /J                                   (N, N, d, d) float32
     /fit/history/{step_loss, step_grad_norm, step_norm, epoch_loss, epoch_grad_norm}
+    /fit/factors/{K, Q}                  factorised couplings only (J is their expansion)
     /data/mean_train_image               (H, W), in the space the errors are measured in
     /evaluation/<task>/times             (T + 1,) int64, 0 .. T
     /evaluation/<task>/errors/{all, masked, visible}   (T + 1, P) float32, per test image
@@ -571,6 +572,8 @@ def _fit_and_write(
     fit = fit_pseudolikelihood(xi, config=config.fit, checkpoint=checkpoint, progress=progress)
     mean = emb.pixel_space(images.train).mean(axis=0, dtype=np.float64).astype(np.float32)
     arrays = {"J": fit.J, "fit": {"history": fit.history()}, "data": {"mean_train_image": mean}}
+    if fit.factors:  # factorised couplings: J is their expansion
+        arrays["fit"]["factors"] = fit.factors
     evaluations, group_attrs = _evaluations(config, fit.J, images, tasks, chunk_size, progress)
     arrays.update(evaluations)
     attrs = {f"fit_{k}": getattr(fit, k) for k in ("loss", "device", "message", "converged")}

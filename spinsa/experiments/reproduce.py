@@ -185,13 +185,27 @@ def _has_notebook_check(exp: ExperimentConfig) -> bool:
 _COST = {
     "lbfgs_eval": 6.6e-11,  # one objective + gradient (with L-BFGS), per pattern and pair unit
     "lbfgs_evals": 7,  # objective evaluations of a fit at the notebook's |J| (converges)
-    "torch_epoch": 2.8e-11,  # one damico2024 epoch, per pattern and pair unit
+    "torch_epoch": 2.8e-11,  # one damico2024 epoch (one site per step), per pattern and unit
+    # training methods (docs/training-methods.md, batch 256): per pattern and pair unit
+    "pl_epoch": 6.8e-11,  # one all-sites pseudo-likelihood epoch
+    "cd_epoch": 3.3e-10,  # one CD-1 epoch at lambda_train = 5 ...
+    "cd_step": 1.6e-11,  # ... and each further step of the chains
+    "bptt_epoch": 2.6e-9,  # one backprop-through-dynamics epoch, per unrolled step
     "dynamics": 6.5e-11,  # one step of one image, per pair unit, errors included
     "references": 2.5e-3,  # the references of one task, per test image (50,000 training)
     "baseline_quick": 5.5e-4,  # one training image-epoch of the quick recipe, CPU
     "baseline_paper": 3.6e-3,  # the paper's recipe (width 128), CPU: ~5 h per model and task
     "baseline_eval": 1.5e-4,  # one iteration of the recycled block on one test image
 }
+
+
+def _epoch_cost(fit) -> float:
+    """Seconds of one minibatch epoch per pattern and pair unit, by training method."""
+    if fit.method == "bptt":
+        return _COST["bptt_epoch"] * (fit.tau_min + fit.tau_max) / 2
+    if fit.method == "cd":
+        return _COST["cd_epoch"] + (fit.k - 1) * _COST["cd_step"]
+    return _COST["torch_epoch" if fit.site_sampling == "one" else "pl_epoch"]
 
 
 def estimate_seconds(cfg: ReproduceConfig, bl_spec=None, cuda: bool = False) -> dict[str, float]:
@@ -213,10 +227,10 @@ def estimate_seconds(cfg: ReproduceConfig, bl_spec=None, cuda: bool = False) -> 
         evaluation = _COST["lbfgs_eval"] * (exp.data.n_train_images or 60_000) * units
         if exp.fit.backend == "lbfgs":
             out[f"fit:{name}"] = min(exp.fit.max_iter, _COST["lbfgs_evals"]) * evaluation
-        else:  # the epochs, then one full evaluation
-            out[f"fit:{name}"] = (
-                1 + exp.fit.epochs * _COST["torch_epoch"] / _COST["lbfgs_eval"]
-            ) * evaluation
+        else:  # the epochs, and a full evaluation before them and every eval_every epochs
+            n_evals = 1 + -(-exp.fit.epochs // exp.fit.eval_every)
+            epoch = _epoch_cost(exp.fit) * (exp.data.n_train_images or 60_000) * units
+            out[f"fit:{name}"] = n_evals * evaluation + exp.fit.epochs * epoch
         for task in TASKS:
             dyn = exp.dynamics.steps * _COST["dynamics"] * units + _COST["references"]
             out[f"eval:{name}:{task}"] = exp.data.n_test * dyn

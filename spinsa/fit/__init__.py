@@ -8,10 +8,23 @@ problem per row of J. Two backends minimise it under a fixed norm or an L2 penal
 - ``"lbfgs"``: full-batch scipy L-BFGS-B with the numba objective, rows in parallel
   (:mod:`spinsa.fit.lbfgs`).
 
+Beyond the pseudo-likelihood (DESIGN §4c), on the minibatch backend, with the same
+constraints, checkpoints and result (``method=``, ``couplings=`` of :class:`FitConfig`):
+
+- ``method="cd"``: contrastive divergence, CD-k or persistent chains (PCD); both terms are
+  the closed-form gradient above, the model's states reached by the numba dynamics
+  (:mod:`spinsa.fit.gradients`);
+- ``method="bptt"``: the task's error after τ ~ U{3..7} unrolled steps of the dynamics,
+  by torch autograd with gradient checkpointing (:mod:`spinsa.fit.backprop`);
+- ``couplings="factorised"`` or ``"shared"``: J_ij = Σ_h K_ijhᵀ Q_ijh per pair, or one
+  position-independent block, moved through its factors and expanded in the result
+  (:mod:`spinsa.fit.parametrisation`).
+
 Importing this package imports neither torch nor scipy.optimize.
 """
 
 from spinsa.fit.api import BACKENDS, fit_pseudolikelihood, initial_couplings
+from spinsa.fit.backprop import bptt_loss_and_grad
 from spinsa.fit.config import PRESETS, FitConfig
 from spinsa.fit.memory import (
     InsufficientMemoryError,
@@ -30,6 +43,7 @@ __all__ = [
     "InsufficientMemoryError",
     "MemoryEstimate",
     "available_memory",
+    "bptt_loss_and_grad",
     "check_patterns",
     "estimate_memory",
     "fit_pseudolikelihood",

@@ -30,7 +30,7 @@ __all__ = ["fit_pseudolikelihood", "initial_couplings", "BACKENDS"]
 
 
 def _fit_torch(xi, state, config, run):
-    from spinsa.fit.torch_backend import fit_torch
+    from spinsa.fit.minibatch import fit_torch
 
     fit_torch(xi, state, config, run)
 
@@ -300,4 +300,5 @@ def fit_pseudolikelihood(
         message=state.message,
         resumed_from=state.resumed_from,
         n_samples_seen=int(round(state.n_samples_seen)),
+        factors={k: state.extra[k] for k in ("K", "Q") if k in state.extra},
     )

@@ -9,6 +9,8 @@ A checkpoint is a spinsa HDF5 file (``kind="fit-checkpoint"``, written atomicall
 - ``optimizer/<name>`` the torch optimiser's per-parameter state (``exp_avg``, ``step``...)
 - ``history/<name>``   the history so far (see :class:`spinsa.fit.FitResult`)
 - ``lbfgs/<name>``     per-row L-BFGS bookkeeping (iterations, finished flags, last losses)
+- ``method/<name>``    what a method or a parametrisation carries between steps: the
+                       persistent chains of PCD (``chains``), the factors of J (``K``, ``Q``)
 - root attributes      epoch/segment and step counters, the numpy generator's state, the
                        wall time so far, the data's SHA-1 and shape, the config
 
@@ -47,6 +49,7 @@ class FitState:
     epoch: int = 0  # torch: epochs done; L-BFGS: segments done
     step: int = 0
     optimizer: dict[str, np.ndarray] = field(default_factory=dict)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # chains, factors of J
     step_loss: list[float] = field(default_factory=list)
     step_grad_norm: list[float] = field(default_factory=list)
     step_norm: list[float] = field(default_factory=list)
@@ -88,6 +91,8 @@ def save_checkpoint(path, state: FitState, config, fingerprint: str) -> None:
     }
     if state.optimizer:
         arrays["optimizer"] = {k: np.asarray(v) for k, v in state.optimizer.items()}
+    if state.extra:
+        arrays["method"] = dict(state.extra)
     if state.row_iters is not None:
         arrays["lbfgs"] = {k: getattr(state, k) for k in _ROWS}
     attrs = {
@@ -138,6 +143,7 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
     hist, _ = io.read_group(path, "history")
     optimizer = io.read_group(path, "optimizer")[0] if "optimizer" in info.groups else {}
     lb = io.read_group(path, "lbfgs")[0] if "lbfgs" in info.groups else {}
+    extra = io.read_group(path, "method")[0] if "method" in info.groups else {}
     epoch = int(a["epoch"])
     return FitState(
         J=np.ascontiguousarray(state_arrays["couplings"]),
@@ -146,6 +152,7 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
         epoch=epoch,
         step=int(a["step"]),
         optimizer=optimizer,
+        extra=extra,
         **{k: list(hist[k]) for k in HISTORY},
         wall_time=float(a["wall_time"]),
         n_samples_seen=float(a["n_samples_seen"]),

@@ -15,9 +15,12 @@ from typing import Any, Literal
 import numpy as np
 
 from spinsa._checks import check_choice, check_count, check_positive, check_real
-from spinsa._config import check_keys
+from spinsa._config import check_keys, config_to_dict
 
 _CHOICES = {
+    "method": ("pl", "cd", "bptt"),
+    "couplings": ("full", "factorised", "shared"),
+    "task": ("masked", "denoise"),
     "backend": ("torch", "lbfgs"),
     "constraint": ("global", "row", "l2"),
     "optimizer": ("adam", "adamw", "sgd"),
@@ -28,12 +31,23 @@ _CHOICES = {
     "unit_spins": ("warn", "normalize", "ignore"),
 }
 # Validation tables of FitConfig: reals > 0 (or None), and (field, minimum) of the integers.
-_POSITIVE = ("lam", "l2", "lr", "gtol", "ftol")
+_POSITIVE = ("lam", "l2", "lr", "gtol", "ftol", "noise_std")
 _POSITIVE_OR_NONE = ("norm", "clip", "score_clamp")
 _COUNTS = {"seed": 0, "epochs": 0, "batch_size": 1, "checkpoint_every": 1, "eval_every": 1,
-           "max_iter": 0, "history_size": 1, "segment_iters": 1}  # fmt: skip
-_COUNTS_OR_NONE = ("chunk_size", "workers", "lr_decay_every")
-_FLAGS = ("check_memory", "project_grad", "standardize")
+           "max_iter": 0, "history_size": 1, "segment_iters": 1, "k": 1, "tau_min": 1,
+           "tau_max": 1, "heads": 1}  # fmt: skip
+_COUNTS_OR_NONE = ("chunk_size", "workers", "lr_decay_every", "rank")
+_FLAGS = ("check_memory", "project_grad", "standardize", "persistent")
+
+# The options that belong to one training method or one parametrisation of J: refused with
+# another one, and left out of ``to_dict`` there (so a plain fit's stored config, and every
+# hash made of it, is the same as before these options existed).
+_OPTIONS_OF = {
+    ("method", "cd"): ("k", "persistent"),
+    ("method", "bptt"): ("tau_min", "tau_max", "task", "mask_fraction", "noise_std"),
+    ("method", ("cd", "bptt")): ("gamma",),
+    ("couplings", ("factorised", "shared")): ("heads", "rank"),
+}
 
 # The published notebook's recipe (DESIGN §4), checked line by line against its training
 # cell. Values given to ``FitConfig.from_preset`` override these; ``epochs`` is not part of
@@ -101,6 +115,42 @@ class FitConfig:
     score_clamp : float or None
         Clamp the scores, s_ij ← min(s_ij, score_clamp), before λ (the notebook: 20); the
         gradient is zero where the clamp acts.
+    method : {"pl", "cd", "bptt"}
+        What J minimises (DESIGN §4c). ``"pl"``: the pseudo-likelihood L(J). ``"cd"``:
+        contrastive divergence, the gradient ∂⟨e⟩_data/∂J − ∂⟨e⟩_model/∂J, both terms the
+        closed form of §4, the model's states reached by ``k`` steps of the dynamics from the
+        minibatch (CD-k) or from persistent chains (PCD). ``"bptt"``: the task's error after
+        τ ~ U{``tau_min``..``tau_max``} steps of the dynamics, differentiated by torch
+        autograd through the unrolled steps (one step's intermediates kept at a time:
+        gradient checkpointing). Both run on the minibatch ``"torch"`` backend.
+    k : int
+        CD: steps of the dynamics from the data (or the chains) to the model's states.
+    persistent : bool
+        CD: persistent chains (PCD), one per minibatch slot, started at the first minibatch
+        and carried from step to step (and through checkpoints).
+    gamma : float
+        CD and BPTT: γ of the dynamics x_i ← (h_i + γ x_i)/|h_i + γ x_i| at λ = ``lam``.
+    tau_min, tau_max : int
+        BPTT: the number of unrolled steps τ is drawn uniformly in {tau_min..tau_max} per
+        minibatch (the recycled block's recipe: 3..7).
+    task : {"masked", "denoise"}
+        BPTT: the task whose error is minimised, in spin space: ``"masked"`` sets a fraction
+        ``mask_fraction`` of the tokens to the zero spin (as the masked task does);
+        ``"denoise"`` adds N(0, noise_std²) to every spin component and projects back on the
+        sphere. The loss is the mean squared distance between x(τ) and the clean spins, over
+        all tokens.
+    mask_fraction : float
+        BPTT, masked task: the fraction of tokens masked, in (0, 1).
+    noise_std : float
+        BPTT, denoising task: the noise's standard deviation per spin component.
+    couplings : {"full", "factorised", "shared"}
+        How J is parametrised (torch backend). ``"full"``: every block J_ij free.
+        ``"factorised"``: J_ij = Σ_h K_ijhᵀ Q_ijh, ``heads`` heads of rank ``rank``
+        (DESIGN §4c). ``"shared"``: the transformer's position-independent J_ij = Σ_h K_hᵀ Q_h
+        for every i ≠ j. The optimiser moves the factors (gradient by the chain rule from the
+        closed form); the result holds J expanded, so every analysis runs on it unchanged.
+    heads, rank : int
+        Factorised couplings: number of heads and rank r of each (``rank=None``: d).
     epochs : int
         Passes over the data (torch backend).
     batch_size : int
@@ -175,6 +225,19 @@ class FitConfig:
     dtype: Literal["float32", "float64"] = "float32"
     standardize: bool = False
     score_clamp: float | None = None
+    # what is minimised, and how J is parametrised (DESIGN §4c)
+    method: Literal["pl", "cd", "bptt"] = "pl"
+    k: int = 1
+    persistent: bool = False
+    gamma: float = 1.0
+    tau_min: int = 3
+    tau_max: int = 7
+    task: Literal["masked", "denoise"] = "masked"
+    mask_fraction: float = 0.3
+    noise_std: float = 0.5
+    couplings: Literal["full", "factorised", "shared"] = "full"
+    heads: int = 1
+    rank: int | None = None
     # torch backend
     epochs: int = 20
     batch_size: int = 256
@@ -210,12 +273,14 @@ class FitConfig:
             check_choice(self.preset, "preset", tuple(PRESETS))
         # numbers are stored as float and int so that asdict() round-trips through HDF5 attrs
         values = {name: check_positive(getattr(self, name), name) for name in _POSITIVE}
-        for name in ("weight_decay", "momentum", "lr_decay"):
+        for name in ("weight_decay", "momentum", "lr_decay", "gamma", "mask_fraction"):
             values[name] = check_real(getattr(self, name), name)
             if values[name] < 0 and name != "lr_decay":
                 raise ValueError(f"{name} must be a finite number >= 0, got {values[name]!r}")
         if not 0 < values["lr_decay"] <= 1:
             raise ValueError(f"lr_decay must be a number in (0, 1], got {self.lr_decay!r}")
+        if not 0 < values["mask_fraction"] < 1:
+            raise ValueError(f"mask_fraction must be in (0, 1), got {self.mask_fraction!r}")
         values |= {name: check_count(getattr(self, name), name, m) for name, m in _COUNTS.items()}
         for name in _POSITIVE_OR_NONE:  # None, or as above
             if getattr(self, name) is not None:
@@ -227,6 +292,7 @@ class FitConfig:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
             values[name] = bool(getattr(self, name))
+        self._check_method(values)
         if self.backend == "lbfgs" and self.site_sampling != "all":
             raise ValueError(
                 "site_sampling='one' is a minibatch recipe of the torch backend; the 'lbfgs' "
@@ -234,6 +300,42 @@ class FitConfig:
             )
         for name, value in values.items():
             object.__setattr__(self, name, value)
+
+    def _check_method(self, values: dict) -> None:
+        """Refuse the options of a method or parametrisation not in use, and what the
+        chosen one cannot do."""
+        for (field, which), names in _OPTIONS_OF.items():
+            if getattr(self, field) in ((which,) if isinstance(which, str) else which):
+                continue
+            for name in names:
+                if getattr(self, name) != _DEFAULTS[name]:
+                    raise ValueError(
+                        f"{name} is an option of {field}={which!r}, not of "
+                        f"{field}={getattr(self, field)!r}; leave it out or set {field}"
+                    )
+        if values["tau_max"] < values["tau_min"]:
+            raise ValueError(f"tau_max ({self.tau_max}) must be >= tau_min ({self.tau_min})")
+        uses_torch = self.method != "pl" or self.couplings != "full"
+        if uses_torch and self.backend != "torch":
+            raise ValueError(
+                f"method={self.method!r} with couplings={self.couplings!r} runs on the "
+                "minibatch backend: use backend='torch' (L-BFGS needs one fixed objective and "
+                "full couplings)"
+            )
+        if self.couplings == "shared" and self.constraint == "row":
+            raise ValueError(
+                "couplings='shared' has one block for every pair, so its rows cannot have "
+                "norms of their own; use constraint='global' or 'l2'"
+            )
+        if self.method != "pl" and self.site_sampling != "all":
+            raise ValueError(f"site_sampling='one' is a recipe of method='pl', not {self.method!r}")
+        if self.method == "cd" and self.score_clamp is not None:
+            raise ValueError("score_clamp applies to method='pl' (the clamped notebook loss)")
+        if self.method == "bptt" and (self.standardize or self.score_clamp is not None):
+            raise ValueError(
+                "method='bptt' unrolls the design's dynamics; standardize and score_clamp are "
+                "the notebook's and do not apply"
+            )
 
     @classmethod
     def from_preset(cls, preset: str | None = None, **options) -> FitConfig:
@@ -255,9 +357,19 @@ class FitConfig:
         values = {**PRESETS[preset], **options, "preset": preset}
         return cls(**values)
 
+    def unused_options(self) -> tuple[str, ...]:
+        """The options of the methods and parametrisations not in use (at their defaults,
+        left out of :meth:`to_dict`); ``method`` and ``couplings`` too at their defaults, so
+        that a plain fit's config reads as it did before they existed."""
+        unused = [f for f in ("method", "couplings") if getattr(self, f) == _DEFAULTS[f]]
+        for (field, which), names in _OPTIONS_OF.items():
+            if getattr(self, field) not in ((which,) if isinstance(which, str) else which):
+                unused += names
+        return tuple(unused)
+
     def to_dict(self) -> dict[str, Any]:
-        """The config as a plain dict (``dataclasses.asdict``)."""
-        return dataclasses.asdict(self)
+        """The config as a plain dict of its fields, less :meth:`unused_options`."""
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> FitConfig:
@@ -270,3 +382,6 @@ class FitConfig:
     @property
     def np_dtype(self) -> np.dtype:
         return np.dtype(self.dtype)
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(FitConfig)}

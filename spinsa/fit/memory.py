@@ -210,6 +210,13 @@ def _fit_torch(P: int, N: int, d: int, config) -> MemoryEstimate:
         (work[0], work[1], where),
         ("epoch evaluation on the host (float64)", nJ * (s + 3 * 8), "host"),
     ]
+    if config.method == "bptt":  # checkpointing: τ + 1 states and one step's intermediates
+        states = (config.tau_max + 1) * batch * N * d * s
+        parts.append((f"unrolled states (tau <= {config.tau_max})", states, where))
+        parts.append(("one step's intermediates (backward)", _INTERMEDIATES * batch * N * N * d * s,
+                      where))  # fmt: skip
+    elif config.method == "cd":
+        parts.append(("the model's states (CD chains)", 2 * batch * N * d * s, where))
     if where == "device":
         parts.append(("patterns on the GPU", P * N * d * s, "device"))
     else:

@@ -58,6 +58,10 @@ class FitResult:
     n_samples_seen : int
         Patterns processed, counted in evaluations of the full objective (a one-site or
         one-row evaluation counts 1/N of a pattern), for throughput figures.
+    factors : dict of str to ndarray
+        Factorised couplings (``couplings="factorised"`` or ``"shared"``): ``K`` and ``Q``,
+        (N, N, H, r, d) or (H, r, d), with J_ij = Σ_h K_ijhᵀ Q_ijh; empty otherwise. ``J`` is
+        their expansion.
     """
 
     J: np.ndarray
@@ -73,6 +77,7 @@ class FitResult:
     message: str = ""
     resumed_from: int = 0
     n_samples_seen: int = 0
+    factors: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         J = np.asarray(self.J)
@@ -119,9 +124,10 @@ def save_fit(path, result, overwrite: bool = False, attrs: dict | None = None) -
 
     Layout: ``J`` (N, N, d, d) float32; ``history/step_loss``, ``history/step_grad_norm``,
     ``history/step_norm`` (n_steps,) and ``history/epoch_loss``, ``history/epoch_grad_norm``
-    (n_epochs + 1,); the FitConfig as the file's config; ``loss``, ``wall_time``, ``device``,
-    ``converged``, ``message``, ``resumed_from``, ``n_samples_seen`` as root attributes, plus
-    ``attrs`` (e.g. where the data came from).
+    (n_epochs + 1,); ``factors/{K, Q}`` for factorised couplings; the FitConfig as the
+    file's config; ``loss``, ``wall_time``, ``device``, ``converged``, ``message``,
+    ``resumed_from``, ``n_samples_seen`` as root attributes, plus ``attrs`` (e.g. where the
+    data came from).
     """
     root = {
         "loss": result.loss,
@@ -134,6 +140,8 @@ def save_fit(path, result, overwrite: bool = False, attrs: dict | None = None) -
         **(attrs or {}),
     }
     arrays = {"J": result.J, "history": result.history()}
+    if result.factors:
+        arrays["factors"] = dict(result.factors)
     return io.write_file(
         path,
         arrays,
@@ -153,6 +161,7 @@ def load_fit(path):
     known = {f.name for f in dataclasses.fields(FitConfig)}
     config = FitConfig(**{k: v for k, v in info.config.items() if k in known})
     hist, _ = io.read_group(path, "history")
+    factors = io.read_group(path, "factors")[0] if "factors" in info.groups else {}
     a = info.attrs
     return FitResult(
         J=info.array("J"),
@@ -163,5 +172,6 @@ def load_fit(path):
         message=a.get("message", ""),
         resumed_from=int(a.get("resumed_from", 0)),
         n_samples_seen=int(a.get("n_samples_seen", 0)),
+        factors=factors,
         **hist,
     )

@@ -70,7 +70,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from spinsa._config import flatten
+from spinsa._config import config_to_dict, flatten
 from spinsa._files import atomic_path
 from spinsa.io.schema import (
     COUPLINGS_DTYPE,
@@ -534,7 +534,7 @@ def _root_attrs(kind: str, attrs: Mapping | None, config: Any, seeds: Mapping | 
             raise TypeError(
                 f"config must be a dataclass instance or a mapping, got {type(config).__name__}"
             )
-        cfg = dataclasses.asdict(config) if is_dataclass else dict(config)
+        cfg = config_to_dict(config) if is_dataclass else dict(config)
         try:
             out["config_json"] = to_json(cfg)
         except (TypeError, ValueError) as err:

@@ -1,0 +1,113 @@
+"""The minibatch gradient of each training method, ∂loss/∂J for the expanded couplings.
+
+- ``"pl"``: the pseudo-likelihood's closed form (DESIGN §4);
+- ``"cd"``: contrastive divergence, G(data) − G(model) with G the same closed form and the
+  model's states k steps of the dynamics away from the data (CD-k) or from persistent
+  chains (PCD); its "loss" is ⟨e⟩_data − ⟨e⟩_model;
+- ``"bptt"``: the task's error after τ unrolled steps, by torch autograd
+  (:mod:`spinsa.fit.backprop`).
+
+On the CPU the closed form and the dynamics are the numba kernels (:mod:`spinsa.kernels`);
+on a GPU they are torch (the closed form of :mod:`spinsa.fit.torch_backend` and
+:func:`spinsa.fit.backprop.torch_step`). Each gradient is a callable
+``gradient(idx, J, rng) -> (loss, grad)`` with ``idx`` the minibatch's pattern indices and J
+the current couplings (a tensor); ``grad`` is a tensor on J's device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spinsa.fit.backprop import corrupt, torch_step, unrolled_loss
+from spinsa.fit.torch_backend import closed_form as torch_closed_form
+from spinsa.kernels import dynamics as _k_dynamics
+from spinsa.kernels import objective as _k_objective
+
+__all__ = ["make_gradient"]
+
+
+def _sweeps(x: np.ndarray, J: np.ndarray, lam: float, gamma: float, steps: int) -> np.ndarray:
+    """x (P, N, d) after ``steps`` synchronous steps of eq. 1 on the sphere: the sweep kernel
+    of :func:`spinsa.run` without its checks, records and energies (this runs once per
+    minibatch). The fast path's bounds are the blocks' Frobenius norms: above the spectral
+    norms of ``block_bounds``, so as safe, and far cheaper to get for a J used only once."""
+    Xt = _k_dynamics.to_tiles(x)
+    new = np.empty_like(Xt)
+    energies = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=Xt.dtype)
+    bounds = np.linalg.norm(J, axis=(2, 3)).astype(J.dtype)
+    sphere = _k_dynamics.NORM_CODES["sphere"]
+    for _ in range(steps):
+        _k_dynamics.sweep(Xt, J, lam, np.inf, gamma, sphere, True, new, energies, bounds)
+        Xt, new = new, Xt
+    return _k_dynamics.from_tiles(Xt, x.shape[0])
+
+
+def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
+    """The minibatch gradient of ``config.method`` on the patterns ``xi`` (numpy, P N d) /
+    ``x_all`` (the same, a tensor on the fit's device); ``state.extra`` keeps PCD's chains."""
+    dev = x_all.device
+    on_cpu = dev.type == "cpu"
+    clamp = config.score_clamp
+    lam = config.lam
+    exclude = torch.eye(xi.shape[1], dtype=torch.bool, device=dev)
+
+    def closed_form(x, J):
+        """(⟨Σ_i e_i⟩, ∂/∂J) on states x (numpy on the CPU, a tensor on the GPU)."""
+        if on_cpu:
+            G = np.empty(J.shape, dtype=xi.dtype)
+            loss = _k_objective.loss_and_grad(x, J.numpy(), lam, G, np.inf if clamp is None
+                                              else clamp)  # fmt: skip
+            return float(loss), torch.from_numpy(G)
+        loss, G = torch_closed_form(torch, x, J, lam, chunk, exclude, clamp)
+        return float(loss), G
+
+    def advance(x, J, steps: int):
+        """x after ``steps`` steps of the dynamics at λ = lam, γ = gamma."""
+        if on_cpu:
+            return _sweeps(x, J.numpy(), lam, config.gamma, steps)
+        for _ in range(steps):
+            x = torch_step(torch, x, J, lam, config.gamma, exclude)
+        return x
+
+    def batch(idx):
+        return xi[idx] if on_cpu else x_all.index_select(0, torch.from_numpy(idx).to(dev))
+
+    if config.method == "pl":
+        return lambda idx, J, rng: closed_form(batch(idx), J)
+
+    if config.method == "cd":
+
+        def cd(idx, J, rng):
+            x = batch(idx)
+            if not config.persistent:
+                start = x
+            else:  # the chains start at the first minibatch and carry on from there
+                chains = state.extra.get("chains")
+                start = (
+                    x
+                    if chains is None
+                    else (chains if on_cpu else torch.from_numpy(chains).to(dev))
+                )
+            model = advance(start, J, config.k)
+            if config.persistent:
+                state.extra["chains"] = model if on_cpu else model.cpu().numpy()
+            loss_data, G = closed_form(x, J)
+            loss_model, G_model = closed_form(model, J)
+            return loss_data - loss_model, G.sub_(G_model)
+
+        return cd
+
+    def bptt(idx, J, rng):
+        clean = xi[idx]
+        tau = int(rng.integers(config.tau_min, config.tau_max + 1))
+        x0 = corrupt(clean, config.task, rng, config.mask_fraction, config.noise_std)
+        Jp = J.detach().requires_grad_(True)
+        with torch.enable_grad():
+            loss = unrolled_loss(
+                torch, torch.from_numpy(x0).to(dev), torch.from_numpy(clean).to(dev), Jp,
+                lam, config.gamma, tau,
+            )  # fmt: skip
+            (G,) = torch.autograd.grad(loss, Jp)
+        return float(loss), G
+
+    return bptt
