@@ -321,7 +321,7 @@ def run_benchmarks(args) -> int:
         _print_pair(title, res, peak, ratio)
     verdicts = [] if args.quick or device != "cpu" else _targets(runs)
     if verdicts:
-        print("\ntargets of the performance issue (this machine, this run)")
+        print("\ntargets (this machine, this run)")
         for line, _ in verdicts:
             print(f"  {line}")
     if args.json:

@@ -151,3 +151,24 @@ def test_bad_input_is_one_line_and_a_status(runs, tmp_path, capsys):
     code, err = _cli([runs.a, runs.other, "-o", out], capsys)
     assert code == EXIT_CODES["usage"] and "data.seed" in err and "[data]" in err
     assert not out.exists()  # refused before any work
+
+
+def test_reproduce_layout_reads_the_evaluations_beside_the_fits(runs, tmp_path):
+    """``spinsa reproduce`` writes fit-<model>.h5 and eval-<model>-<task>.h5: compare finds
+    the evaluations of a fit file in its siblings."""
+    from spinsa.experiments import evaluate
+
+    for name, source in (("alpha", runs.a), ("beta", runs.b)):
+        config = ExperimentConfig.from_toml(f'name = "{name}"\n' + SHARED)
+        if name == "beta":
+            config = config.with_overrides({"fit.lam": 2.0})
+        fit = train(config, tmp_path / f"fit-{name}.h5")
+        for task in ("masked", "denoise"):
+            evaluate(fit, task, out=tmp_path / f"eval-{name}-{task}.h5")
+    compare_runs([tmp_path / "fit-alpha.h5", tmp_path / "fit-beta.h5"], tmp_path / "out",
+                 n_data=30)  # fmt: skip
+    h5 = tmp_path / "out" / "compare.h5"
+    assert {"tasks/masked", "tasks/denoise"} <= set(list_analyses(h5))
+    in_file = load_analysis(runs.root / "out" / "compare.h5", "tasks/masked")
+    beside = load_analysis(h5, "tasks/masked")
+    np.testing.assert_allclose(beside.best_error, in_file.best_error)

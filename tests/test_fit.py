@@ -327,18 +327,25 @@ def test_config_round_trips_through_a_dict():
 
 # ----------------------------------------------------------------- memory
 def test_estimate_memory_scales_and_names_the_knob():
-    small = estimate_memory(100, 16, 4, backend="torch", device="cpu", chunk_size=10)
-    large = estimate_memory(100, 16, 4, backend="torch", device="cpu", chunk_size=100)
+    # on a GPU the torch closed form's chunk is the knob
+    small = estimate_memory(100, 16, 4, backend="torch", device="cuda", chunk_size=10)
+    large = estimate_memory(100, 16, 4, backend="torch", device="cuda", chunk_size=100)
     per_sample = 4 * 16 * 16 * 4 * 4
-    assert large.host_bytes - small.host_bytes == 90 * per_sample
+    assert large.device_bytes - small.device_bytes == 90 * per_sample
+    with pytest.raises(InsufficientMemoryError, match="chunk_size"):
+        large.check(host_available=2**40, device_available=1000)
+    # on the CPU the numba closed form streams the minibatch: batch_size is the knob
+    small = estimate_memory(1000, 16, 4, backend="torch", device="cpu", batch_size=10)
+    large = estimate_memory(1000, 16, 4, backend="torch", device="cpu", batch_size=100)
+    assert large.host_bytes - small.host_bytes == 16 * 4 * 90 * 4
     assert (
         estimate_memory(100, 16, 4, backend="lbfgs", dtype="float64").host_bytes
         > estimate_memory(100, 16, 4, backend="lbfgs").host_bytes
     )
-    with pytest.raises(InsufficientMemoryError, match="chunk_size") as err:
+    with pytest.raises(InsufficientMemoryError, match="batch_size") as err:
         large.check(host_available=1000)
     assert isinstance(err.value, MemoryError) and isinstance(err.value, ValueError)
-    assert "needs about 1.8 MiB of RAM" in str(err.value)
+    assert "needs about 733.0 KiB of RAM" in str(err.value)
 
 
 def test_lbfgs_memory_beyond_the_patterns_does_not_grow_with_p():

@@ -208,6 +208,9 @@ def test_kill_and_resume_gives_the_uninterrupted_result(rng, tmp_path, opts):
         (dict(couplings="shared", constraint="row"), "rows cannot have"),
         (dict(method="cd", site_sampling="one"), "site_sampling='one'"),
         (dict(method="nce"), "method"),
+        (dict(method="cd", standardize=True), "standardize and score_clamp"),
+        (dict(method="bptt", noise_std=0.2), "noise_std is an option of task='denoise'"),
+        (dict(method="bptt", task="denoise", mask_fraction=0.5), "option of task='masked'"),
     ],
 )
 def test_bad_method_options_are_refused(options, message):
@@ -223,3 +226,24 @@ def test_plain_configs_store_no_method_options():
     cd = FitConfig(method="cd", k=5).to_dict()
     assert cd["method"] == "cd" and cd["k"] == 5 and "tau_min" not in cd
     assert FitConfig.from_dict(cd) == FitConfig(method="cd", k=5)
+
+
+def test_factorised_fits_refuse_what_they_cannot_use(rng):
+    xi = small(rng, P=8, N=5, d=3)
+    J0 = spinsa.random_couplings(5, 3, seed=0)
+    with pytest.raises(ValueError, match="not from J0"):
+        spinsa.fit_pseudolikelihood(xi, J0, couplings="factorised", device="cpu")
+    with pytest.raises(ValueError, match="rank must be <= d = 3"):
+        spinsa.fit_pseudolikelihood(xi, couplings="factorised", rank=4, device="cpu")
+
+
+def test_factorised_start_matches_its_factors_and_has_no_diagonal(rng):
+    """With no epoch the result is the rescaled start: J is the expansion of the factors
+    returned, and the diagonal factors (which J never sees) are zero."""
+    xi = small(rng, P=8, N=5, d=3)
+    res = spinsa.fit_pseudolikelihood(xi, couplings="factorised", heads=2, rank=1, epochs=0,
+                                      norm=2.0, device="cpu")  # fmt: skip
+    K, Q = res.factors["K"], res.factors["Q"]
+    np.testing.assert_allclose(np.einsum("ijhca,ijhcb->ijab", K, Q), res.J, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(res.J), 2.0, rtol=1e-5)
+    assert not K[np.arange(5), np.arange(5)].any() and not Q[np.arange(5), np.arange(5)].any()

@@ -25,6 +25,7 @@ The results and what they are computed on:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -134,7 +135,10 @@ def _check_same_data(paths, configs, infos) -> None:
 
 def _differing(configs, names) -> dict[str, list]:
     """``key -> one value per model`` for the config keys where the runs differ."""
-    flats = [flatten(c.to_dict()) for c in configs]
+    # every field, also the options a fit's stored config leaves out at their defaults
+    flats = [
+        {**flatten(c.to_dict()), **flatten({"fit": dataclasses.asdict(c.fit)})} for c in configs
+    ]
     keys = sorted(set().union(*flats) - {"name"})
     return {k: [f.get(k) for f in flats] for k in keys if len({repr(f.get(k)) for f in flats}) > 1}
 
@@ -186,7 +190,7 @@ def compare_runs(
         Directory of ``compare.h5``, ``report.md`` and the figures (created if needed).
     n_data : int
         Training and test images on which the attention entropy and the pseudo-likelihood
-        are measured (evenly spaced in each split).
+        are measured: evenly spaced training images, and the run's first test images.
     overwrite : bool
         Replace an earlier comparison in ``out_dir`` (default: refuse before any work).
     progress : bool
@@ -203,6 +207,8 @@ def compare_runs(
         )
     n_data = check_count(n_data, "n_data", 2)
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out} is a file; give a directory for the comparison (-o)")
     h5, report = out / H5_NAME, out / REPORT_NAME
     if not overwrite and (h5.exists() or report.exists()):
         raise FileExistsError(

@@ -187,9 +187,9 @@ _COST = {
     "lbfgs_evals": 7,  # objective evaluations of a fit at the notebook's |J| (converges)
     "torch_epoch": 2.8e-11,  # one damico2024 epoch (one site per step), per pattern and unit
     # training methods (docs/training-methods.md, batch 256): per pattern and pair unit
-    "pl_epoch": 6.8e-11,  # one all-sites pseudo-likelihood epoch
-    "cd_epoch": 3.3e-10,  # one CD-1 epoch at lambda_train = 5 ...
-    "cd_step": 1.6e-11,  # ... and each further step of the chains
+    "pl_epoch": 5.1e-11,  # one all-sites pseudo-likelihood epoch
+    "cd_epoch": 1.2e-10,  # one CD-1 epoch at lambda_train = 5 ...
+    "cd_step": 2.9e-11,  # ... and each further step of the chains
     "bptt_epoch": 2.6e-9,  # one backprop-through-dynamics epoch, per unrolled step
     "dynamics": 6.5e-11,  # one step of one image, per pair unit, errors included
     "references": 2.5e-3,  # the references of one task, per test image (50,000 training)

@@ -12,8 +12,8 @@ Beyond the pseudo-likelihood (DESIGN §4c), on the minibatch backend, with the s
 constraints, checkpoints and result (``method=``, ``couplings=`` of :class:`FitConfig`):
 
 - ``method="cd"``: contrastive divergence, CD-k or persistent chains (PCD); both terms are
-  the closed-form gradient above, the model's states reached by the numba dynamics
-  (:mod:`spinsa.fit.gradients`);
+  the closed-form gradient above, the model's states reached by the dynamics (numba on
+  the CPU, torch on a GPU: :mod:`spinsa.fit.gradients`);
 - ``method="bptt"``: the task's error after τ ~ U{3..7} unrolled steps of the dynamics,
   by torch autograd with gradient checkpointing (:mod:`spinsa.fit.backprop`);
 - ``couplings="factorised"`` or ``"shared"``: J_ij = Σ_h K_ijhᵀ Q_ijh per pair, or one

@@ -240,6 +240,16 @@ def fit_pseudolikelihood(
     if config.check_memory:
         estimate_memory(P, N, d, config=config).check()
 
+    if config.couplings != "full":
+        if J0 is not None:
+            raise ValueError(
+                f"couplings={config.couplings!r} starts from random factors, not from J0; "
+                "leave J0 out (the fit keeps the norm the config's init or norm gives)"
+            )
+        if config.rank is not None and config.rank > d:
+            raise ValueError(
+                f"rank must be <= d = {d} (a d x d block has rank <= d), got {config.rank}"
+            )
     fingerprint = data_fingerprint(xi)
     if J0 is not None:
         J0 = check_couplings(J0, N, d, dtype=dtype, name="J0").copy()

@@ -45,6 +45,8 @@ _FLAGS = ("check_memory", "project_grad", "standardize", "persistent")
 _OPTIONS_OF = {
     ("method", "cd"): ("k", "persistent"),
     ("method", "bptt"): ("tau_min", "tau_max", "task", "mask_fraction", "noise_std"),
+    ("task", "masked"): ("mask_fraction",),
+    ("task", "denoise"): ("noise_std",),
     ("method", ("cd", "bptt")): ("gamma",),
     ("couplings", ("factorised", "shared")): ("heads", "rank"),
 }
@@ -329,8 +331,11 @@ class FitConfig:
             )
         if self.method != "pl" and self.site_sampling != "all":
             raise ValueError(f"site_sampling='one' is a recipe of method='pl', not {self.method!r}")
-        if self.method == "cd" and self.score_clamp is not None:
-            raise ValueError("score_clamp applies to method='pl' (the clamped notebook loss)")
+        if self.method == "cd" and (self.standardize or self.score_clamp is not None):
+            raise ValueError(
+                "method='cd' compares the data with states of the design's dynamics (unit "
+                "spins); standardize and score_clamp are the notebook's and do not apply"
+            )
         if self.method == "bptt" and (self.standardize or self.score_clamp is not None):
             raise ValueError(
                 "method='bptt' unrolls the design's dynamics; standardize and score_clamp are "

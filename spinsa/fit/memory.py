@@ -195,11 +195,13 @@ def _fit_torch(P: int, N: int, d: int, config) -> MemoryEstimate:
     per_sample = _INTERMEDIATES * N * N * d * s
     chunk = config.chunk_size or auto_chunk_size(N, d, s)
     batch = min(config.batch_size, P)
-    # steps see one minibatch at a time; on the GPU the epoch evaluation sees all P in chunks
-    # (on the CPU it runs in the numba kernel)
+    # steps see one minibatch at a time; on the GPU the epoch evaluation sees all P in chunks.
+    # On the CPU the closed form is the numba kernel, which streams the minibatch.
     chunk = min(chunk, P if where == "device" else batch)
     if config.site_sampling == "one" and where == "host":
         work = ("one-site objective of a minibatch", 4 * batch * N * d * s)
+    elif where == "host":
+        work = ("the closed form's transposed chunk", N * d * min(batch, 512) * s)
     else:
         work = (f"objective intermediates, chunk of {chunk} samples", chunk * per_sample)
     opt_buffers = {"adam": 2, "adamw": 2, "sgd": 1}[config.optimizer]
@@ -217,12 +219,19 @@ def _fit_torch(P: int, N: int, d: int, config) -> MemoryEstimate:
                       where))  # fmt: skip
     elif config.method == "cd":
         parts.append(("the model's states (CD chains)", 2 * batch * N * d * s, where))
+    if config.couplings != "full":  # K, Q, their gradients and the optimiser's state of them
+        from spinsa.fit.parametrisation import factor_shape
+
+        n = 2 * int(np.prod(factor_shape(config.couplings, N, d, config.heads, config.rank)))
+        parts.append(("factors K, Q with gradients and state", (2 + opt_buffers) * n * s, where))
     if where == "device":
         parts.append(("patterns on the GPU", P * N * d * s, "device"))
     else:
         parts.append(("patterns in the evaluation kernel's layout", P * N * d * s, "host"))
-    knobs = f"Lower chunk_size (now {chunk} samples, {_fmt(chunk * per_sample)})"
-    knobs += " or batch_size" if where == "host" else ""
+    if where == "host":
+        knobs = f"Lower batch_size (now {batch})"
+    else:
+        knobs = f"Lower chunk_size (now {chunk} samples, {_fmt(chunk * per_sample)})"
     knobs += ", use dtype='float32'" if config.dtype == "float64" else ""
     knobs += ", or fit fewer patterns at once"
     return _finish(parts, device, knobs)

@@ -10,6 +10,8 @@ the same quantity.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from spinsa._torch import device_name, import_torch, resolve_device
@@ -58,7 +60,7 @@ def _load_optimizer_arrays(torch, opt, arrays: dict[str, np.ndarray], dev) -> No
         return
     params = opt.param_groups[0]["params"]
     sd = opt.state_dict()
-    names = {k for k in arrays if "_p" not in k}
+    names = {k for k in arrays if not re.search(r"_p\d+$", k)}
     sd["state"] = {
         i: {k: torch.from_numpy(np.array(arrays[_key(k, i)])) for k in names}
         for i in range(len(params))

@@ -9,8 +9,9 @@ constraint. DESIGN §4c's factorised couplings (the slides' eq. 19):
                                                            position-independent couplings)
 
 with the chain rule ∂L/∂K_h = Q_h Gᵀ and ∂L/∂Q_h = K_h G for G = ∂L/∂J_ij (summed over the
-pairs i ≠ j when shared). J is bilinear in (K, Q), so scaling both by √c scales J by c: that
-is how the factors keep |J| (or every |J_i·|) fixed.
+pairs i ≠ j when shared). The diagonal blocks J_ii are zero: their factors start at zero and
+get no gradient. J is bilinear in (K, Q), so scaling both by √c scales J by c: that is how
+the factors keep |J| (or every |J_i·|) fixed.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ class FactorisedCouplings:
             grad = grad.sum(dim=(0, 1))  # the diagonal blocks of grad are zero
         self.K.grad = self.torch.einsum("...ab,...hcb->...hca", grad, self.Q)
         self.Q.grad = self.torch.einsum("...ab,...hca->...hcb", grad, self.K)
-        if project is not None:  # along (K, Q) is the radial direction of J (scaling)
+        if project is not None:  # (K, Q) is the direction that scales J, and the rescaling
+            # undoes moves along it (the tangent of |J| = const is not exactly its complement)
             _remove_radial(self.torch, [self.K.grad, self.Q.grad], self.tensors, project == "row")
         self._J = None
 
@@ -129,8 +131,11 @@ def make_parametrisation(torch, state, config, dev, rng: np.random.Generator):
     if "K" not in state.extra:
         shape = factor_shape(config.couplings, N, d, config.heads, config.rank)
         dtype = state.J.dtype
-        state.extra["K"] = rng.standard_normal(shape).astype(dtype)
-        state.extra["Q"] = rng.standard_normal(shape).astype(dtype)
+        for name in ("K", "Q"):
+            factor = rng.standard_normal(shape).astype(dtype)
+            if config.couplings == "factorised":
+                factor[np.arange(N), np.arange(N)] = 0  # J_ii = 0
+            state.extra[name] = factor
         fresh = True
     else:
         fresh = False
@@ -141,4 +146,5 @@ def make_parametrisation(torch, state, config, dev, rng: np.random.Generator):
             params.rescale(np.array([np.linalg.norm(state.J)]), "global")
         else:
             params.rescale(state.targets, config.constraint)
+        state.extra.update(params.extra())
     return params

@@ -51,8 +51,9 @@ def figure_cosines(result, *, figsize=None):
     matplotlib.figure.Figure
     """
     names, K = list(result.names), result.cosine.shape[0]
-    fig = new_figure(figsize or (11.0, 4.2))
-    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1.0, 1.4])
+    side = 3.0 + 0.55 * K  # the matrix grows with the models, its numbers stay legible
+    fig = new_figure(figsize or (side + 6.5, side))
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[side, 6.5])
     _heat(
         fig,
         ax1,
@@ -67,22 +68,27 @@ def figure_cosines(result, *, figsize=None):
     ax1.set_yticks(range(K), names, fontsize=8)
     for a in range(K):
         for b in range(K):
-            ax1.text(b, a, f"{result.cosine[a, b]:.3f}", ha="center", va="center", fontsize=8)
+            ax1.text(b, a, f"{result.cosine[a, b]:.2f}", ha="center", va="center", fontsize=7)
+    # per pair of tokens: every other tensor against the first (K - 1 curves, not K(K-1)/2)
     for p, (a, b) in enumerate(result.pairs):
+        if a != 0:
+            continue
         cos = result.pair_cosine[p]
-        label = f"{names[a]} vs {names[b]}: mean {result.mean[p]:.3f}"
+        label = f"{names[b]}: mean {result.mean[p]:.3f}"
         ax2.hist(
             cos[np.isfinite(cos)],
             bins=50,
             range=(-1, 1),
             histtype="step",
             lw=1.5,
-            color=f"C{p}",
+            color=f"C{b}",
             label=label,
             density=True,
         )
-        ax2.axvline(result.mean[p], color=f"C{p}", lw=0.8, ls="--")
-    finish(ax2, "per pair of tokens (i, j)", r"cosine of the blocks $J_{ij}$", "density")
+        ax2.axvline(result.mean[p], color=f"C{b}", lw=0.8, ls="--")
+    ax2.legend(fontsize=7, loc="upper left")
+    finish(ax2, f"per pair of tokens (i, j), against {names[0]}", r"cosine of the blocks $J_{ij}$",
+           "density", legend=False)  # fmt: skip
     fig.suptitle("How alike the couplings are", fontsize=11)
     return fig
 
@@ -150,8 +156,12 @@ def figure_distance(result, *, unit: str = "pixels", figsize=None):
     """
     K = len(result.names)
     maps = result.offset is not None
-    fig = new_figure(figsize or (5.0 + (3.6 * K if maps else 0.0), 4.0))
-    axes = fig.subplots(1, 1 + (K if maps else 0), squeeze=False)[0]
+    cols = min(K, 4) if maps else 0  # the maps four to a row, right of the curves
+    rows = -(-K // 4) if maps else 1
+    fig = new_figure(figsize or (5.0 + 3.6 * cols, 3.6 * rows))
+    grid = fig.add_gridspec(rows, 1 + cols)
+    axes = [fig.add_subplot(grid[:, 0])]
+    axes += [fig.add_subplot(grid[k // 4, 1 + k % 4]) for k in range(K if maps else 0)]
     for k, name in enumerate(result.names):
         axes[0].errorbar(
             result.bin_distance,
@@ -164,6 +174,7 @@ def figure_distance(result, *, unit: str = "pixels", figsize=None):
             label=name,
         )
     axes[0].axhline(1.0, color="0.5", lw=0.8, ls="--")
+    axes[0].set_yscale("log")  # a tensor with its norm in a few pairs spans decades
     finish(
         axes[0],
         "strength against distance",
@@ -171,8 +182,9 @@ def figure_distance(result, *, unit: str = "pixels", figsize=None):
         r"$|J_{ij}|_F$ / mean over pairs",
     )
     if maps:
-        top = float(np.nanmax(result.offset))
         for k, name in enumerate(result.names):
+            top = float(np.nanpercentile(result.offset[k], 99))  # its own scale: one tensor
+            # with a few strong pairs would wash out the others
             gh, gw = (s // 2 + 1 for s in result.offset.shape[1:])
             _heat(
                 fig,
