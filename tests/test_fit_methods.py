@@ -3,7 +3,7 @@ dynamics, factorised couplings (DESIGN §4c)."""
 
 import numpy as np
 import pytest
-from test_fit_backends import Killed, _killer, small
+from test_fit_backends import Killed, _killer, one_torch_thread, small  # noqa: F401 (autouse)
 
 import spinsa
 from spinsa.analysis import coupling_cosine
@@ -13,14 +13,6 @@ torch = pytest.importorskip("torch")
 
 from spinsa.fit.backprop import bptt_loss_and_grad, corrupt  # noqa: E402
 from spinsa.fit.parametrisation import FactorisedCouplings  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------- contrastive divergence
