@@ -21,11 +21,11 @@ LAYERS = [
     # files on disk and data sets
     ["spinsa.io", "spinsa.datasets"],
     # methods: fitting, analyses, the backprop baselines; the package's public API
-    ["spinsa.fit", "spinsa.analysis", "spinsa.baselines", "spinsa"],
+    ["spinsa.fit", "spinsa.analysis", "spinsa.baselines", "spinsa.sequences", "spinsa"],
     # figures read files, never recompute
     ["spinsa.plotting"],
     # orchestration: experiments end to end, benchmarks
-    ["spinsa.experiments", "spinsa.bench"],
+    ["spinsa.experiments", "spinsa.bench", "spinsa.sequences.pipeline"],
     # phase scans run experiments
     ["spinsa.scan"],
     # the command line

@@ -23,7 +23,7 @@ import sys
 import warnings
 
 from spinsa._checks import MissingDependencyError
-from spinsa.cli import basics, experiments
+from spinsa.cli import basics, experiments, sequences
 from spinsa.cli._common import UsageError
 from spinsa.scan.cli import add_parser as _add_scan
 
@@ -57,6 +57,7 @@ _SUBCOMMANDS = [
     experiments.add_analyze,
     experiments.add_compare,
     experiments.add_plot,
+    sequences.add_sequences,
     _add_scan,
 ]
 

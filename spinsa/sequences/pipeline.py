@@ -1,0 +1,398 @@
+"""``spinsa sequences run``: data -> fits and training -> test errors -> HDF5, figures, report.
+
+Every model predicts the next value of the normalised series from the ``context`` values
+before it, on the same windows:
+
+- the bare self-attention, fitted by pseudo-likelihood on the training windows, reading
+  the masked last token at the t of lowest validation error (:mod:`spinsa.sequences.forecast`);
+- the RNN, the transformer encoder and S4D, trained by backprop with early stopping on the
+  validation windows (:mod:`spinsa.sequences.train`);
+- persistence, the training mean and AR(context) (:mod:`spinsa.sequences.references`).
+
+Then the spin model's own analyses: its error against t, how long each test forecast stays
+better than persistence (the transient's lifetime), and the attractors of the chain from
+random spins. Each stage leaves its file in the output directory (``fit-<key>.h5``,
+``<model>-<key>.ckpt``, the key a hash of the stage's settings and data); run the command
+again after an interruption and it resumes; change a setting and that stage runs anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spinsa import io
+from spinsa._checks import check_choice, check_count, check_positive
+from spinsa._files import atomic_write_text
+from spinsa.sequences.data import split_series, windows
+from spinsa.sequences.forecast import SpinForecaster, best_step, embedding_for, fit_forecaster
+from spinsa.sequences.references import fit_ar, reference_forecasts
+
+__all__ = ["SequenceConfig", "run_sequences", "SEQUENCES_KIND", "error_table"]
+
+SEQUENCES_KIND = "sequences"
+BASELINES = ("rnn", "transformer", "s4d")
+SPIN = "bare SA"
+TWO_WEEKS = 14 * 24  # hours shown in the forecast figure
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    """What ``spinsa sequences run`` does.
+
+    Parameters
+    ----------
+    dataset : str
+        A cached series (``"etth1"``), unless ``csv`` is given.
+    csv : str or None
+        Any CSV with a time column (an ETT file from the user's disk).
+    column : str
+        The series (ETT: ``"OT"``, the oil temperature).
+    context : int
+        Values every model sees before the one it predicts.
+    k, d : int
+        Values per token and spin dimension of the bare self-attention (d = None: 2k).
+    lam_train, lam_eval, gamma, steps
+        λ of the fit, λ, γ and T of the forecasting dynamics.
+    max_iter : int
+        L-BFGS iterations of the fit (full-batch pseudo-likelihood, fixed global norm).
+    norm : float or None
+        |J| kept by the fit (None: the initial couplings' norm).
+    baselines : tuple of str
+        Backprop models to train.
+    epochs, patience, batch_size : int
+        Their training (early stopping on the validation MSE).
+    attractor_starts, attractor_steps : int
+        Random initial conditions and steps used to find the chain's attractors.
+    seed : int
+    """
+
+    dataset: str = "etth1"
+    csv: str | None = None
+    column: str = "OT"
+    context: int = 50
+    k: int = 1
+    d: int | None = None
+    lam_train: float = 5.0
+    lam_eval: float = 1.0
+    gamma: float = 1.0
+    steps: int = 30
+    max_iter: int = 100
+    norm: float | None = None
+    baselines: tuple[str, ...] = BASELINES
+    epochs: int = 30
+    patience: int = 5
+    batch_size: int = 256
+    attractor_starts: int = 200
+    attractor_steps: int = 200
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in (
+            "context",
+            "k",
+            "steps",
+            "max_iter",
+            "epochs",
+            "patience",
+            "batch_size",
+            "attractor_starts",
+            "attractor_steps",
+        ):
+            check_count(getattr(self, name), name, 1)
+        for name in ("lam_train", "lam_eval"):
+            check_positive(getattr(self, name), name)
+        for name in self.baselines:
+            check_choice(name, "baselines[...]", BASELINES)
+        object.__setattr__(self, "baselines", tuple(self.baselines))
+
+    @classmethod
+    def quick(cls, **options) -> SequenceConfig:
+        """Minutes on a laptop: short fit and training, fewer attractor runs."""
+        return cls(
+            **{
+                "max_iter": 40,
+                "epochs": 4,
+                "patience": 2,
+                "steps": 20,
+                "attractor_starts": 64,
+                "attractor_steps": 100,
+                **options,
+            }
+        )
+
+
+def _load(config: SequenceConfig):
+    from spinsa.datasets import load_series, read_series_csv
+
+    if config.csv is not None:
+        return read_series_csv(config.csv, config.column)
+    return load_series(config.dataset, config.column)
+
+
+def _xy(part: np.ndarray, context: int) -> tuple[np.ndarray, np.ndarray]:
+    w = windows(part, context + 1)
+    return w[:, :-1], w[:, -1]
+
+
+def _scores(pred: np.ndarray, truth: np.ndarray, persistence: np.ndarray) -> dict[str, float]:
+    """MSE and MAE with their standard errors, and the paired gain over persistence."""
+    se, ae = (pred - truth) ** 2, np.abs(pred - truth)
+    n = truth.size
+    diff = (persistence - truth) ** 2 - se
+    return {
+        "mse": float(se.mean()),
+        "mse_sem": float(se.std(ddof=1) / np.sqrt(n)),
+        "mae": float(ae.mean()),
+        "mae_sem": float(ae.std(ddof=1) / np.sqrt(n)),
+        "z_vs_persistence": float(diff.mean() / (diff.std(ddof=1) / np.sqrt(n) or np.inf)),
+    }
+
+
+def _stage_key(config: SequenceConfig, splits, fields: tuple[str, ...]) -> str:
+    """8 hex digits of the settings a stage depends on and of its data: a finished stage is
+    reused only by a run with the same ones."""
+    h = hashlib.sha256(json.dumps({f: getattr(config, f) for f in fields}).encode())
+    for part in (splits.train, splits.val):
+        h.update(np.ascontiguousarray(part).tobytes())
+    return h.hexdigest()[:8]
+
+
+_FIT_FIELDS = ("context", "k", "d", "lam_train", "max_iter", "norm", "seed")
+_TRAIN_FIELDS = ("context", "epochs", "patience", "batch_size", "seed")
+
+
+def _spin_stage(config, splits, out, progress, say):
+    from spinsa.fit import load_fit, save_fit
+
+    key = _stage_key(config, splits, _FIT_FIELDS)
+    fit_path, ckpt = out / f"fit-{key}.h5", out / f"fit-{key}.ckpt.h5"
+    options = dict(
+        backend="lbfgs",
+        lam=config.lam_train,
+        max_iter=config.max_iter,
+        constraint="global",
+        norm=config.norm,
+    )
+    dyn = dict(lam_eval=config.lam_eval, gamma=config.gamma, steps=config.steps)
+    if fit_path.exists():  # a finished stage of an earlier run
+        fit = load_fit(fit_path)
+        emb = embedding_for(splits.train, config.context, config.k, config.d, config.seed)
+        return SpinForecaster(
+            fit.J, emb, lam=config.lam_eval, gamma=config.gamma, steps=config.steps
+        ), fit
+    t0 = time.perf_counter()
+    forecaster, fit = fit_forecaster(
+        splits.train,
+        config.context,
+        k=config.k,
+        d=config.d,
+        seed=config.seed,
+        checkpoint=ckpt,
+        progress=progress,
+        **dyn,
+        **options,
+    )
+    save_fit(fit_path, fit, overwrite=True)
+    ckpt.unlink(missing_ok=True)
+    say(f"fit of the bare self-attention: L = {fit.loss:.4f}, {time.perf_counter() - t0:.1f} s")
+    return forecaster, fit
+
+
+def _baseline_stage(config, name, splits, out, progress, say):
+    from spinsa.sequences.train import ForecasterConfig, predict, train_forecaster
+
+    key = _stage_key(config, splits, _TRAIN_FIELDS)
+    xtr, ytr = _xy(splits.train, config.context)
+    xva, yva = _xy(splits.val, config.context)
+    cfg = ForecasterConfig(
+        epochs=config.epochs,
+        patience=config.patience,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        device="cpu",
+    )
+    res = train_forecaster(
+        name,
+        xtr.astype(np.float32),
+        ytr.astype(np.float32),
+        xva.astype(np.float32),
+        yva.astype(np.float32),
+        cfg,
+        checkpoint=out / f"{name}-{key}.ckpt",
+        progress=progress,
+    )
+    say(
+        f"{name}: best epoch {res.best_epoch} of {len(res.val_loss)}, val MSE "
+        f"{min(res.val_loss):.4f}, {res.seconds:.1f} s"
+    )
+    return res, lambda x: predict(res.model, x.astype(np.float32))
+
+
+def run_sequences(config: SequenceConfig, out_dir, *, progress: bool = False, say=print) -> Path:
+    """Run the sequence benchmark; write ``sequences.h5``, ``forecasts.png``,
+    ``spin_error.png`` and ``report.md`` in ``out_dir`` and return the HDF5 path."""
+    from spinsa.analysis import error_lifetimes, find_attractors, random_spins
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    series = _load(config)
+    splits = split_series(series.values, config.context, step_seconds=series.step_seconds)
+    say(
+        f"{series.source} {series.column}: {series.values.size} rows, train / val / test "
+        f"{splits.rows[0]} / {splits.rows[1]} / {splits.rows[2]}"
+    )
+    xte, yte = _xy(splits.test, config.context)
+    xva, yva = _xy(splits.val, config.context)
+    xtr, ytr = _xy(splits.train, config.context)
+
+    forecaster, fit = _spin_stage(config, splits, out, progress, say)
+    val_fc, _ = forecaster.trajectories(xva)
+    t_best, val_curve = best_step(val_fc, yva)
+    test_fc, final = forecaster.trajectories(xte)
+    test_curve = ((test_fc - yte[None]) ** 2).mean(axis=1)
+    predictions = {SPIN: test_fc[t_best]}
+
+    histories = {}
+    for name in config.baselines:
+        res, predict = _baseline_stage(config, name, splits, out, progress, say)
+        predictions[name] = predict(xte)
+        histories[name] = {
+            "train_loss": np.asarray(res.train_loss),
+            "val_loss": np.asarray(res.val_loss),
+        }
+
+    ar = fit_ar(xtr, ytr, config.context)
+    predictions.update(reference_forecasts(ar, xte))
+    scores = {m: _scores(p, yte, predictions["persistence"]) for m, p in predictions.items()}
+
+    # the spin model's own analyses
+    persistence_se = (predictions["persistence"] - yte) ** 2
+    life = error_lifetimes(
+        (test_fc - yte[None]) ** 2, np.arange(test_fc.shape[0]), baseline=persistence_se
+    )
+    N, d = forecaster.J.shape[0], forecaster.J.shape[2]
+    starts = random_spins(config.attractor_starts, N, d, rng=config.seed)
+    attractors = find_attractors(
+        forecaster.J, config.lam_eval, starts, config.attractor_steps, gamma=config.gamma
+    )
+    attractor_values = forecaster.embedding.decode(attractors.states)
+
+    arrays: dict[str, Any] = {
+        "J": forecaster.J,
+        "truth": yte,
+        "forecasts": {m: np.asarray(p, dtype=np.float64) for m, p in predictions.items()},
+        "spin": {
+            "val_mse_t": val_curve,
+            "test_mse_t": test_curve,
+            "lifetime": np.asarray(life.lifetime, dtype=np.float64),
+            "attractor_values": attractor_values,
+            "attractor_basin_fraction": attractors.basin_fraction,
+            "final_values": forecaster.embedding.decode(final)[:, -1],
+        },
+        "baselines": histories,
+        "ar_coef": ar.coef,
+    }
+    attrs = {
+        "source": str(series.source),
+        "column": series.column,
+        "rows": list(splits.rows),
+        "mean": splits.mean,
+        "std": splits.std,
+        "best_t": t_best,
+        "scores": scores,
+        "fit_loss": float(fit.loss),
+        "n_attractors": int(attractors.n_attractors),
+        "fraction_unconverged": float(attractors.fraction_unconverged),
+        "lifetime_mean": float(np.mean(life.lifetime)),
+        "seconds": time.perf_counter() - t_start,
+    }
+    h5 = out / "sequences.h5"
+    io.write_file(h5, arrays, attrs, kind=SEQUENCES_KIND, config=config, overwrite=True)
+    from spinsa.plotting.sequences import plot_sequences
+
+    figures = plot_sequences(h5, out)
+    atomic_write_text(out / "report.md", "\n".join(report_lines(h5, figures)) + "\n")
+    say(f"wrote {h5}, {out / 'report.md'} and {len(figures)} figures in {attrs['seconds']:.1f} s")
+    return h5
+
+
+def _order(names) -> list[str]:
+    """The spin model, the backprop models, then the references."""
+    first = [SPIN, *BASELINES]
+    return [n for n in first if n in names] + sorted(n for n in names if n not in first)
+
+
+def error_table(scores: dict[str, dict[str, float]]) -> list[str]:
+    """The markdown table of test MSE and MAE (± standard error) of every model."""
+    lines = ["| model | MSE | MAE | gain over persistence (z) |", "|---|---|---|---|"]
+    for name in _order(scores):
+        s = scores[name]
+        z = "" if name == "persistence" else f"{s['z_vs_persistence']:+.1f}"
+        lines.append(
+            f"| {name} | {s['mse']:.4f} ± {s['mse_sem']:.4f} | "
+            f"{s['mae']:.4f} ± {s['mae_sem']:.4f} | {z} |"
+        )
+    return lines
+
+
+def report_lines(h5, figures=()) -> list[str]:
+    """``report.md`` of a ``sequences.h5``: the setup, the table, plain statements."""
+    info = io.read(h5)
+    a, cfg = info.attrs, info.config
+    scores = a["scores"]
+    best_ref = min(
+        ("persistence", "training mean", f"AR({cfg['context']})"), key=lambda m: scores[m]["mse"]
+    )
+    lines = [
+        "# Sequences: one-step forecasts of the normalised series",
+        "",
+        f"Series: {a['source']}, column {a['column']}; train / validation / test rows "
+        f"{a['rows'][0]} / {a['rows'][1]} / {a['rows'][2]} (split by time, normalised with the "
+        f"training part's mean {a['mean']:.3f} and standard deviation {a['std']:.3f}). Every "
+        f"model predicts the next value from the {cfg['context']} before it, on the same "
+        f"{len(info.array('truth'))} test windows.",
+        "",
+        f"The bare self-attention: {cfg['k']} value(s) per token, pseudo-likelihood at "
+        f"λ = {cfg['lam_train']} (L = {a['fit_loss']:.4f}), read at t = {a['best_t']} "
+        f"(the lowest validation error) of the dynamics at λ = {cfg['lam_eval']}, "
+        f"γ = {cfg['gamma']}.",
+        "",
+        *error_table(scores),
+        "",
+        "Standard errors treat the test errors as independent; neighbouring hours are "
+        "correlated, so they are too small, and a gain counts only when z > 3.",
+        "",
+    ]
+    ref = scores[best_ref]
+    for name in _order(scores):
+        s = scores[name]
+        if name in ("persistence", "training mean") or name.startswith("AR("):
+            continue
+        z = (ref["mse"] - s["mse"]) / np.hypot(ref["mse_sem"], s["mse_sem"])
+        verdict = "beats" if z > 3 else "does not beat"
+        lines.append(
+            f"- {name}: MSE {s['mse']:.4f}; {verdict} the best reference ({best_ref}, "
+            f"{ref['mse']:.4f}; z = {z:+.1f})."
+        )
+    lines += [
+        "",
+        "## The spin model's own analyses",
+        "",
+        f"- Error against t: lowest on the validation windows at t = {a['best_t']}.",
+        f"- The forecast's transient: on average a test forecast stays better than "
+        f"persistence for {a['lifetime_mean']:.2f} steps of the dynamics.",
+        f"- Attractors of the chain from {cfg['attractor_starts']} random spin chains "
+        f"({cfg['attractor_steps']} steps): {a['n_attractors']} found; "
+        f"{100 * a['fraction_unconverged']:.0f}% of the runs had not converged.",
+        "",
+        *[f"![{Path(f).stem}]({Path(f).name})" for f in figures],
+    ]
+    return lines

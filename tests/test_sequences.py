@@ -1,0 +1,198 @@
+"""Sequences: splits, the spin encoding, the references, the spin forecaster, the pipeline."""
+
+import numpy as np
+import pytest
+
+from spinsa import PatchEmbedding, io
+from spinsa.cli import EXIT_CODES, main
+from spinsa.sequences.data import split_series, synthetic_series, windows
+from spinsa.sequences.encoding import SeriesEmbedding
+from spinsa.sequences.forecast import best_step, fit_forecaster
+from spinsa.sequences.references import fit_ar, persistence, reference_forecasts
+
+
+# ---------------------------------------------------------------- data
+def test_ett_split_by_time_and_normalised_on_training_only():
+    values = np.arange(20_000, dtype=float)
+    s = split_series(values, context=50)
+    assert s.rows == (8640, 2880, 2880)  # 12 / 4 / 4 months of 30 days, hourly
+    assert s.train.size == 8640 and s.val.size == 2880 + 50 and s.test.size == 2880 + 50
+    assert s.mean == pytest.approx(values[:8640].mean())
+    assert s.std == pytest.approx(values[:8640].std())
+    # the first validation window looks back into training; its target is the first val row
+    np.testing.assert_allclose(s.val[50] * s.std + s.mean, 8640)
+    np.testing.assert_allclose(s.test[-1] * s.std + s.mean, 8640 + 2 * 2880 - 1)
+    daily = split_series(values[:700], context=5, step_seconds=86_400)
+    assert daily.rows == (360, 120, 120)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (np.arange(100.0), "needs 14400"),
+        (np.r_[np.arange(15_000.0), np.nan], "non-finite value at row 15000"),
+        (np.ones(15_000), "constant"),
+    ],
+)
+def test_bad_series_are_refused(values, message):
+    with pytest.raises(ValueError, match=message):
+        split_series(values, context=50)
+
+
+def test_windows_slide_by_one():
+    w = windows(np.arange(6), 3)
+    np.testing.assert_array_equal(w, [[0, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 5]])
+
+
+# ---------------------------------------------------------------- encoding
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_series_embedding_is_patch_embedding_on_a_row(k):
+    rng = np.random.default_rng(0)
+    w = rng.uniform(-1, 3, (7, 20))
+    emb = SeriesEmbedding(20, lo=-1.0, hi=3.0, k=k)
+    x = emb.encode(w)
+    assert x.shape == (7, 20 // k, 2 * k)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=2), 1.0, atol=1e-6)
+    np.testing.assert_allclose(emb.decode(x), w, atol=1e-5)
+    # the same numbers as PatchEmbedding on the image of one row with k channels
+    p = ((w + 1) / 4).reshape(7, 1, 20 // k, *((k,) if k > 1 else ()))
+    reference = PatchEmbedding((1, 20 // k), patch=1, channels=k).encode(p)
+    np.testing.assert_allclose(x, reference, atol=1e-6)
+    # values out of the training range are clipped to it
+    np.testing.assert_allclose(emb.decode(emb.encode(np.full((1, 20), 9.0))), 3.0, atol=1e-5)
+
+
+def test_series_embedding_refuses_bad_shapes():
+    with pytest.raises(ValueError, match="multiple of k"):
+        SeriesEmbedding(21, lo=0, hi=1, k=2)
+    with pytest.raises(ValueError, match="lo < hi"):
+        SeriesEmbedding(20, lo=1, hi=1)
+    with pytest.raises(ValueError, match=r"shape \(P, 20\)"):
+        SeriesEmbedding(20, lo=0, hi=1).encode(np.zeros((3, 21)))
+
+
+# ---------------------------------------------------------------- references
+def test_ar_recovers_an_ar2_process():
+    x = synthetic_series("ar2", 20_000, seed=1)
+    w = windows(x, 3)
+    ar = fit_ar(w[:, :-1], w[:, -1], 2)
+    np.testing.assert_allclose(ar.coef, [-0.8, 1.6], atol=0.02)  # oldest lag first
+    assert abs(ar.intercept) < 0.05
+    refs = reference_forecasts(ar, w[:5, :-1])
+    assert set(refs) == {"persistence", "training mean", "AR(2)"}
+    np.testing.assert_array_equal(refs["persistence"], persistence(w[:5, :-1]))
+    np.testing.assert_array_equal(refs["training mean"], 0.0)
+
+
+# ---------------------------------------------------------------- the spin forecaster
+@pytest.fixture(scope="module")
+def sines():
+    s = split_series(synthetic_series("sines", 900, seed=2), 12, rows=(600, 150, 150))
+    forecaster, fit = fit_forecaster(s.train, 12, backend="lbfgs", max_iter=15, lam=5.0, steps=6)
+    return s, forecaster, fit
+
+
+def test_forecaster_masks_the_last_token_and_reads_it(sines):
+    s, f, fit = sines
+    assert f.J.shape == (13, 13, 2, 2) and f.context == 12
+    X = windows(s.val, 13)
+    x0 = f.inputs(X[:, :-1])
+    assert np.all(x0[:, -1] == 0) and np.allclose(np.linalg.norm(x0[:, :-1], axis=2), 1)
+    forecasts, final = f.trajectories(X[:, :-1])
+    assert forecasts.shape == (7, X.shape[0]) and final.shape == (X.shape[0], 13, 2)
+    np.testing.assert_allclose(forecasts[0], f.embedding.lo)  # t = 0: the zero spin
+    t, mse = best_step(forecasts, X[:, -1])
+    assert 1 <= t <= 6 and mse[t] == mse[1:].min()
+    np.testing.assert_allclose(f.forecast(X[:4, :-1], t), forecasts[t, :4], atol=1e-6)
+    rolled = f.rolling(X[0, :-1], 3, t)
+    assert rolled.shape == (3,)
+    assert rolled[0] == pytest.approx(forecasts[t, 0], abs=1e-6)
+
+
+# ---------------------------------------------------------------- the command
+def _daily_csv(path, n=700, seed=3):
+    values = synthetic_series("sines", n, seed=seed)
+    dates = np.datetime64("2016-07-01") + np.arange(n).astype("timedelta64[D]")
+    lines = ["date,HUFL,OT"] + [
+        f"{d} 00:00:00,{v / 2:.6f},{v:.6f}" for d, v in zip(dates, values, strict=True)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
+    csv = _daily_csv(tmp_path / "series.csv")
+    out = tmp_path / "out"
+    argv = [
+        "sequences",
+        "run",
+        "--quick",
+        "--csv",
+        str(csv),
+        "--context",
+        "10",
+        "--steps",
+        "5",
+        "--epochs",
+        "1",
+        "-o",
+        str(out),
+        "--no-progress",
+    ]
+    assert main(argv) == 0
+    info = io.read(out / "sequences.h5")
+    scores = info.attrs["scores"]
+    assert set(scores) == {
+        "bare SA",
+        "rnn",
+        "transformer",
+        "s4d",
+        "persistence",
+        "training mean",
+        "AR(10)",
+    }
+    truth = info.array("truth")
+    assert truth.shape == (120,)
+    pers = io.read_group(out / "sequences.h5", "forecasts")[0]["persistence"]
+    assert scores["persistence"]["mse"] == pytest.approx(np.mean((pers - truth) ** 2))
+    report = (out / "report.md").read_text()
+    assert "| bare SA |" in report and "AR(10)" in report
+    assert (out / "forecasts.png").stat().st_size > 0 and (out / "spin_error.png").exists()
+    # run again: the finished fit and the trained models are reused, the numbers are the same
+    assert main(argv) == 0
+    again = io.read(out / "sequences.h5").attrs["scores"]
+    for name in scores:
+        assert again[name]["mse"] == pytest.approx(scores[name]["mse"], rel=1e-6)
+
+
+def test_sequences_run_refuses_bad_input(tmp_path, capsys):
+    assert (
+        main(
+            [
+                "sequences",
+                "run",
+                "--csv",
+                str(tmp_path / "none.csv"),
+                "-o",
+                str(tmp_path / "o"),
+                "--no-progress",
+            ]
+        )
+        == EXIT_CODES["data"]
+    )
+    csv = _daily_csv(tmp_path / "s.csv")
+    code = main(
+        [
+            "sequences",
+            "run",
+            "--csv",
+            str(csv),
+            "--column",
+            "XX",
+            "-o",
+            str(tmp_path / "o"),
+            "--no-progress",
+        ]
+    )
+    assert code == EXIT_CODES["usage"]
+    assert "OT" in capsys.readouterr().err  # the available columns are named
