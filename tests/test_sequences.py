@@ -196,3 +196,28 @@ def test_sequences_run_refuses_bad_input(tmp_path, capsys):
     )
     assert code == EXIT_CODES["usage"]
     assert "OT" in capsys.readouterr().err  # the available columns are named
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--patch", "3"], "--context .10. must be a multiple of --patch .3."),
+        (["--patch", "2", "--dim", "3"], "--dim .3. must be at least 2 x --patch .4."),
+        (["--context", "200"], "longer than 2 x context"),
+    ],
+)
+def test_sequences_run_names_the_flag_that_is_wrong(tmp_path, capsys, flags, message):
+    csv = _daily_csv(tmp_path / "s.csv")
+    out = tmp_path / "o"
+    argv = ["sequences", "run", "--csv", str(csv), "--context", "10", *flags, "-o", str(out)]
+    assert main([*argv, "--no-progress"]) == EXIT_CODES["usage"]
+    assert len(capsys.readouterr().err.strip().splitlines()) <= 2
+    assert not out.exists()  # refused before anything is written
+
+
+def test_rows_split_a_series_of_any_step(tmp_path):
+    monthly = np.arange(40.0) + np.sin(np.arange(40.0))
+    with pytest.raises(ValueError, match="more than a 30-day month"):
+        split_series(monthly, context=3, step_seconds=31 * 86_400)
+    s = split_series(monthly, context=3, rows=(20, 10, 10), step_seconds=31 * 86_400)
+    assert s.rows == (20, 10, 10) and s.test.size == 13

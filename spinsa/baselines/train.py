@@ -186,24 +186,16 @@ def noise_batch(clean: Any, variance: float, generator: Any) -> Any:
     return (m + (noisy - my) * ratio).clamp_(0.0, 1.0)
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Read a baseline checkpoint (tensors and plain values only: ``weights_only=True``).
-
-    Returns
-    -------
-    dict
-        ``format``, ``config`` (a dict; :meth:`BaselineConfig.from_dict` rebuilds it), ``task``,
-        ``epoch`` (epochs done), ``model``, ``optimizer``, ``scheduler`` (state dicts),
-        ``rng_cpu``, ``rng_device``, ``device_type``, ``history`` (a dict of tensors) and
-        ``data`` (shape and sha256 of the training images).
+def read_checkpoint(path, fmt: str, what: str, map_location: Any = "cpu") -> dict[str, Any]:
+    """A torch checkpoint of format ``fmt`` (tensors and plain values only:
+    ``weights_only=True``), its records' CRC-32 checked first (torch.load does not).
 
     Raises
     ------
     FileNotFoundError, ValueError
-        No file, or a file that is not a spinsa baseline checkpoint.
+        No file, or a file that is not a spinsa ``what`` checkpoint.
     spinsa.io.SpinsaFileError
-        A record's CRC-32 fails: bytes changed after the file was written (torch.load does
-        not check them).
+        A record's CRC-32 fails: bytes changed after the file was written.
     """
     from spinsa.io import SpinsaFileError
 
@@ -223,10 +215,24 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - re-raised with the path
-        raise ValueError(f"{path} is not a readable baseline checkpoint: {exc}") from exc
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a spinsa baseline checkpoint ({CHECKPOINT_FORMAT})")
+        raise ValueError(f"{path} is not a readable {what} checkpoint: {exc}") from exc
+    if not isinstance(ckpt, dict) or ckpt.get("format") != fmt:
+        raise ValueError(f"{path} is not a spinsa {what} checkpoint ({fmt})")
     return ckpt
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """Read a baseline checkpoint (:func:`read_checkpoint`).
+
+    Returns
+    -------
+    dict
+        ``format``, ``config`` (a dict; :meth:`BaselineConfig.from_dict` rebuilds it), ``task``,
+        ``epoch`` (epochs done), ``model``, ``optimizer``, ``scheduler`` (state dicts),
+        ``rng_cpu``, ``rng_device``, ``device_type``, ``history`` (a dict of tensors) and
+        ``data`` (shape and sha256 of the training images).
+    """
+    return read_checkpoint(path, CHECKPOINT_FORMAT, "baseline", map_location)
 
 
 def _check_resumable(ckpt: dict, path: Path, config: BaselineConfig, task: str, sha256: str):

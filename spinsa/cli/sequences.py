@@ -53,6 +53,13 @@ def add_sequences(sub) -> None:
     for flag, (_, kind, text) in _FLAGS.items():
         r.add_argument(flag, type=kind, help=text)
     r.add_argument(
+        "--rows",
+        type=int,
+        nargs=3,
+        metavar=("TRAIN", "VAL", "TEST"),
+        help="rows of the three parts (default 12 / 4 / 4 months of 30 days at the series' step)",
+    )
+    r.add_argument(
         "--no-baselines",
         action="store_true",
         help="the bare self-attention and the references only (no torch training)",
@@ -70,6 +77,7 @@ def _cmd_run(args) -> int:
     }
     options = {k: v for k, v in options.items() if v is not None}
     options["csv"] = args.csv
+    options["rows"] = None if args.rows is None else tuple(args.rows)
     if args.no_baselines:
         options["baselines"] = ()
     config = SequenceConfig.quick(**options) if args.quick else SequenceConfig(**options)

@@ -12,15 +12,16 @@ from spinsa.plotting._base import finish, level, new_figure, save_figure
 
 __all__ = ["figure_forecasts", "figure_spin_error", "plot_sequences"]
 
-TWO_WEEKS = 14 * 24
+TWO_WEEKS = 14 * 86_400  # seconds shown in the forecast figure
 
 
-def figure_forecasts(truth, forecasts: dict, *, hours: int = TWO_WEEKS, figsize=(12.0, 6.5)):
-    """The first ``hours`` test values and every model's one-step forecasts of them.
+def figure_forecasts(truth, forecasts: dict, step_seconds: int = 3600, *, figsize=(12.0, 6.5)):
+    """The first two weeks of test values and every model's one-step forecasts of them.
 
-    ``truth`` (n,); ``forecasts`` name -> (n,); one panel for the learnt models, one for
-    the references, on the same axes.
+    ``truth`` (n,); ``forecasts`` name -> (n,); ``step_seconds`` the spacing of the rows.
+    One panel for the learnt models, one for the references, on the same axes.
     """
+    hours = max(1, TWO_WEEKS // step_seconds)
     n = min(hours, len(truth))
     t = np.arange(n)
     fig = new_figure(figsize)
@@ -35,8 +36,8 @@ def figure_forecasts(truth, forecasts: dict, *, hours: int = TWO_WEEKS, figsize=
         title = "references" if refs else "models"
         finish(
             ax,
-            f"one-step forecasts over the first {n} test hours: {title}",
-            "hour of the test part",
+            f"one-step forecasts over the first {n} test rows ({step_seconds} s apart): {title}",
+            "row of the test part",
             "normalised value",
             legend=7,
         )
@@ -72,7 +73,9 @@ def plot_sequences(path: str | os.PathLike, out_dir: str | os.PathLike, *, dpi: 
         if m in ("persistence", "training mean") or m.startswith("AR(")
     }
     figures = {
-        "forecasts.png": figure_forecasts(info.array("truth"), forecasts),
+        "forecasts.png": figure_forecasts(
+            info.array("truth"), forecasts, info.attrs.get("step_seconds", 3600)
+        ),
         "spin_error.png": figure_spin_error(
             spin["val_mse_t"], spin["test_mse_t"], refs, info.attrs["best_t"]
         ),

@@ -15,9 +15,8 @@ import numpy as np
 
 from spinsa._checks import check_count
 
-__all__ = ["SeriesSplits", "split_series", "windows", "synthetic_series", "SPLITS", "MONTH_DAYS"]
+__all__ = ["SeriesSplits", "split_series", "windows", "synthetic_series", "MONTH_DAYS"]
 
-SPLITS = ("train", "val", "test")
 MONTH_DAYS = 30  # the ETT convention's month
 SYNTHETIC = ("sines", "ar2")
 
@@ -46,9 +45,6 @@ class SeriesSplits:
     std: float
     context: int
     rows: tuple[int, int, int]
-
-    def part(self, name: str) -> np.ndarray:
-        return {"train": self.train, "val": self.val, "test": self.test}[name]
 
 
 def split_series(
@@ -82,16 +78,24 @@ def split_series(
     context = check_count(context, "context", 1)
     if rows is None:
         per_month = MONTH_DAYS * 86_400 // check_count(step_seconds, "step_seconds", 1)
+        if per_month < 1:
+            raise ValueError(
+                f"the rows are {step_seconds} s apart, more than a 30-day month: give the "
+                "rows of training, validation and test yourself (--rows TRAIN VAL TEST)"
+            )
         rows = tuple(int(m) * per_month for m in months)
     n_train, n_val, n_test = (check_count(r, "rows", 1) for r in rows)
     need = n_train + n_val + n_test
     if values.size < need:
         raise ValueError(
             f"the series has {values.size} rows; the split needs {need} ({n_train} / {n_val} / "
-            f"{n_test}): give a longer series or smaller parts (rows=...)"
+            f"{n_test}): give a longer series or smaller parts (--rows TRAIN VAL TEST)"
         )
-    if n_train <= context + 1:
-        raise ValueError(f"the training part ({n_train} rows) must be longer than context + 1")
+    if n_train <= 2 * context + 1:  # AR(context) needs more training windows than lags
+        raise ValueError(
+            f"the training part ({n_train} rows) must be longer than 2 x context + 1 "
+            f"({2 * context + 1}): give a shorter --context or more training rows"
+        )
     raw_train = values[:n_train]
     mean, std = float(raw_train.mean()), float(raw_train.std())
     if not std > 0:

@@ -74,6 +74,7 @@ class SpinForecaster:
 
     def forecast(self, contexts, t: int) -> np.ndarray:
         """(n, context) -> (n,): the next value read at step t."""
+        t = check_count(t, "t", 0)
         return self.trajectories(contexts, steps=max(t, 1))[0][t]
 
     def rolling(self, context, horizon: int, t: int) -> np.ndarray:

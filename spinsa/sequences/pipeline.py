@@ -28,18 +28,28 @@ from typing import Any
 import numpy as np
 
 from spinsa import io
-from spinsa._checks import check_choice, check_count, check_positive
+from spinsa._checks import check_choice, check_count, check_positive, check_real
 from spinsa._files import atomic_write_text
 from spinsa.sequences.data import split_series, windows
 from spinsa.sequences.forecast import SpinForecaster, best_step, embedding_for, fit_forecaster
 from spinsa.sequences.references import fit_ar, reference_forecasts
+from spinsa.tasks import mean_sem
 
 __all__ = ["SequenceConfig", "run_sequences", "SEQUENCES_KIND", "error_table"]
 
 SEQUENCES_KIND = "sequences"
 BASELINES = ("rnn", "transformer", "s4d")
 SPIN = "bare SA"
-TWO_WEEKS = 14 * 24  # hours shown in the forecast figure
+
+
+# the command-line flag of each option, for messages
+_FLAG = {
+    "context": "--context",
+    "k": "--patch",
+    "steps": "--steps",
+    "epochs": "--epochs",
+    "lam_eval": "--lam-eval",
+}
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,8 @@ class SequenceConfig:
         The series (ETT: ``"OT"``, the oil temperature).
     context : int
         Values every model sees before the one it predicts.
+    rows : (int, int, int) or None
+        Rows of training, validation and test; None: 12 / 4 / 4 months of 30 days.
     k, d : int
         Values per token and spin dimension of the bare self-attention (d = None: 2k).
     lam_train, lam_eval, gamma, steps
@@ -77,6 +89,7 @@ class SequenceConfig:
     csv: str | None = None
     column: str = "OT"
     context: int = 50
+    rows: tuple[int, int, int] | None = None
     k: int = 1
     d: int | None = None
     lam_train: float = 5.0
@@ -90,11 +103,12 @@ class SequenceConfig:
     patience: int = 5
     batch_size: int = 256
     attractor_starts: int = 200
-    attractor_steps: int = 200
+    attractor_steps: int = 2000
     seed: int = 0
 
     def __post_init__(self):
-        for name in (
+        # named as the command line names them: this is where its flags are checked
+        counts = (
             "context",
             "k",
             "steps",
@@ -104,10 +118,27 @@ class SequenceConfig:
             "batch_size",
             "attractor_starts",
             "attractor_steps",
-        ):
-            check_count(getattr(self, name), name, 1)
+        )
+        for name in counts:
+            check_count(getattr(self, name), _FLAG.get(name, name), 1)
+        check_count(self.seed, "--seed", 0)
         for name in ("lam_train", "lam_eval"):
-            check_positive(getattr(self, name), name)
+            check_positive(getattr(self, name), _FLAG.get(name, name))
+        check_real(self.gamma, "gamma")
+        if self.norm is not None:
+            check_positive(self.norm, "norm")
+        if self.context % self.k:
+            raise ValueError(
+                f"--context ({self.context}) must be a multiple of --patch ({self.k}): the "
+                "tokens before the predicted one hold --patch values each"
+            )
+        if self.d is not None and check_count(self.d, "--dim", 1) < 2 * self.k:
+            raise ValueError(f"--dim ({self.d}) must be at least 2 x --patch ({2 * self.k})")
+        if self.rows is not None:
+            if len(self.rows) != 3:
+                raise ValueError(f"--rows takes three numbers TRAIN VAL TEST, got {self.rows}")
+            rows = tuple(check_count(r, "--rows", 1) for r in self.rows)
+            object.__setattr__(self, "rows", rows)
         for name in self.baselines:
             check_choice(name, "baselines[...]", BASELINES)
         object.__setattr__(self, "baselines", tuple(self.baselines))
@@ -141,17 +172,23 @@ def _xy(part: np.ndarray, context: int) -> tuple[np.ndarray, np.ndarray]:
     return w[:, :-1], w[:, -1]
 
 
+def paired_z(pred, other, truth) -> float:
+    """The gain of ``pred`` over ``other`` in standard errors of the paired difference of
+    their squared errors on the same windows (> 0: ``pred`` is better)."""
+    mean, sem, _ = mean_sem((other - truth) ** 2 - (pred - truth) ** 2)
+    return float(mean / sem) if sem > 0 else 0.0
+
+
 def _scores(pred: np.ndarray, truth: np.ndarray, persistence: np.ndarray) -> dict[str, float]:
     """MSE and MAE with their standard errors, and the paired gain over persistence."""
-    se, ae = (pred - truth) ** 2, np.abs(pred - truth)
-    n = truth.size
-    diff = (persistence - truth) ** 2 - se
+    mse, mse_sem, _ = mean_sem((pred - truth) ** 2)
+    mae, mae_sem, _ = mean_sem(np.abs(pred - truth))
     return {
-        "mse": float(se.mean()),
-        "mse_sem": float(se.std(ddof=1) / np.sqrt(n)),
-        "mae": float(ae.mean()),
-        "mae_sem": float(ae.std(ddof=1) / np.sqrt(n)),
-        "z_vs_persistence": float(diff.mean() / (diff.std(ddof=1) / np.sqrt(n) or np.inf)),
+        "mse": float(mse),
+        "mse_sem": float(mse_sem),
+        "mae": float(mae),
+        "mae_sem": float(mae_sem),
+        "z_vs_persistence": paired_z(pred, persistence, truth),
     }
 
 
@@ -229,7 +266,7 @@ def _baseline_stage(config, name, splits, out, progress, say):
         progress=progress,
     )
     say(
-        f"{name}: best epoch {res.best_epoch} of {len(res.val_loss)}, val MSE "
+        f"{name}: best epoch {res.best_epoch + 1} of {len(res.val_loss)}, val MSE "
         f"{min(res.val_loss):.4f}, {res.seconds:.1f} s"
     )
     return res, lambda x: predict(res.model, x.astype(np.float32))
@@ -240,11 +277,13 @@ def run_sequences(config: SequenceConfig, out_dir, *, progress: bool = False, sa
     ``spin_error.png`` and ``report.md`` in ``out_dir`` and return the HDF5 path."""
     from spinsa.analysis import error_lifetimes, find_attractors, random_spins
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     series = _load(config)
-    splits = split_series(series.values, config.context, step_seconds=series.step_seconds)
+    splits = split_series(
+        series.values, config.context, config.rows, step_seconds=series.step_seconds
+    )
+    out = Path(out_dir)  # made once the data and the settings are known to be good
+    out.mkdir(parents=True, exist_ok=True)
     say(
         f"{series.source} {series.column}: {series.values.size} rows, train / val / test "
         f"{splits.rows[0]} / {splits.rows[1]} / {splits.rows[2]}"
@@ -256,7 +295,7 @@ def run_sequences(config: SequenceConfig, out_dir, *, progress: bool = False, sa
     forecaster, fit = _spin_stage(config, splits, out, progress, say)
     val_fc, _ = forecaster.trajectories(xva)
     t_best, val_curve = best_step(val_fc, yva)
-    test_fc, final = forecaster.trajectories(xte)
+    test_fc, _ = forecaster.trajectories(xte)
     test_curve = ((test_fc - yte[None]) ** 2).mean(axis=1)
     predictions = {SPIN: test_fc[t_best]}
 
@@ -295,7 +334,6 @@ def run_sequences(config: SequenceConfig, out_dir, *, progress: bool = False, sa
             "lifetime": np.asarray(life.lifetime, dtype=np.float64),
             "attractor_values": attractor_values,
             "attractor_basin_fraction": attractors.basin_fraction,
-            "final_values": forecaster.embedding.decode(final)[:, -1],
         },
         "baselines": histories,
         "ar_coef": ar.coef,
@@ -312,6 +350,8 @@ def run_sequences(config: SequenceConfig, out_dir, *, progress: bool = False, sa
         "n_attractors": int(attractors.n_attractors),
         "fraction_unconverged": float(attractors.fraction_unconverged),
         "lifetime_mean": float(np.mean(life.lifetime)),
+        "train_range": [float(splits.train.min()), float(splits.train.max())],
+        "step_seconds": int(series.step_seconds),
         "seconds": time.perf_counter() - t_start,
     }
     h5 = out / "sequences.h5"
@@ -343,6 +383,18 @@ def error_table(scores: dict[str, dict[str, float]]) -> list[str]:
     return lines
 
 
+def _attractor_lines(info) -> list[str]:
+    """One line per attractor: the window it decodes to, in the series' normalised units."""
+    spin = io.read_group(info.path, "spin")[0]
+    values, basins = spin["attractor_values"], spin["attractor_basin_fraction"]
+    return [
+        f"  - attractor {c}: decodes to values from {v.min():+.3f} to {v.max():+.3f} "
+        f"(mean {v.mean():+.3f}; the training part spans {info.attrs['train_range'][0]:+.3f} "
+        f"to {info.attrs['train_range'][1]:+.3f}), basin {100 * b:.0f}% of the random starts"
+        for c, (v, b) in enumerate(zip(values, basins, strict=True))
+    ]
+
+
 def report_lines(h5, figures=()) -> list[str]:
     """``report.md`` of a ``sequences.h5``: the setup, the table, plain statements."""
     info = io.read(h5)
@@ -367,16 +419,18 @@ def report_lines(h5, figures=()) -> list[str]:
         "",
         *error_table(scores),
         "",
-        "Standard errors treat the test errors as independent; neighbouring hours are "
-        "correlated, so they are too small, and a gain counts only when z > 3.",
+        "z is the gain in standard errors of the paired difference of squared errors on the "
+        "same windows. Standard errors treat the test errors as independent; neighbouring "
+        "rows are correlated, so they are too small, and a gain counts only when z > 3.",
         "",
     ]
     ref = scores[best_ref]
+    forecasts, truth = io.read_group(h5, "forecasts")[0], info.array("truth")
     for name in _order(scores):
         s = scores[name]
         if name in ("persistence", "training mean") or name.startswith("AR("):
             continue
-        z = (ref["mse"] - s["mse"]) / np.hypot(ref["mse_sem"], s["mse_sem"])
+        z = paired_z(forecasts[name], forecasts[best_ref], truth)
         verdict = "beats" if z > 3 else "does not beat"
         lines.append(
             f"- {name}: MSE {s['mse']:.4f}; {verdict} the best reference ({best_ref}, "
@@ -392,6 +446,7 @@ def report_lines(h5, figures=()) -> list[str]:
         f"- Attractors of the chain from {cfg['attractor_starts']} random spin chains "
         f"({cfg['attractor_steps']} steps): {a['n_attractors']} found; "
         f"{100 * a['fraction_unconverged']:.0f}% of the runs had not converged.",
+        *_attractor_lines(info),
         "",
         *[f"![{Path(f).stem}]({Path(f).name})" for f in figures],
     ]

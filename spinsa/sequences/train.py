@@ -16,7 +16,6 @@ ends with exactly the result of an uninterrupted run (bit for bit on the CPU).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import math
@@ -24,7 +23,6 @@ import os
 import re
 import time
 import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -271,29 +269,12 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
 
     Raises
     ------
-    FileNotFoundError, ValueError
-        No file; a file that is not a forecaster checkpoint, or whose bytes changed after it
-        was written (a record's CRC-32 fails).
+    FileNotFoundError, ValueError, spinsa.io.SpinsaFileError
+        As :func:`spinsa.baselines.train.read_checkpoint`.
     """
-    torch = import_torch()
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    with contextlib.suppress(zipfile.BadZipFile):  # not a zip: torch.load says what it is
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-        if bad is not None:
-            raise ValueError(
-                f"{path}: the CRC-32 of its record {bad} fails (bytes changed after it was "
-                "written); delete it and train again"
-            )
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - re-raised with the path
-        raise ValueError(f"{path} is not a readable forecaster checkpoint: {exc}") from exc
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a spinsa forecaster checkpoint ({CHECKPOINT_FORMAT})")
-    return ckpt
+    from spinsa.baselines.train import read_checkpoint
+
+    return read_checkpoint(path, CHECKPOINT_FORMAT, "forecaster", map_location)
 
 
 def _result(name, config, model, hist, best_epoch, best_state) -> ForecasterResult:
