@@ -8,6 +8,19 @@ def rng():
     return np.random.default_rng(20240601)
 
 
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test: tiny models run fastest so, and they do not fight
+    other processes for cores. Modules that want it: ``pytestmark =
+    pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip tests marked ``gpu`` when no CUDA device is present."""
     try:

@@ -44,14 +44,7 @@ from spinsa.embedding import PatchEmbedding  # noqa: E402
 from spinsa.io import SpinsaFileError  # noqa: E402
 from spinsa.tasks import draw_noisy, task_inputs  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models run fastest on one thread (and do not fight other processes for cores)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_config(**kw):

@@ -21,12 +21,7 @@ from spinsa.fit import (
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def numerical_grad(f, J, entries, h=1e-6):

@@ -18,12 +18,7 @@ LAM = 5.0
 L_ZERO = N * np.log(N - 1) / LAM  # |L(J = 0)|
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture

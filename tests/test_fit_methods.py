@@ -3,13 +3,14 @@ dynamics, factorised couplings (DESIGN §4c)."""
 
 import numpy as np
 import pytest
-from test_fit_backends import Killed, _killer, one_torch_thread, small  # noqa: F401 (autouse)
+from test_fit_backends import Killed, _killer, small
 
 import spinsa
 from spinsa.analysis import coupling_cosine
 from spinsa.fit import FitConfig, load_fit
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 from spinsa.fit.backprop import bptt_loss_and_grad, corrupt  # noqa: E402
 from spinsa.fit.parametrisation import FactorisedCouplings  # noqa: E402

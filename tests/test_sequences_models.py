@@ -31,14 +31,7 @@ from spinsa.sequences.train import (  # noqa: E402
     train_forecaster,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models run fastest on one thread (and do not fight other processes for cores)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def ar2_windows(rng, n_train=600, n_val=200, context=16):

@@ -235,16 +235,21 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     return read_checkpoint(path, CHECKPOINT_FORMAT, "baseline", map_location)
 
 
-def _check_resumable(ckpt: dict, path: Path, config: BaselineConfig, task: str, sha256: str):
-    """A ValueError unless the checkpoint has this config (but RESUME_NEUTRAL), task, images."""
-    now = config.to_dict()
+def check_same_config(path, saved: dict, now: dict, neutral=()) -> None:
+    """A ValueError naming every option (but ``neutral``) where a checkpoint's config
+    ``saved`` differs from ``now``."""
     diffs = [
-        f"{key}: checkpoint {ckpt['config'].get(key)!r}, now {now[key]!r}"
+        f"{key}: checkpoint {saved.get(key)!r}, now {now[key]!r}"
         for key in now
-        if key not in RESUME_NEUTRAL and ckpt["config"].get(key) != now[key]
+        if key not in neutral and saved.get(key) != now[key]
     ]
     if diffs:
         raise ValueError(f"checkpoint {path} was written with another config: " + "; ".join(diffs))
+
+
+def _check_resumable(ckpt: dict, path: Path, config: BaselineConfig, task: str, sha256: str):
+    """A ValueError unless the checkpoint has this config (but RESUME_NEUTRAL), task, images."""
+    check_same_config(path, ckpt["config"], config.to_dict(), RESUME_NEUTRAL)
     if ckpt["task"] != task:
         raise ValueError(f"checkpoint {path} is for task {ckpt['task']!r}, not {task!r}")
     if ckpt["data"]["sha256"] != sha256:

@@ -51,13 +51,16 @@ def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
     lam = config.lam
     exclude = torch.eye(xi.shape[1], dtype=torch.bool, device=dev)
 
-    def closed_form(x, J):
-        """(⟨Σ_i e_i⟩, ∂/∂J) on states x (numpy on the CPU, a tensor on the GPU)."""
+    # host buffers of the closed form, reused every step: the data's and the model's
+    host = [np.empty((xi.shape[1],) * 2 + (xi.shape[2],) * 2, xi.dtype) for _ in range(2)]
+    kernel_clamp = np.inf if clamp is None else clamp
+
+    def closed_form(x, J, slot: int = 0):
+        """(⟨Σ_i e_i⟩, ∂/∂J) on states x (numpy on the CPU, a tensor on the GPU); on the CPU
+        the gradient is host buffer ``slot``, overwritten by the next call."""
         if on_cpu:
-            G = np.empty(J.shape, dtype=xi.dtype)
-            loss = _k_objective.loss_and_grad(x, J.numpy(), lam, G, np.inf if clamp is None
-                                              else clamp)  # fmt: skip
-            return float(loss), torch.from_numpy(G)
+            loss = _k_objective.loss_and_grad(x, J.numpy(), lam, host[slot], kernel_clamp)
+            return float(loss), torch.from_numpy(host[slot])
         loss, G = torch_closed_form(torch, x, J, lam, chunk, exclude, clamp)
         return float(loss), G
 
@@ -79,20 +82,16 @@ def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
 
         def cd(idx, J, rng):
             x = batch(idx)
-            if not config.persistent:
-                start = x
-            else:  # the chains start at the first minibatch and carry on from there
-                chains = state.extra.get("chains")
-                start = (
-                    x
-                    if chains is None
-                    else (chains if on_cpu else torch.from_numpy(chains).to(dev))
-                )
+            # PCD's chains start at the first minibatch and carry on from there
+            chains = state.extra.get("chains") if config.persistent else None
+            start = (
+                x if chains is None else (chains if on_cpu else torch.from_numpy(chains).to(dev))
+            )
             model = advance(start, J, config.k)
             if config.persistent:
                 state.extra["chains"] = model if on_cpu else model.cpu().numpy()
             loss_data, G = closed_form(x, J)
-            loss_model, G_model = closed_form(model, J)
+            loss_model, G_model = closed_form(model, J, slot=1)
             return loss_data - loss_model, G.sub_(G_model)
 
         return cd

@@ -9,6 +9,7 @@ import numpy as np
 
 from spinsa import io
 from spinsa.plotting._base import finish, level, new_figure, save_figure
+from spinsa.sequences.references import is_reference
 
 __all__ = ["figure_forecasts", "figure_spin_error", "plot_sequences"]
 
@@ -26,12 +27,10 @@ def figure_forecasts(truth, forecasts: dict, step_seconds: int = 3600, *, figsiz
     t = np.arange(n)
     fig = new_figure(figsize)
     axes = fig.subplots(2, 1, sharex=True, sharey=True)
-    references = ("persistence", "training mean")
     for ax, refs in zip(axes, (False, True), strict=True):
         ax.plot(t, truth[:n], color="k", lw=1.6, label="truth")
         for k, (name, pred) in enumerate(forecasts.items()):
-            is_ref = name in references or name.startswith("AR(")
-            if is_ref == refs:
+            if is_reference(name) == refs:
                 ax.plot(t, pred[:n], color=f"C{k}", lw=1.0, label=name)
         title = "references" if refs else "models"
         finish(
@@ -67,11 +66,7 @@ def plot_sequences(path: str | os.PathLike, out_dir: str | os.PathLike, *, dpi: 
     forecasts = io.read_group(path, "forecasts")[0]
     spin = io.read_group(path, "spin")[0]
     scores = info.attrs["scores"]
-    refs = {
-        m: (s["mse"], s["mse_sem"])
-        for m, s in scores.items()
-        if m in ("persistence", "training mean") or m.startswith("AR(")
-    }
+    refs = {m: (s["mse"], s["mse_sem"]) for m, s in scores.items() if is_reference(m)}
     figures = {
         "forecasts.png": figure_forecasts(
             info.array("truth"), forecasts, info.attrs.get("step_seconds", 3600)

@@ -32,7 +32,7 @@ from spinsa._checks import check_choice, check_count, check_positive, check_real
 from spinsa._files import atomic_write_text
 from spinsa.sequences.data import split_series, windows
 from spinsa.sequences.forecast import SpinForecaster, best_step, embedding_for, fit_forecaster
-from spinsa.sequences.references import fit_ar, reference_forecasts
+from spinsa.sequences.references import fit_ar, is_reference, reference_forecasts
 from spinsa.tasks import mean_sem
 
 __all__ = ["SequenceConfig", "run_sequences", "SEQUENCES_KIND", "error_table"]
@@ -208,39 +208,29 @@ _TRAIN_FIELDS = ("context", "epochs", "patience", "batch_size", "seed")
 
 
 def _spin_stage(config, splits, out, progress, say):
+    """The fitted couplings (from an earlier run's file when it has the same key) and the
+    forecaster that reads them."""
     from spinsa.fit import load_fit, save_fit
 
     key = _stage_key(config, splits, _FIT_FIELDS)
     fit_path, ckpt = out / f"fit-{key}.h5", out / f"fit-{key}.ckpt.h5"
-    options = dict(
-        backend="lbfgs",
-        lam=config.lam_train,
-        max_iter=config.max_iter,
-        constraint="global",
-        norm=config.norm,
-    )
-    dyn = dict(lam_eval=config.lam_eval, gamma=config.gamma, steps=config.steps)
+    emb = embedding_for(splits.train, config.context, config.k, config.d, config.seed)
     if fit_path.exists():  # a finished stage of an earlier run
         fit = load_fit(fit_path)
-        emb = embedding_for(splits.train, config.context, config.k, config.d, config.seed)
-        return SpinForecaster(
-            fit.J, emb, lam=config.lam_eval, gamma=config.gamma, steps=config.steps
-        ), fit
-    t0 = time.perf_counter()
-    forecaster, fit = fit_forecaster(
-        splits.train,
-        config.context,
-        k=config.k,
-        d=config.d,
-        seed=config.seed,
-        checkpoint=ckpt,
-        progress=progress,
-        **dyn,
-        **options,
+    else:
+        t0 = time.perf_counter()
+        fit = fit_forecaster(
+            splits.train, config.context, k=config.k, d=config.d, seed=config.seed,
+            checkpoint=ckpt, progress=progress, backend="lbfgs", lam=config.lam_train,
+            max_iter=config.max_iter, constraint="global", norm=config.norm,
+        )[1]  # fmt: skip
+        save_fit(fit_path, fit, overwrite=True)
+        ckpt.unlink(missing_ok=True)
+        say(f"fit of the bare self-attention: L = {fit.loss:.4f}, "
+            f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+    forecaster = SpinForecaster(
+        fit.J, emb, lam=config.lam_eval, gamma=config.gamma, steps=config.steps
     )
-    save_fit(fit_path, fit, overwrite=True)
-    ckpt.unlink(missing_ok=True)
-    say(f"fit of the bare self-attention: L = {fit.loss:.4f}, {time.perf_counter() - t0:.1f} s")
     return forecaster, fit
 
 
@@ -409,9 +399,7 @@ def report_lines(h5, figures=()) -> list[str]:
     info = io.read(h5)
     a, cfg = info.attrs, info.config
     scores = a["scores"]
-    best_ref = min(
-        ("persistence", "training mean", f"AR({cfg['context']})"), key=lambda m: scores[m]["mse"]
-    )
+    best_ref = min(filter(is_reference, scores), key=lambda m: scores[m]["mse"])
     lines = [
         "# Sequences: one-step forecasts of the normalised series",
         "",
@@ -437,7 +425,7 @@ def report_lines(h5, figures=()) -> list[str]:
     forecasts, truth = io.read_group(h5, "forecasts")[0], info.array("truth")
     for name in _order(scores):
         s = scores[name]
-        if name in ("persistence", "training mean") or name.startswith("AR("):
+        if is_reference(name):
             continue
         z = paired_z(forecasts[name], forecasts[best_ref], truth)
         verdict = "beats" if z > 3 else "does not beat"

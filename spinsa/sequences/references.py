@@ -14,7 +14,14 @@ import numpy as np
 
 from spinsa._checks import check_count
 
-__all__ = ["ARModel", "fit_ar", "persistence", "training_mean", "reference_forecasts"]
+__all__ = [
+    "ARModel",
+    "fit_ar",
+    "is_reference",
+    "persistence",
+    "training_mean",
+    "reference_forecasts",
+]
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,11 @@ def persistence(contexts) -> np.ndarray:
 def training_mean(contexts) -> np.ndarray:
     """0 for every window: the training mean of a series normalised on its training part."""
     return np.zeros(np.asarray(contexts).shape[0])
+
+
+def is_reference(name: str) -> bool:
+    """Whether ``name`` is one of :func:`reference_forecasts`' names."""
+    return name in ("persistence", "training mean") or name.startswith("AR(")
 
 
 def reference_forecasts(ar: ARModel, contexts) -> dict[str, np.ndarray]:

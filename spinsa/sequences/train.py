@@ -320,14 +320,9 @@ def _check_resumable(ckpt: dict, path: Path, name: str, context: int, config, sh
             f"checkpoint {path} is of model {ckpt['name']!r} with context {ckpt['context']}, "
             f"not {name!r} with context {context}"
         )
-    now = dataclasses.asdict(config)
-    diffs = [
-        f"{key}: checkpoint {ckpt['config'].get(key)!r}, now {now[key]!r}"
-        for key in now
-        if key not in RESUME_NEUTRAL and ckpt["config"].get(key) != now[key]
-    ]
-    if diffs:
-        raise ValueError(f"checkpoint {path} was written with another config: " + "; ".join(diffs))
+    from spinsa.baselines.train import check_same_config
+
+    check_same_config(path, ckpt["config"], dataclasses.asdict(config), RESUME_NEUTRAL)
     if ckpt["data"]["sha256"] != sha256:
         raise ValueError(
             f"checkpoint {path} was trained on other data (shapes {ckpt['data']['shapes']}); "
