@@ -18,7 +18,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_toml", "flatten", "config_to_dict", "config_from_dict", "check_keys"]
+__all__ = [
+    "read_toml",
+    "flatten",
+    "config_to_dict",
+    "config_from_dict",
+    "check_keys",
+    "config_differences",
+    "describe_differences",
+]
 
 
 def read_toml(path_or_text: str | os.PathLike) -> dict:
@@ -73,6 +81,69 @@ def flatten(mapping: Mapping, prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def _plain_json(value: Any) -> Any:
+    """``value`` as JSON would give it back: tuples become lists, numpy scalars numbers."""
+    import json
+
+    def default(obj):
+        if hasattr(obj, "tolist"):  # numpy scalars and arrays
+            return obj.tolist()
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return config_to_dict(obj)
+        if isinstance(obj, os.PathLike):
+            return os.fspath(obj)
+        raise TypeError(f"cannot compare a value of type {type(obj).__name__}")
+
+    return json.loads(json.dumps(value, default=default))
+
+
+def config_differences(saved, now, ignore=()) -> dict[str, tuple[Any, Any]]:
+    """Where two configs differ: ``dotted key -> (saved value, current value)``.
+
+    The one comparison of configs in spinsa (finished stages, checkpoints, runs side by
+    side). Both sides are nested mappings or dataclass configs; they are compared as JSON
+    would store them (a tuple equals a list), key by dotted key. A key absent on one side
+    shows as ``MISSING`` there.
+
+    Parameters
+    ----------
+    saved, now : Mapping or dataclass
+    ignore : iterable of str
+        Dotted keys (or prefixes ending in ``"."``) left out of the comparison.
+    """
+    a, b = (
+        flatten(_plain_json(config_to_dict(c) if dataclasses.is_dataclass(c) else c))
+        for c in (saved, now)
+    )
+    ignore = tuple(ignore)
+
+    def ignored(key: str) -> bool:
+        return any(key == i or (i.endswith(".") and key.startswith(i)) for i in ignore)
+
+    return {
+        key: (a.get(key, MISSING), b.get(key, MISSING))
+        for key in sorted(set(a) | set(b))
+        if not ignored(key) and a.get(key, MISSING) != b.get(key, MISSING)
+    }
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+#: How :func:`config_differences` shows a key that one side lacks.
+MISSING: Any = _Missing()
+
+
+def describe_differences(diffs: Mapping[str, tuple[Any, Any]], limit: int = 4) -> str:
+    """``"fit.lam = 5 there, 2 now; ..."``: the first ``limit`` differences as one phrase."""
+    shown = [f"{k} = {old!r} there, {new!r} now" for k, (old, new) in list(diffs.items())[:limit]]
+    if len(diffs) > limit:
+        shown.append(f"and {len(diffs) - limit} more")
+    return "; ".join(shown) or "no difference"
 
 
 def check_keys(values, known, where: str) -> None:

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["TEMP_GLOB", "atomic_path", "atomic_write_text"]
+__all__ = ["TEMP_GLOB", "atomic_path", "atomic_write_text", "refuse_existing"]
 
 #: Matches the temporary files of :func:`atomic_path` (for cleaning up after a kill).
 TEMP_GLOB = ".*.tmp-*"
@@ -57,4 +57,27 @@ def atomic_write_text(path, text: str) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+    return path
+
+
+def refuse_existing(path, flag: str = "overwrite=True") -> Path:
+    """Raise ``FileExistsError`` if ``path`` exists: the one rule for outputs that exist.
+
+    Parameters
+    ----------
+    path : str or PathLike
+    flag : str
+        How the caller asks for a replacement (``"--overwrite"`` on the command line,
+        ``"overwrite=True"`` in Python), named in the message.
+
+    Returns
+    -------
+    Path
+        ``path``, when nothing is there yet.
+    """
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(
+            f"{path} already exists; pass {flag} to replace it, or choose another path"
+        )
     return path
