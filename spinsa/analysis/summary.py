@@ -24,6 +24,7 @@ __all__ = [
     "best_time",
     "summarize_arrays",
     "summarize_references",
+    "paired_gain_z",
     "read_summaries",
 ]
 
@@ -191,3 +192,17 @@ class ErrorCurves(AnalysisResult):
         for name in CURVES:
             if getattr(self, name).shape != (M, T1):
                 raise ValueError(f"{name} must have shape ({M}, {T1})")
+
+
+def paired_gain_z(errors, other_errors) -> float:
+    """The gain of a model over another in standard errors of the paired difference of
+    their errors on the same inputs: mean(other - errors) / its standard error (> 0: the
+    model's errors are smaller; 0 when the difference has no spread).
+
+    Parameters
+    ----------
+    errors, other_errors : array_like, shape (n,)
+        Per-input errors of the two models, on the same n inputs.
+    """
+    mean, sem, _ = mean_sem(np.asarray(other_errors) - np.asarray(errors))
+    return float(mean / sem) if sem > 0 else 0.0

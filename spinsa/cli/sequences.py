@@ -60,6 +60,12 @@ def add_sequences(sub) -> None:
         help="rows of the three parts (default 12 / 4 / 4 months of 30 days at the series' step)",
     )
     r.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in a directory that holds a run of other settings (its files "
+        "are deleted)",
+    )
+    r.add_argument(
         "--no-baselines",
         action="store_true",
         help="the bare self-attention and the references only (no torch training)",
@@ -69,7 +75,7 @@ def add_sequences(sub) -> None:
 
 
 def _cmd_run(args) -> int:
-    from spinsa.sequences.pipeline import SequenceConfig, run_sequences
+    from spinsa.experiments.sequences import SequenceConfig, run_sequences
 
     options = {
         field: getattr(args, flag.lstrip("-").replace("-", "_"))
@@ -82,5 +88,5 @@ def _cmd_run(args) -> int:
         options["baselines"] = ()
     config = SequenceConfig.quick(**options) if args.quick else SequenceConfig(**options)
     out = args.out or Path("runs") / ("sequences-quick" if args.quick else "sequences")
-    run_sequences(config, out, progress=not args.no_progress)
+    run_sequences(config, out, progress=not args.no_progress, overwrite=args.overwrite)
     return 0

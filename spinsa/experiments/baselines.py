@@ -22,7 +22,6 @@ Layout of ``baselines.h5``::
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,6 @@ from spinsa.analysis.summary import best_time, read_summaries
 from spinsa.baselines.config import BaselineConfig
 from spinsa.baselines.train import HISTORY
 from spinsa.experiments.pipeline import PIXELS, state_at
-from spinsa.io.results import model_names, read_tree
 from spinsa.tasks import TASKS
 
 __all__ = [
@@ -46,23 +44,12 @@ __all__ = [
     "BASELINES_NAME",
     "BASELINE_MODELS",
     "BaselinesSpec",
-    "assess_baseline_claims",
-    "baseline_report_lines",
-    "format_number",
-    "format_pm",
     "run_baselines",
 ]
 
 BASELINES_NAME = "baselines.h5"
 BASELINES_KIND = "reproduce-baselines"
 BASELINE_MODELS = ("recycled", "vit")
-ABOUT_TRAINING_RANGE = (2, 8)  # "lowest for t in about 3-7": the training range, +-1
-BLOCK_BEST_T = "the block's error is lowest for t in about 3-7"
-VIT_BEST = "the ViT is best"
-BLOCK_BEATS_SA = "the block beats the bare SA given enough iterations"
-SA_MORE_UNIFORM = (
-    "predicted patches are more uniform for the bare SA than for the block and the ViT"
-)
 HISTOGRAMS = ("bin_edges", "counts", "density", "mean", "median", "n_patches")
 
 
@@ -306,160 +293,3 @@ def stage_config(config, spec: BaselinesSpec) -> dict[str, Any]:
     """What ``baselines.h5`` stores as its config (a finished stage must match it)."""
     base = config.base.to_dict()
     return {"baselines": spec.to_dict(), "data": base["data"], "tasks": base["tasks"]}
-
-
-# ---------------------------------------------------------------------------- report
-def format_number(value: float | None, digits: int = 4) -> str:
-    """``value`` with ``digits`` decimals; "n/a" when it is None or not finite."""
-    return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
-
-
-def format_pm(value: float, sem: float, digits: int = 4) -> str:
-    """``value ± sem`` with ``digits`` decimals, more when the standard error would print as
-    0; just the value when the sem is not finite; "n/a" when the value is not."""
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    if sem is None or not np.isfinite(sem):
-        return format_number(value, digits)
-    if 0 < sem < 0.5 * 10**-digits:
-        digits = 1 - math.floor(math.log10(sem))
-    return f"{value:.{digits}f} ± {sem:.{digits}f}"
-
-
-def assess_baseline_claims(
-    baselines: dict[str, dict[str, dict]],
-    sa: dict[str, dict[str, dict]],
-    medians: dict[str, float],
-) -> list[tuple[str, str, str, str]]:
-    """Plain verdicts on the baselines' fidelity statements: the block's best t in
-    :data:`ABOUT_TRAINING_RANGE`; the ViT's error below every other model's best; the block's
-    best error below the bare SA's best; the bare SA's median masked-patch variance below
-    both baselines'.
-
-    Parameters
-    ----------
-    baselines : dict
-        ``model -> task -> {"best_t", "best_error", "best_sem"}`` for "recycled" and "vit".
-    sa : dict
-        ``sa model -> task -> summarize_arrays(...)``.
-    medians : dict
-        ``model -> median masked-patch variance``.
-
-    Returns
-    -------
-    list of (statement, task or model, verdict, evidence)
-    """
-    lo, hi = ABOUT_TRAINING_RANGE
-    rb, vit = baselines["recycled"], baselines["vit"]
-    out = []
-
-    def claim(statement, where, ok, evidence):
-        out.append((statement, where, "holds" if ok else "does not hold", evidence))
-
-    for task in (t for t in TASKS if t in rb):
-        bt, error = rb[task]["best_t"], format_number(rb[task]["best_error"])
-        claim(BLOCK_BEST_T, task, lo <= bt <= hi, f"best t = {bt} (error {error})")
-    for task in (t for t in TASKS if t in vit):
-        v = vit[task]["best_error"]
-        others = {"block": rb[task]["best_error"]}
-        others.update({m: s[task]["best_error"] for m, s in sa.items() if task in s})
-        listed = ", ".join(f"{m} best {format_number(o)}" for m, o in others.items())
-        ok = all(v < o for o in others.values())
-        claim(VIT_BEST, task, ok, f"ViT {format_number(v)}; {listed}")
-    for task in (t for t in TASKS if t in rb):
-        for m, s in ((m, s) for m, s in sa.items() if task in s):
-            b, a = rb[task]["best_error"], s[task]["best_error"]
-            block = f"block {format_number(b)} at t = {rb[task]['best_t']}"
-            bare = f"bare SA ({m}) {format_number(a)} at t = {s[task]['best_t']}"
-            claim(BLOCK_BEATS_SA, f"{task}, {m}", b < a, f"{block}; {bare}")
-    for m in (m for m in sa if m in medians):
-        ok = all(medians[m] < medians[b] for b in BASELINE_MODELS if b in medians)
-        shown = ", ".join(
-            f"{k} {format_number(medians[k], 5)}" for k in (m, *BASELINE_MODELS) if k in medians
-        )
-        claim(SA_MORE_UNIFORM, m, ok, f"median masked-patch variance: {shown}")
-    return out
-
-
-def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
-    """``model -> task -> attrs`` (best_t, best_error, ...) of a ``baselines.h5``."""
-    out: dict[str, dict[str, dict]] = {}
-    for model in BASELINE_MODELS:
-        for task in TASKS:
-            try:
-                out.setdefault(model, {})[task] = io.read_group(path, f"models/{model}/{task}")[1]
-            except KeyError:
-                pass
-    return out
-
-
-def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[str]:
-    """The report's section on the baselines (markdown lines), from the two files only;
-    ``summaries`` (``model -> read_summaries(...)`` of ``reproduce_h5``) if read already."""
-    bl = read_baseline_summaries(baselines_h5)
-    sa = summaries or {m: read_summaries(reproduce_h5, m) for m in model_names(reproduce_h5)}
-    pv_arrays, pv_attrs = read_tree(baselines_h5, "patch_variances")
-    pv_models = [str(m) for m in pv_attrs["models"]]
-    medians = {m: float(v) for m, v in zip(pv_models, pv_arrays["median"], strict=True)}
-    first = bl["recycled"]["masked"]
-    lines = [
-        "## Backprop baselines: recycled block and ViT",
-        "",
-        f"Trained by backpropagation on {first['n_train']} training images "
-        f"({first['patch']}x{first['patch']} patches; {first['epochs']} epoch(s) for the "
-        f"block, {bl['vit']['masked']['epochs']} for the ViT), evaluated on the same "
-        f"{first['n_test']} test images with the run's task streams (same noise; the same "
-        "masks when the patch sizes agree). Errors are mean squared pixel errors over all "
-        "pixels in [0, 1] (the damico2024 model measures its own in its pixel space "
-        "min(2p, 1)).",
-        "",
-        "| model | task | parameters | best t | best error | error at t = 1 | error at t = T |"
-        " training (s) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for model, label in (("recycled", "recycled block"), ("vit", "ViT")):
-        for task, a in bl.get(model, {}).items():
-            best = format_pm(a["best_error"], a["best_sem"]) + (
-                " (constant in t)" if model == "vit" else ""
-            )
-            lines.append(
-                f"| {label} | {task} | {a['n_parameters']['total']:,} | "
-                f"{a['best_t'] if model == 'recycled' else '-'} | {best} | "
-                f"{format_number(a['error_t1'])} | {format_number(a['error_T'])} | "
-                f"{format_number(a['train_seconds'], 1)} |"
-            )
-    for m, s in sa.items():
-        for task, x in s.items():
-            lines.append(
-                f"| bare SA ({m}) | {task} | - | {x['best_t']} | "
-                f"{format_pm(x['best_error'], x['best_sem'])} | "
-                f"{format_number(x['error_t1'])} | {format_number(x['error_T'])} | - |"
-            )
-    lines += [
-        "",
-        f"Masked-patch pixel variances (Fig. 2; first {pv_attrs['n_images']} test images, each "
-        "model at its best t on the masked task):",
-        "",
-        "| model | patch | t | masked patches | mean variance | median variance |",
-        "|---|---|---|---|---|---|",
-    ]
-    for k, m in enumerate(pv_models):
-        patch = pv_attrs["patch"][m]
-        lines.append(
-            f"| {m} | {patch}x{patch} | {pv_attrs['best_t'][m] if m != 'clean' else '-'} | "
-            f"{int(pv_arrays['n_patches'][k])} | {format_number(float(pv_arrays['mean'][k]), 5)} | "
-            f"{format_number(medians[m], 5)} |"
-        )
-    lines += [
-        "",
-        "Fidelity statements, measured plainly: the block's best t in 2..8 (the training "
-        "range 3..7, give or take one); the ViT's error below every other model's best; the "
-        "block's best error below the bare SA's best; the bare SA's median masked-patch "
-        "variance below both baselines'.",
-        "",
-        "| statement | where | verdict | evidence |",
-        "|---|---|---|---|",
-    ]
-    for claim, where, verdict, why in assess_baseline_claims(bl, sa, medians):
-        lines.append(f"| {claim} | {where} | **{verdict}** | {why} |")
-    return lines

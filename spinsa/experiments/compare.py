@@ -26,9 +26,7 @@ The results and what they are computed on:
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,20 +37,14 @@ import numpy as np
 from spinsa import analysis, io
 from spinsa._checks import check_count
 from spinsa._config import flatten
-from spinsa._files import atomic_write_text
-from spinsa._progress import progress as progress_bar
-from spinsa.analysis.summary import SIGNIFICANT_Z
 from spinsa.damico import standardize_features
-from spinsa.experiments.baselines import format_number as _fmt
-from spinsa.experiments.baselines import format_pm as _pm
 from spinsa.experiments.pipeline import RUN_KIND, load_images, read_run
-from spinsa.io.results import read_evaluation
-from spinsa.references import REFERENCES
-from spinsa.tasks import TASK_TITLES, TASKS
+from spinsa.experiments.report import write_compare_report
+from spinsa.experiments.stages import Pipeline
+from spinsa.io.results import COMPARE_KIND, read_evaluation
+from spinsa.tasks import TASKS
 
-__all__ = ["COMPARE_KIND", "ComparisonResult", "compare_runs", "write_compare_report"]
-
-COMPARE_KIND = "comparison"
+__all__ = ["COMPARE_KIND", "ComparisonResult", "compare_runs"]
 H5_NAME = "compare.h5"
 REPORT_NAME = "report.md"
 N_DATA = 1000
@@ -218,15 +210,8 @@ def compare_runs(
     infos, configs = _read_runs(paths)
     _check_same_data(paths, configs, infos)
     names = _labels(infos)
-    stages = ["data", "cosines", "spectra", "distance", "entropy", "pseudolikelihood", "tasks"]
-    bar = progress_bar(len(stages) + 2, "spinsa compare", "stage", enabled=progress)
-    timings: dict[str, float] = {}
-
-    def stage(name: str) -> None:
-        bar.set_postfix_str(name)
-        timings[name] = time.perf_counter()
-
-    stage("data")
+    plan = Pipeline("spinsa compare", say=print if progress else None)
+    results: dict[str, tuple[analysis.AnalysisResult, dict[str, Any]]] = {}
     notes: list[str] = []
     fits = [c.fit for c in configs]
     lam_train = float(_common([f.lam for f in fits], "λ_train (fit.lam)", notes, names))
@@ -248,428 +233,105 @@ def compare_runs(
         )
     n_test = min(min(c.data.n_test for c in configs), n_data)
     config = configs[0].with_overrides({"data.n_test": n_test})
-    images = load_images(config)
     emb = config.make_embedding()
-    x_train = emb.encode(images.train[_subsample(images.train.shape[0], n_data)])
-    x_test = emb.encode(images.test)
     seen = (lambda x: standardize_features(x)) if standardize else (lambda x: x)
-    Js = [io.read_array(p, "J") for p in paths]
-    bar.update()
-
-    results: dict[str, tuple[analysis.AnalysisResult, dict[str, Any]]] = {}
-    stage("cosines")
-    results["cosines"] = (analysis.pairwise_cosines(Js, names), {})
-    bar.update()
-    stage("spectra")
-    results["spectra"] = (analysis.coupling_spectra(Js, names), {})
-    bar.update()
-    stage("distance")
-    positions = emb.token_positions("center")
-    result = analysis.distance_dependence(Js, positions, names, grid_shape=emb.grid_shape)
-    results["distance"] = (result, {"distance_unit": "pixels"})
-    bar.update()
-    stage("entropy")
-    on_test = {"data": "test images", "features": "raw spins", "lam_is": "lam_eval"}
-    results["entropy/test"] = (analysis.attention_entropy(x_test, Js, lam_eval, names), on_test)
     features = "standardised spins" if standardize else "raw spins"
-    on_train = {"data": "training images", "features": features, "lam_is": "lam_train"}
-    result = analysis.attention_entropy(seen(x_train), Js, lam_train, names)
-    results["entropy/train"] = (result, on_train)
-    bar.update()
-    stage("pseudolikelihood")
-    for split, x in (("train", x_train), ("test", x_test)):
-        result = analysis.pseudolikelihood_values(seen(x), Js, lam_train, names, score_clamp=clamp)
-        data = "training images" if split == "train" else "test images"
-        results[f"pseudolikelihood/{split}"] = (result, {"data": data, "features": features})
-    bar.update()
-    stage("tasks")
+    Js = [io.read_array(p, "J") for p in paths]
+    spins: dict[str, np.ndarray] = {}
+
+    def run_data():
+        images = load_images(config)
+        spins["train"] = emb.encode(images.train[_subsample(images.train.shape[0], n_data)])
+        spins["test"] = emb.encode(images.test)
+
+    def run_distance():
+        positions = emb.token_positions("center")
+        result = analysis.distance_dependence(Js, positions, names, grid_shape=emb.grid_shape)
+        results["distance"] = (result, {"distance_unit": "pixels"})
+
+    def run_entropy():
+        on_test = {"data": "test images", "features": "raw spins", "lam_is": "lam_eval"}
+        result = analysis.attention_entropy(spins["test"], Js, lam_eval, names)
+        results["entropy/test"] = (result, on_test)
+        on_train = {"data": "training images", "features": features, "lam_is": "lam_train"}
+        result = analysis.attention_entropy(seen(spins["train"]), Js, lam_train, names)
+        results["entropy/train"] = (result, on_train)
+
+    def run_pseudolikelihood():
+        for split in ("train", "test"):
+            x = seen(spins[split])
+            result = analysis.pseudolikelihood_values(x, Js, lam_train, names, score_clamp=clamp)
+            data = "training images" if split == "train" else "test images"
+            results[f"pseudolikelihood/{split}"] = (result, {"data": data, "features": features})
+
     missing: dict[str, list[str]] = {}
-    same_inputs = len({c.data.n_test for c in configs}) == 1 and not any(
-        k.startswith("tasks.") for k in _differing(configs, names)
-    )
-    for task in TASKS:
-        evaluations, lacking = [], []
-        for path, name in zip(paths, names, strict=True):
-            try:
-                evaluations.append(_evaluation(path, task))
-            except KeyError:
-                lacking.append(name)
-        if lacking:
-            missing[task] = lacking
-            continue
-        result = analysis.compare_tasks(task, evaluations, names, paired=same_inputs)
-        results[f"tasks/{task}"] = (result, {"paired": bool(same_inputs)})
-    bar.update()
-    now = time.perf_counter()
-    order = list(timings) + ["end"]
-    marks = [*timings.values(), now]
-    seconds = {order[k]: marks[k + 1] - marks[k] for k in range(len(timings))}
 
-    runs = {
-        name: {
-            "file": str(path),
-            **{k: info.attrs.get(k) for k in ("fit_loss", "fit_norm", "hebbian_cosine")},
-        }
-        for name, path, info in zip(names, paths, infos, strict=True)
-    }
-    attrs = {
-        "models": list(names),
-        "run_files": [str(p) for p in paths],
-        "runs": runs,
-        "n_data": int(n_data),
-        "n_train_used": int(x_train.shape[0]),
-        "n_test_used": int(x_test.shape[0]),
-        "dataset": config.data.dataset,
-        "n_tokens": int(emb.n_tokens),
-        "d": int(emb.d),
-        "grid_shape": list(emb.grid_shape),
-        "lam_train": lam_train,
-        "lam_eval": lam_eval,
-        "standardize": standardize,
-        "score_clamp": clamp,
-        "differing": _differing(configs, names),
-        "missing_tasks": missing,
-        "notes": notes,
-        "stage_seconds": seconds,
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    arrays = {f"analysis/{n}": r.to_arrays() for n, (r, _) in results.items()}
-    group_attrs = {f"analysis/{n}": {**r.attrs(), **extra} for n, (r, extra) in results.items()}
-    io.write_file(h5, arrays, attrs, kind=COMPARE_KIND, group_attrs=group_attrs, overwrite=True)
-
-    from spinsa.plotting.compare import plot_comparison  # matplotlib on first use
-
-    bar.set_postfix_str("figures")
-    figures = plot_comparison(h5, out)
-    bar.update()
-    write_compare_report(h5, report, [f.name for f in figures])
-    bar.update()
-    bar.close()
-    return ComparisonResult(out, h5, report, tuple(figures), names)
-
-
-# ---------------------------------------------------------------------------- report
-def _row(cells) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
-def _table(header, rows) -> list[str]:
-    return [_row(header), "|" + "---|" * len(header), *(_row(r) for r in rows), ""]
-
-
-def _paired_words(a: str, b: str, difference: float, z: float) -> str:
-    """How a's best error compares with b's, image by image, in words."""
-    if not math.isfinite(z):
-        return f"{a} vs {b}: no standard error, no comparison"
-    size = f"by {abs(difference):.2g} (z = {z:.1f})"
-    if z > SIGNIFICANT_Z:
-        return f"{a}'s best error is lower than {b}'s {size}"
-    if z < -SIGNIFICANT_Z:
-        return f"{a}'s best error is higher than {b}'s {size}"
-    return (
-        f"{a}'s and {b}'s best errors are not significantly different "
-        f"(difference {difference:.2g}, z = {z:.1f}, |z| <= {SIGNIFICANT_Z:g})"
-    )
-
-
-def _models_lines(attrs: dict, names) -> list[str]:
-    runs = attrs["runs"]
-    rows = [
-        [
-            n,
-            f"`{runs[n]['file']}`",
-            _fmt(runs[n].get("fit_norm"), 3),
-            _fmt(runs[n].get("fit_loss")),
-            _fmt(runs[n].get("hebbian_cosine"), 4),
-        ]
-        for n in names
-    ]
-    lines = [
-        f"{len(names)} models on {attrs['dataset']} (N = {attrs['n_tokens']} tokens, "
-        f"d = {attrs['d']}); entropy and pseudo-likelihood on {attrs['n_train_used']} "
-        f"training and {attrs['n_test_used']} test images (λ_train = {attrs['lam_train']:g}, "
-        f"λ_eval = {attrs['lam_eval']:g}).",
-        "",
-        *_table(["model", "run file", "|J|_F", "fit loss", "cosine with Hebbian J"], rows),
-    ]
-    differing = attrs.get("differing") or {}
-    if differing:
-        lines += ["The runs' configs differ in:", ""]
-        lines += _table(["key", *names], [[f"`{k}`", *map(repr, v)] for k, v in differing.items()])
-    for note in attrs.get("notes") or []:
-        lines += [f"Note: {note}", ""]
-    return lines
-
-
-def _coupling_lines(h5: Path, names) -> list[str]:
-    cos = analysis.load_analysis(h5, "cosines")
-    lines = ["## Similarity of the couplings", "", "Global cosine <J_a, J_b> / (|J_a| |J_b|):", ""]
-    lines += _table(
-        ["", *names],
-        [[a, *(_fmt(c, 4) for c in row)] for a, row in zip(names, cos.cosine, strict=True)],
-    )
-    rows, said = [], []
-    for p, (a, b) in enumerate(cos.pairs):
-        q = dict(zip(cos.levels, cos.quantiles[p], strict=True))
-        pair = f"{names[a]} vs {names[b]}"
-        rows.append(
-            [
-                pair,
-                _fmt(cos.cosine[a, b], 4),
-                _fmt(cos.mean[p], 4),
-                _fmt(q[0.5], 4),
-                f"{_fmt(q[0.05], 3)} to {_fmt(q[0.95], 3)}",
-            ]
+    def run_tasks():
+        same_inputs = len({c.data.n_test for c in configs}) == 1 and not any(
+            k.startswith("tasks.") for k in _differing(configs, names)
         )
-        said.append(
-            f"{pair}: global cosine {_fmt(cos.cosine[a, b], 3)}; the typical pair of tokens "
-            f"(median) {_fmt(q[0.5], 3)}, 90% of pairs between {_fmt(q[0.05], 2)} and "
-            f"{_fmt(q[0.95], 2)}."
-        )
-    lines += ["Cosine of the blocks J_ij, pair of tokens by pair of tokens:", ""]
-    lines += _table(["tensors", "global", "mean per pair", "median", "5% to 95%"], rows)
-    lines += [*(f"- {s}" for s in said), ""]
-
-    sp = analysis.load_analysis(h5, "spectra")
-    lines += ["## Spectra", ""]
-    lines += [
-        "M is the (Nd)×(Nd) matrix of J; its symmetrised part (M + Mᵀ)/2 is the quadratic "
-        "form a spin configuration feels. Stable rank |J|²/σ_max²; block top share: mean "
-        "σ₁²/Σσ² of a block J_ij (1: every block rank one, 1/d: isotropic).",
-        "",
-    ]
-    rows = [
-        [
-            n,
-            _fmt(sp.norm[k], 3),
-            _fmt(sp.symmetric_eigenvalues[k, 0] / max(sp.norm[k], 1e-300), 4),
-            _fmt(sp.symmetric_eigenvalues[k, -1] / max(sp.norm[k], 1e-300), 4),
-            f"{sp.positive_fraction[k]:.0%}",
-            _fmt(sp.stable_rank[k], 2),
-            _fmt(sp.block_top_fraction[k], 3),
-        ]
-        for k, n in enumerate(names)
-    ]
-    header = [
-        "model",
-        "|J|_F",
-        "largest eig. of sym. part / |J|",
-        "smallest / |J|",
-        "positive eig.",
-        "stable rank",
-        "block top share",
-    ]
-    lines += _table(header, rows)
-
-    dist = analysis.load_analysis(h5, "distance")
-    lines += ["## Strength against distance", ""]
-    lines += [
-        "|J_ij|_F over the pairs at each distance between patch centres (pixels), each tensor "
-        "divided by its own mean pair strength (so 2 means twice the average pair):",
-        "",
-    ]
-    n_bins = dist.bin_distance.size
-    shown = sorted({b for b in (0, 1, 2, n_bins - 1) if 0 <= b < n_bins})  # near and far
-    header = ["model", "mean |J_ij|_F", *(f"d = {dist.bin_distance[b]:.3g}" for b in shown)]
-    rows = [
-        [n, _fmt(dist.scale[k], 4), *(_pm(dist.mean[k, b], dist.sem[k, b], 2) for b in shown)]
-        for k, n in enumerate(names)
-    ]
-    lines += _table(header, rows)
-    lines += [
-        f"- {n}: the nearest pairs are {_fmt(dist.mean[k, 0], 2)} times the mean, the "
-        f"farthest {_fmt(dist.mean[k, -1], 2)} times."
-        for k, n in enumerate(names)
-    ]
-    return [*lines, ""]
-
-
-def _data_lines(h5: Path, names) -> list[str]:
-    lines = ["## Attention entropy on the data", ""]
-    lines += [
-        "H_i = −Σ_j α_ij log α_ij of every site's attention, averaged over sites, mean ± "
-        "standard error over images; log(N − 1) is uniform attention (J = 0).",
-        "",
-    ]
-    rows = []
-    for split in ("test", "train"):
-        e = analysis.load_analysis(h5, f"entropy/{split}")
-        a = io.read_group(h5, f"analysis/entropy/{split}")[1]
-        label = f"{a.get('data', split)}, λ = {e.lam:g} ({a.get('features', '')})"
-        rows.append(
-            [
-                label,
-                *(_pm(e.mean[k], e.sem[k], 3) for k in range(len(names))),
-                _fmt(e.max_entropy, 3),
-            ]
-        )
-        said = [
-            f"{n}: {e.mean[k] / e.max_entropy:.0%} of the maximum, exp(H) = "
-            f"{math.exp(e.mean[k]):.1f} effective tokens of {math.exp(e.max_entropy):.0f}"
-            for k, n in enumerate(names)
-        ]
-        rows[-1].append("; ".join(said))
-    lines += _table(["data", *names, "log(N − 1)", "in words"], rows)
-
-    lines += ["## Pseudo-likelihood", ""]
-    for split in ("train", "test"):
-        pl = analysis.load_analysis(h5, f"pseudolikelihood/{split}")
-        a = io.read_group(h5, f"analysis/pseudolikelihood/{split}")[1]
-        clamped = "" if pl.score_clamp is None else f", scores clamped at {pl.score_clamp:g}"
-        lines += [
-            f"L(J) on {pl.n_patterns} {a.get('data', split)} ({a.get('features', '')}, "
-            f"λ = {pl.lam:g}{clamped}); "
-            f"lower is better; L(0) = {_fmt(pl.loss_zero)} (no couplings). The common norm is "
-            f"the {'mean of the norms' if pl.common == 'mean' else 'given norm'}, "
-            f"{_fmt(pl.common_norm, 3)}: L falls without bound as |J| grows, so only values "
-            "at one norm say which direction of J fits better.",
-            "",
-        ]
-        rows = [
-            [n, _fmt(pl.norm[k], 3), _fmt(pl.loss[k]), _fmt(pl.loss_common[k])]
-            for k, n in enumerate(names)
-        ]
-        lines += _table(["model", "|J|_F", "L at its own norm", "L at the common norm"], rows)
-        if np.isfinite(pl.loss_common).any():
-            k = int(np.nanargmin(pl.loss_common))
-            lines += [
-                f"- At the common norm the lowest objective is {names[k]}'s "
-                f"({_fmt(pl.loss_common[k])}); an average over {pl.n_patterns} patterns, "
-                "without a standard error.",
-                "",
-            ]
-    return lines
-
-
-def _task_lines(h5: Path, names, attrs: dict) -> list[str]:
-    lines = ["## The tasks", ""]
-    lines += [
-        "From the evaluations stored in the run files. The best t is the first minimum of "
-        "the mean error (t ≥ 1 for the masked task), chosen on the test images themselves, "
-        "which favours the model slightly. A model beats a reference when its best error is "
-        f"below it by more than {SIGNIFICANT_Z:g} combined standard errors (z > "
-        f"{SIGNIFICANT_Z:g}). The lifetime is how long a trajectory's error stays below the "
-        "best reference's error on the same image, around its minimum (censored: still "
-        "below at t = T).",
-        "",
-    ]
-    for task, lacking in (attrs.get("missing_tasks") or {}).items():
-        lines += [
-            f"No {TASK_TITLES[task]} table: {', '.join(lacking)} hold(s) no evaluation of "
-            f"it (`spinsa evaluate RUN.h5 --task {task}`).",
-            "",
-        ]
-    for task in TASKS:
-        try:
-            r = analysis.load_analysis(h5, f"tasks/{task}")
-        except KeyError:
-            continue
-        labels = REFERENCES[task]
-
-        def ref(k: int, r=r, labels=labels) -> str:
-            best = r.best_reference[k]
-            if not best:
-                return "n/a"
-            j = r.references.index(best)
-            return (
-                f"{labels.get(best, best)}: {_pm(r.reference_error[k, j], r.reference_sem[k, j])}"
-            )
-
-        rows = {
-            "best t: error": [
-                f"t = {r.best_t[k]}: {_pm(r.best_error[k], r.best_sem[k])}"
-                for k in range(len(names))
-            ],
-            "best reference": [ref(k) for k in range(len(names))],
-            "z over it": [_fmt(r.z[k], 1) for k in range(len(names))],
-            f"beats it (z > {SIGNIFICANT_Z:g})": [
-                "**yes**" if r.beats[k] else "no" for k in range(len(names))
-            ],
-            "lifetime below it: mean ± s.e. (median)": [
-                f"{_pm(r.lifetime_mean[k], r.lifetime_sem[k], 1)} ({_fmt(r.lifetime_median[k], 1)})"
-                for k in range(len(names))
-            ],
-            "transient / censored": [
-                f"{r.fraction_transient[k]:.0%} / {r.fraction_censored[k]:.0%}"
-                for k in range(len(names))
-            ],
-            "final images vs their mean (coherence)": [
-                _pm(r.coherence_mean[k], r.coherence_sem[k], 3) for k in range(len(names))
-            ],
-            "final images vs nearest training image": [
-                _pm(r.nearest_corr_mean[k], r.nearest_corr_sem[k], 3) for k in range(len(names))
-            ],
-            "ended on fixed point / 2-cycle / neither": [
-                " / ".join(
-                    "n/a" if not np.isfinite(v) else f"{v:.0%}"
-                    for v in (
-                        r.fraction_fixed_point[k],
-                        r.fraction_two_cycle[k],
-                        r.fraction_other[k],
-                    )
-                )
-                for k in range(len(names))
-            ],
-        }
-        lines += [f"### {TASK_TITLES[task]} ({r.n_images[0]} test images)", ""]
-        lines += _table(["", *names], [[label, *cells] for label, cells in rows.items()])
-        for k, n in enumerate(names):
-            best = r.best_reference[k]
-            if not best:
-                lines.append(f"- {n}: the file holds no references; no claim is made.")
+        for task in TASKS:
+            evaluations, lacking = [], []
+            for path, name in zip(paths, names, strict=True):
+                try:
+                    evaluations.append(_evaluation(path, task))
+                except KeyError:
+                    lacking.append(name)
+            if lacking:
+                missing[task] = lacking
                 continue
-            verdict = (
-                "beats the best reference: a transient memory that simple predictors do not hold"
-                if r.beats[k]
-                else f"does not beat the best reference by more than {SIGNIFICANT_Z:g} "
-                "standard errors"
-            )
-            lines.append(
-                f"- {n}: best error {_pm(r.best_error[k], r.best_sem[k])} at t = {r.best_t[k]}; "
-                f"{verdict} ({labels.get(best, best)}, z = {_fmt(r.z[k], 1)})."
-            )
-        if np.isfinite(r.paired_z).any():
-            lines += ["", "Best errors image by image (paired over the same test images):", ""]
-            for a in range(len(names)):
-                for b in range(a + 1, len(names)):
-                    diff, z = r.paired_difference[a, b], r.paired_z[a, b]
-                    lines.append(f"- {_paired_words(names[a], names[b], diff, z)}.")
-        else:
-            lines += [
-                "",
-                "No image-by-image comparison: the runs' test images or corruptions differ.",
-            ]
-        lines.append("")
-    return lines
+            result = analysis.compare_tasks(task, evaluations, names, paired=same_inputs)
+            results[f"tasks/{task}"] = (result, {"paired": bool(same_inputs)})
 
+    def run_write():
+        runs = {
+            name: {
+                "file": str(path),
+                **{k: info.attrs.get(k) for k in ("fit_loss", "fit_norm", "hebbian_cosine")},
+            }
+            for name, path, info in zip(names, paths, infos, strict=True)
+        }
+        attrs = {
+            "models": list(names),
+            "run_files": [str(p) for p in paths],
+            "runs": runs,
+            "n_data": int(n_data),
+            "n_train_used": int(spins["train"].shape[0]),
+            "n_test_used": int(spins["test"].shape[0]),
+            "dataset": config.data.dataset,
+            "n_tokens": int(emb.n_tokens),
+            "d": int(emb.d),
+            "grid_shape": list(emb.grid_shape),
+            "lam_train": lam_train,
+            "lam_eval": lam_eval,
+            "standardize": standardize,
+            "score_clamp": clamp,
+            "differing": _differing(configs, names),
+            "missing_tasks": missing,
+            "notes": notes,
+            "stage_seconds": dict(plan.measured),
+        }
+        arrays = {f"analysis/{n}": r.to_arrays() for n, (r, _) in results.items()}
+        group_attrs = {f"analysis/{n}": {**r.attrs(), **extra} for n, (r, extra) in results.items()}
+        io.write_file(h5, arrays, attrs, kind=COMPARE_KIND, group_attrs=group_attrs, overwrite=True)
 
-def write_compare_report(h5_path, out_path, figures: Sequence[str] = ()) -> Path:
-    """Write ``report.md`` from a comparison file (reads the file only).
+    figures: list[Path] = []
 
-    Parameters
-    ----------
-    h5_path : str or PathLike
-        ``compare.h5`` from :func:`compare_runs`.
-    out_path : str or PathLike
-    figures : sequence of str
-        File names of the figures to embed (relative to the report).
+    def run_figures():
+        from spinsa.plotting.compare import plot_comparison  # matplotlib on first use
 
-    Returns
-    -------
-    Path
-    """
-    h5 = Path(h5_path)
-    info = io.read(h5)
-    if info.kind != COMPARE_KIND:
-        raise ValueError(f"{h5} is a spinsa file of kind {info.kind!r}, not a comparison")
-    attrs = info.attrs
-    names = list(attrs["models"])
-    lines = ["# Comparison of coupling tensors", "", *_models_lines(attrs, names)]
-    lines += _coupling_lines(h5, names)
-    lines += _data_lines(h5, names)
-    lines += _task_lines(h5, names, attrs)
-    if figures:
-        lines += ["## Figures", ""]
-        lines += [f"![{Path(f).stem}]({f})" for f in figures]
-        lines.append("")
-    return atomic_write_text(out_path, "\n".join(lines))
+        figures.extend(plot_comparison(h5, out))
+
+    plan.add("data", run_data)
+    plan.add("cosines", lambda: results.update(cosines=(analysis.pairwise_cosines(Js, names), {})))
+    plan.add("spectra", lambda: results.update(spectra=(analysis.coupling_spectra(Js, names), {})))
+    plan.add("distance", run_distance)
+    plan.add("entropy", run_entropy)
+    plan.add("pseudolikelihood", run_pseudolikelihood)
+    plan.add("tasks", run_tasks)
+    plan.add("write", run_write)
+    plan.add("figures", run_figures)
+    plan.add("report", lambda: write_compare_report(h5, report, [f.name for f in figures]))
+    out.mkdir(parents=True, exist_ok=True)
+    plan.run()
+    return ComparisonResult(out, h5, report, tuple(figures), names)

@@ -33,10 +33,8 @@ with an estimate of each stage's time (:func:`estimate_seconds`).
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,29 +43,22 @@ from typing import Any
 import numpy as np
 
 from spinsa import io
-from spinsa._config import flatten
-from spinsa._files import TEMP_GLOB, atomic_write_text
-from spinsa._progress import peak_rss_mb
-from spinsa.analysis.summary import SIGNIFICANT_Z, read_summaries
+from spinsa._files import TEMP_GLOB
 from spinsa.experiments import baselines as _baselines
 from spinsa.experiments import pipeline
-from spinsa.experiments.baselines import format_number as _fmt
-from spinsa.experiments.baselines import format_pm as _pm
 from spinsa.experiments.config import ExperimentConfig, ReproduceConfig
 from spinsa.experiments.notebook import NOTEBOOK_KIND, notebook_check
-from spinsa.io.results import REPRODUCE_KIND, model_names, read_tree
-from spinsa.io.schema import RESERVED_KEYS, RESERVED_PREFIXES, to_json
-from spinsa.references import REFERENCES
-from spinsa.tasks import TASK_TITLES, TASKS, mean_sem
+from spinsa.experiments.report import write_reproduce_report
+from spinsa.experiments.stages import Pipeline, stage_done
+from spinsa.io.results import REPRODUCE_KIND, read_tree
+from spinsa.io.schema import RESERVED_KEYS, RESERVED_PREFIXES
+from spinsa.tasks import TASKS
 
 __all__ = [
     "FinishedRunError",
     "ReproduceResult",
     "reproduce",
     "estimate_seconds",
-    "write_report",
-    "assess_claims",
-    "assess_references",
 ]
 
 H5_NAME = "reproduce.h5"
@@ -105,56 +96,9 @@ class ReproduceResult:
 
 
 # ---------------------------------------------------------------------------- helpers
-def _canonical(d: dict) -> dict:
-    return json.loads(to_json(d))
-
-
-def _first_difference(a: dict, b: dict) -> str:
-    fa, fb = flatten(a), flatten(b)
-    for key in sorted(set(fa) | set(fb)):
-        if fa.get(key, "<absent>") != fb.get(key, "<absent>"):
-            return f"{key} = {fa.get(key, '<absent>')!r} there, {fb.get(key, '<absent>')!r} now"
-    return "(no difference found)"
-
-
-def _intact(path: Path) -> bool:
-    """Whether ``path`` is a spinsa file whose checksums hold (a missing file is not)."""
-    try:
-        io.verify(path)
-    except io.SpinsaFileError:
-        return False
-    return True
-
-
-@dataclass
-class _Stage:
-    """One stage: the files it writes, how, what it needs, and the config they must hold."""
-
-    name: str
-    outputs: list[Path]
-    run: Callable[[], None]
-    deps: list[str]
-    config: dict | None = None  # None: done when every output exists
-
-    def done(self) -> bool:
-        if self.config is None:
-            return all(p.is_file() for p in self.outputs)
-        path = self.outputs[0]
-        if not _intact(path):  # missing, unreadable or damaged: the stage runs again
-            return False
-        stored, expected = _canonical(io.read(path).config), _canonical(self.config)
-        if stored != expected:
-            raise ValueError(
-                f"{path.parent} holds a run with a different configuration ({path.name}: "
-                f"{_first_difference(stored, expected)}); pass overwrite=True (--overwrite) to "
-                "start afresh, or choose another output directory"
-            )
-        return True
-
-
 def _stage_files(out_dir: Path) -> list[Path]:
     patterns = ["data.h5", "fit-*.h5", "eval-*.h5", "notebook-*.h5", H5_NAME, "fig1_*.png"]
-    patterns += [REPORT_NAME, _baselines.BASELINES_NAME, "baseline-*.pt", "fig2_*.png"]
+    patterns += [REPORT_NAME, _baselines.BASELINES_NAME, "baseline-*.pt", "fig2_*.png", "*.corrupt"]
     return [p for pattern in patterns for p in out_dir.glob(pattern) if p.is_file()]
 
 
@@ -247,16 +191,6 @@ def estimate_seconds(cfg: ReproduceConfig, bl_spec=None, cuda: bool = False) -> 
     return out
 
 
-def _duration(seconds: float) -> str:
-    if not np.isfinite(seconds):
-        return "not estimated (GPU)"
-    if seconds < 90:
-        return f"~{max(seconds, 1):.0f} s"
-    if seconds < 5400:
-        return f"~{seconds / 60:.0f} min"
-    return f"~{seconds / 3600:.1f} h"
-
-
 # ---------------------------------------------------------------------------- reproduce
 def reproduce(
     out_dir,
@@ -318,7 +252,7 @@ def reproduce(
     if out_dir.exists() and not out_dir.is_dir():
         raise NotADirectoryError(f"{out_dir} exists and is not a directory")
     out_dir.mkdir(parents=True, exist_ok=True)
-    if (out_dir / REPORT_NAME).is_file() and _intact(out_dir / H5_NAME) and not overwrite:
+    if (out_dir / REPORT_NAME).is_file() and not overwrite and stage_done(out_dir / H5_NAME):
         raise FinishedRunError(
             f"{out_dir} already holds a finished run ({REPORT_NAME}, {H5_NAME}); pass "
             "overwrite=True (--overwrite) to run it again, or choose another output directory"
@@ -337,14 +271,18 @@ def reproduce(
         return images_cache[exp.data]
 
     base = cfg.base
-    stages: list[_Stage] = []
+    plan = Pipeline("spinsa reproduce", say=say)
+    estimates = estimate_seconds(cfg, bl_spec, cuda=_cuda_available() if bl_spec else False)
 
     def file_of(stage: str) -> Path:  # "eval:x:masked" -> eval-x-masked.h5
         return out_dir / (stage.replace(":", "-") + ".h5")
 
-    def add(name, run, deps, config=None, outputs=None):
-        outputs = [file_of(name)] if outputs is None else list(outputs)
-        stages.append(_Stage(name, outputs, run, list(deps), config))
+    def add(name, run, deps, config=None, files=()):
+        output = file_of(name) if config is not None else None
+        plan.add(
+            name, run, output=output, config=config, files=tuple(files), deps=tuple(deps),
+            estimate=estimates.get(name, math.nan),
+        )  # fmt: skip
 
     # ---- data
     def run_data():
@@ -364,7 +302,7 @@ def reproduce(
                 "dataset": base.data.dataset,
             },
             kind=DATA_KIND,
-            config={"data": dict(_canonical(base.to_dict())["data"])},
+            config={"data": base.to_dict()["data"]},
             seeds={"data": base.data.seed},
             overwrite=True,
         )
@@ -428,13 +366,16 @@ def reproduce(
 
     # ---- assemble, baselines, figures, report
     h5_path = out_dir / H5_NAME
-    timings: dict[str, float] = {}
+    timings = plan.measured  # filled as the stages run: assemble and report state them
 
     def run_assemble():
         _assemble(h5_path, cfg, experiments, file_of, quick, timings)
 
-    evals_and_checks = [s.name for s in stages if s.name.startswith(("eval:", "notebook:"))]
-    add("assemble", run_assemble, ["data", *evals_and_checks], cfg.to_dict(), [h5_path])
+    evals_and_checks = [s.name for s in plan.stages if s.name.startswith(("eval:", "notebook:"))]
+    plan.add(
+        "assemble", run_assemble, output=h5_path, config=cfg.to_dict(),
+        deps=("data", *evals_and_checks), estimate=estimates["assemble"],
+    )  # fmt: skip
 
     bl_path = out_dir / _baselines.BASELINES_NAME
     figure_deps = ["assemble"]
@@ -445,7 +386,10 @@ def reproduce(
                 bl_path, cfg, bl_spec, images_for(base), h5_path, progress=progress, log=say
             )
 
-        add("baselines", run_bl, ["assemble"], _baselines.stage_config(cfg, bl_spec))
+        plan.add(
+            "baselines", run_bl, output=bl_path, config=_baselines.stage_config(cfg, bl_spec),
+            deps=("assemble",), estimate=estimates["baselines"],
+        )  # fmt: skip
         figure_deps.append("baselines")
 
     with_bl = bl_path if bl_spec is not None else None
@@ -466,12 +410,12 @@ def reproduce(
         for path, draw in figures.items():
             plotting.save_figure(draw(plotting), path)
 
-    add("figures", run_figures, figure_deps, outputs=figures)
+    add("figures", run_figures, figure_deps, files=figures)
 
     report_path = out_dir / REPORT_NAME
 
     def run_report():
-        write_report(
+        write_reproduce_report(
             h5_path,
             report_path,
             figures=[p.name for p in figures],
@@ -479,34 +423,19 @@ def reproduce(
             baselines=with_bl,
         )
 
-    add("report", run_report, figure_deps + ["figures"], outputs=[report_path])
+    add("report", run_report, figure_deps + ["figures"], files=[report_path])
 
     # ---- the plan, then the stages
-    estimates = estimate_seconds(cfg, bl_spec, cuda=_cuda_available() if bl_spec else False)
     size = "configured" if config is not None else ("quick" if quick else "paper-size")
-    _say_plan(say, stages, estimates, out_dir, len(experiments), size, bl_spec)
-    ran: set[str] = set()
-    measured: dict[str, float] = {}
-    t_all = time.perf_counter()
-    for i, stage in enumerate(stages, 1):
-        must_run = any(dep in ran for dep in stage.deps) or not stage.done()
-        label = f"[{i}/{len(stages)}] {stage.name}"
-        if not must_run:
-            say(f"{label}: done earlier, skipped")
-            continue
-        say(f"{label} ...")
-        t0 = time.perf_counter()
-        stage.run()
-        dt = time.perf_counter() - t0
-        timings[stage.name] = measured[stage.name] = dt
-        ran.add(stage.name)
-        say(f"{label}: {dt:.1f} s")
-    total = time.perf_counter() - t_all
-    _say_stage_table(say, stages, estimates, measured, total)
-    say(
-        f"spinsa reproduce: finished in {total:.1f} s ({total / 60:.1f} min), peak memory "
-        f"{peak_rss_mb() / 1024:.2f} GB; report: {report_path}"
-    )
+    plan.say_plan(f"{len(experiments)} model(s), {size} run in {out_dir}")
+    if bl_spec is not None and estimates.get("baselines", 0.0) > 3600:
+        say(
+            "  the baselines' paper recipe takes hours on a CPU; pass --baselines quick for "
+            "the brief recipe, or run it on a GPU"
+        )
+    plan.run()
+    plan.say_times()
+    say(f"spinsa reproduce: report: {report_path}")
     return ReproduceResult(out_dir, h5_path, report_path, tuple(figures), timings)
 
 
@@ -516,35 +445,6 @@ def _cuda_available() -> bool:
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
-
-
-def _say_plan(say, stages, estimates, out_dir, n_models, size, bl_spec) -> None:
-    """The stages to run and their estimated times, before any of them starts."""
-    say(
-        f"spinsa reproduce: {n_models} model(s), {size} run in {out_dir}; estimated times "
-        "(from a 2-core machine):"
-    )
-    todo = 0.0
-    for stage in stages:
-        est = estimates.get(stage.name, math.nan)
-        say(f"  {stage.name:<28} {_duration(est)}")
-        todo += est if np.isfinite(est) else 0.0
-    say(f"  {'total':<28} {_duration(todo)} (stages finished earlier are skipped)")
-    if bl_spec is not None and estimates.get("baselines", 0.0) > 3600:
-        say(
-            "  the baselines' paper recipe takes hours on a CPU; pass --baselines quick for "
-            "the brief recipe, or run it on a GPU"
-        )
-
-
-def _say_stage_table(say, stages, estimates, measured, total) -> None:
-    """Every stage's estimated and measured wall time, after the run."""
-    say(f"  {'stage':<28} {'estimated':>10} {'measured':>10}")
-    for stage in stages:
-        est = estimates.get(stage.name, math.nan)
-        took = f"{measured[stage.name]:.1f} s" if stage.name in measured else "earlier"
-        say(f"  {stage.name:<28} {_duration(est):>10} {took:>10}")
-    say(f"  {'total':<28} {'':>10} {total:.1f} s")
 
 
 def _resolve_baselines(baselines, cfg: ReproduceConfig, quick: bool, say):
@@ -611,456 +511,3 @@ def _assemble(h5_path: Path, cfg, experiments, file_of, quick, timings) -> None:
         group_attrs=group_attrs,
         overwrite=True,
     )
-
-
-# ---------------------------------------------------------------------------- report
-def _best(s: dict) -> str:
-    return f"t = {s['best_t']}: " + _pm(s["best_error"], s["best_sem"])
-
-
-def _row(label: str, cells) -> str:
-    return f"| {label} | " + " | ".join(cells) + " |"
-
-
-# The rows of the report's table of numbers, for each task: label, cell from a summary.
-_NUMBER_ROWS = [
-    ("error at t = 0 (input)", lambda s: _pm(s["error_t0"], s["sem_t0"])),
-    ("error at t = 1", lambda s: _pm(s["error_t1"], s["sem_t1"])),
-    ("best t and its error", _best),
-    ("error at t = T", lambda s: _pm(s["error_T"], s["sem_T"])),
-    (
-        "masked pixels only: t = 0 / best t / T",
-        lambda s: " / ".join(
-            _fmt(s[k]) for k in ("masked_error_t0", "masked_error_best", "masked_error_T")
-        ),
-    ),
-    (
-        "correlation of the state at t = T with the mean training digit",
-        lambda s: _pm(s["corr_T"], s["corr_T_sem"], 3),
-    ),
-    (
-        "correlation of the final images with their own mean",
-        lambda s: _pm(s["coherence_T"], s["coherence_T_sem"], 3),
-    ),
-    ("mean token change in the last step", lambda s: f"{s['step_change_T']:.2e}"),
-]
-_HOLE_REFS = ("mean_fill", "harmonic")  # the references of the masked pixels' own column
-ONE_ATTRACTOR_COHERENCE = 0.9  # final images correlate at least this much with their mean
-RESEMBLES_MEAN_DIGIT = 0.5  # correlation with the mean training image that we call "resembles"
-MASKED_CLAIM = "masked: lowest after about one iteration, then grows"
-DENOISE_CLAIM = "denoising: falls for several iterations (paper: about ten), then rises"
-LATE_CLAIM = "late states: one global attractor that resembles the mean digit"
-
-
-def _verdict(conditions: list[bool]) -> str:
-    if all(conditions):
-        return "holds"
-    return "partly" if any(conditions) else "does not hold"
-
-
-def _relation(gain_z: float) -> str:
-    """How the best error compares with the input's, from (input - best) / se."""
-    if gain_z > SIGNIFICANT_Z:
-        return "below"
-    return "above" if gain_z < -SIGNIFICANT_Z else "not significantly different from"
-
-
-def _then(s: dict) -> str:
-    """How the error goes on after the best t: "then rises to ... at t = T (z ...)"."""
-    rise = "rises" if s["rise_z"] > SIGNIFICANT_Z else "does not rise significantly"
-    return (
-        f"then {rise} to {_fmt(s['error_T'])} at t = {s['T']} "
-        f"({_fmt(s['rise_z'], 1)} standard errors)"
-    )
-
-
-def assess_references(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str, str, str]]:
-    """Does each model hold a transient memory that simple predictors do not?
-
-    A model holds one on a task when its best error (t >= 1 for the masked task) is below the
-    best reference's by more than 3 combined standard errors (:data:`SIGNIFICANT_Z`).
-
-    Parameters
-    ----------
-    summaries : dict
-        ``model -> task -> summarize_arrays(...)``.
-
-    Returns
-    -------
-    list of (model, task, verdict, evidence)
-        Verdict "holds" or "does not hold"; tasks without references are left out.
-    """
-    out = []
-    for model, tasks in summaries.items():
-        for task, s in tasks.items():
-            refs = s.get("references") or {}
-            if not refs:
-                continue
-            labels = REFERENCES[task]  # in the documented order
-            r = refs[s["best_reference"]]
-            beaten = [labels[n] for n in labels if n in refs and n in s["beats"]]
-            not_beaten = [labels[n] for n in labels if n in refs and n not in s["beats"]]
-            why = (
-                f"best error {_pm(s['best_error'], s['best_sem'])} at t = {s['best_t']}; "
-                f"best reference: {labels[s['best_reference']]}, {_pm(r['error'], r['sem'])} "
-                f"(z = {_fmt(r['z'], 1)}); beats: {', '.join(beaten) or 'none'}; "
-                f"does not beat: {', '.join(not_beaten) or 'none'}"
-            )
-            out.append((model, task, "holds" if s["transient_memory"] else "does not hold", why))
-    return out
-
-
-def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str, str, str]]:
-    """Plain verdicts on the paper's three claims as literally stated, model by model.
-
-    These compare a model with itself (its input, its later states); whether it beats simple
-    predictors is :func:`assess_references`. Each claim is split into conditions; the
-    verdict is ``"holds"`` when all are met, ``"does not hold"`` when none is, ``"partly"``
-    otherwise. A rise or a fall counts when it exceeds 3 combined standard errors
-    (:data:`SIGNIFICANT_Z`).
-
-    * masked prediction, "lowest after about one iteration, then grows": the best t over
-      t >= 1 is 1 or 2; the best error is below the masked input's (t = 0); the error at T
-      is above the best;
-    * denoising, "falls for several iterations (the paper: about ten) before rising": the
-      best error is below the noisy input's; the error at T is above the best; the best t is
-      within a factor of three of ten (3 <= t <= 30);
-    * late states, "one global attractor that resembles the mean digit": on both tasks the
-      final images correlate >= 0.9 on average with their own mean (one attractor) and >= 0.5
-      with the mean training image.
-
-    Parameters
-    ----------
-    summaries : dict
-        ``model -> task -> summarize_arrays(...)``.
-
-    Returns
-    -------
-    list of (claim, model, verdict, evidence)
-    """
-    out = []
-    for model, tasks in summaries.items():
-        m = tasks.get("masked")
-        if m is not None:
-            early = m["best_t"] <= 2
-            gain = m["gain_z"] > SIGNIFICANT_Z
-            rises = m["rise_z"] > SIGNIFICANT_Z
-            why = (
-                f"best t = {m['best_t']}, error {_fmt(m['best_error'])}, "
-                f"{_relation(m['gain_z'])} the masked input's "
-                f"{_fmt(m['error_t0'])} ({_fmt(m['gain_z'], 1)} standard errors); {_then(m)}"
-            )
-            out.append((MASKED_CLAIM, model, _verdict([early, gain, rises]), why))
-        d = tasks.get("denoise")
-        if d is not None:
-            falls = d["gain_z"] > SIGNIFICANT_Z
-            rises = d["rise_z"] > SIGNIFICANT_Z
-            about_ten = 3 <= d["best_t"] <= 30
-            why = (
-                f"{'falls' if falls else 'does not fall significantly'} from "
-                f"{_fmt(d['error_t0'])} to {_fmt(d['best_error'])} at best t = "
-                f"{d['best_t']} ({_fmt(d['gain_z'], 1)} standard errors; paper: about 10"
-                f"{'' if about_ten else ', so not within a factor of three'}); {_then(d)}"
-            )
-            out.append((DENOISE_CLAIM, model, _verdict([falls, rises, about_ten]), why))
-        if tasks:
-            one = all(tasks[t]["coherence_T"] >= ONE_ATTRACTOR_COHERENCE for t in tasks)
-            like = all(tasks[t]["corr_T"] >= RESEMBLES_MEAN_DIGIT for t in tasks)
-            why = (
-                "final images vs their own mean: "
-                + ", ".join(f"{t} {_fmt(tasks[t]['coherence_T'], 3)}" for t in tasks)
-                + "; vs the mean training digit: "
-                + ", ".join(f"{t} {_fmt(tasks[t]['corr_T'], 3)}" for t in tasks)
-            )
-            out.append((LATE_CLAIM, model, _verdict([one, like]), why))
-    return out
-
-
-def _reference_lines(models, summaries) -> list[str]:
-    """One table per task: each model's best error and every reference's, with z."""
-    lines = [
-        "## Against simple references",
-        "",
-        "Every model's best error next to simple predictors computed on the same corrupted "
-        "test images, in the model's own pixel space (`spinsa.references`): the masked "
-        "input; the mean training image in the hole; harmonic inpainting (each masked pixel "
-        "the mean of its 3x3 neighbours, solved exactly); the nearest training image on the "
-        "visible pixels; the noisy input; the mean training image; a Gaussian blur and the "
-        "mean of the k nearest training images, sigma and k chosen on (up to 1,000) "
-        "corrupted training images, never on the test set. z = (reference - best) / "
-        "combined standard error; a model beats a reference when z > 3. The best t is "
-        "chosen on the test images themselves, which favours the model slightly.",
-        "",
-    ]
-    for task, title in TASK_TITLES.items():
-        cols = {m: summaries[m][task] for m in models if task in summaries[m]}
-        if not any(s.get("references") for s in cols.values()):
-            continue
-        lines += [f"**{title}** (mean squared error over all pixels)", ""]
-        lines += ["| | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-        lines.append(_row("model, best t", [_best(s) for s in cols.values()]))
-        for name, label in REFERENCES[task].items():
-            cells = []
-            for s in cols.values():
-                r = s["references"].get(name)
-                if r is None:
-                    cells.append("n/a")
-                    continue
-                mark = "beaten" if r["z"] > SIGNIFICANT_Z else "**not beaten**"
-                cells.append(f"{_pm(r['error'], r['sem'])} (z = {_fmt(r['z'], 1)}, {mark})")
-            lines.append(_row(label, cells))
-        if task == "masked":
-            cells = [
-                " / ".join(
-                    [_fmt(s["masked_error_best"])]
-                    + [_fmt(s["references"].get(n, {}).get("masked_error")) for n in _HOLE_REFS]
-                )
-                for s in cols.values()
-            ]
-            label = "masked pixels only: model at best t / mean image in the hole / harmonic"
-            lines.append(_row(label, cells))
-        lines.append("")
-    lines += [
-        "**Transient memory**: the model's best error below the best reference's by more "
-        "than 3 combined standard errors.",
-        "",
-        "| model | task | verdict | evidence |",
-        "|---|---|---|---|",
-    ]
-    for model, task, verdict, why in assess_references(summaries):
-        lines.append(f"| {model} | {task} | **{verdict}** | {why} |")
-    return lines
-
-
-def _notebook_lines(model: str, nb: dict, attrs: dict, data: dict) -> list[str]:
-    """The published notebook's printed numbers next to the same measurements here."""
-    published_loss = {int(k): float(v) for k, v in attrs["published_train_loss"].items()}
-    published_val = {int(k): float(v) for k, v in attrs["published_validation"].items()}
-    tol, vtol = attrs["loss_tolerance"], attrs["validation_tolerance"]
-    target = attrs["validation_target"]
-    comparable = data.get("dataset") == "mnist" and data.get("per_class") == 1000
-    loss = np.asarray(nb["train_loss"], dtype=np.float64)
-    n_epochs = int(attrs["n_epochs"])
-    lines = [
-        f"## The published notebook, side by side ({model})",
-        "",
-        "The notebook (`bare_self_attention.ipynb`, Francill99/self_attention_attractor_network) "
-        "prints after every epoch the mean of the epoch's minibatch training losses and a "
-        "validation score: 1 - MSE over the masked pixels, in its pixel space min(2p, 1), after "
-        f"{attrs['steps']} steps of its dynamics (lambda = 1, g = 0.5) on a test batch of 256 "
-        "images with 30 % of the tokens masked. The same two measurements on this fit "
-        f"(scores on the first {attrs['n_images']} test images; masks from spinsa's seeded "
-        "streams, the notebook's are unseeded):",
-        "",
-    ]
-    if not comparable:
-        lines += [
-            "(The published numbers are for MNIST with 1,000 training images per class; this "
-            f"run fits {data.get('dataset')} with {data.get('per_class')} per class, so the "
-            "comparison below is not a test: `spinsa reproduce --quick` makes the notebook's.)",
-            "",
-        ]
-    lines += ["| epoch | notebook | spinsa | difference | within ±" + f"{tol:g} |"]
-    lines.append("|---|---|---|---|---|")
-    within_all = []
-    for epoch in range(1, n_epochs + 1):
-        ours = float(loss[epoch - 1])
-        pub = published_loss.get(epoch)
-        if pub is None:
-            lines.append(f"| {epoch} | - | {ours:.4f} | - | - |")
-            continue
-        ok = abs(ours - pub) <= tol
-        within_all.append(ok)
-        lines.append(
-            f"| {epoch} | {pub:.4f} | {ours:.4f} | {ours - pub:+.4f} | {'yes' if ok else 'no'} |"
-        )
-    score, sem, _ = mean_sem(nb["masked_score"])
-    last = max(published_val)
-    ok_val = abs(float(score) - target) <= vtol
-    lines += [
-        "",
-        f"| validation score (masked pixels, 1 - MSE after {attrs['steps']} steps) | value |",
-        "|---|---|",
-        f"| notebook, epoch {last} (epoch {last - 1}: {published_val[last - 1]:.3f}) | "
-        f"{published_val[last]:.3f} |",
-        f"| spinsa, after epoch {n_epochs} | {_pm(float(score), float(sem), 3)} |",
-    ]
-    labels = attrs.get("reference_labels", {})
-    refs = {n: nb["references"][n] for n in REFERENCES["masked"] if n in nb.get("references", {})}
-    for name, values in refs.items():
-        m, e, _ = mean_sem(values)
-        lines.append(f"| reference: {labels.get(name, name)} | {_pm(float(m), float(e), 3)} |")
-    best_name = max(refs, key=lambda n: np.nanmean(refs[n]))
-    bm, be, _ = mean_sem(nb["references"][best_name])
-    z = (float(score) - float(bm)) / math.sqrt(float(sem) ** 2 + float(be) ** 2)
-    lines += [
-        "",
-        f"Training losses within ±{tol:g} of the printed ones at "
-        f"{sum(within_all)} of {len(within_all)} printed epochs; validation score "
-        f"{_fmt(float(score), 3)} against the target {target} ± {vtol} "
-        f"({'within' if ok_val else 'outside'}). On the same images and metric the best "
-        f"reference, {labels.get(best_name, best_name)}, scores {_fmt(float(bm), 3)}: the "
-        f"fitted model is {'above' if z > SIGNIFICANT_Z else 'not significantly above'} it "
-        f"(z = {_fmt(z, 1)}).",
-    ]
-    return lines
-
-
-def write_report(
-    h5_path,
-    out_path,
-    figures: list[str] | None = None,
-    timings: dict[str, float] | None = None,
-    baselines=None,
-) -> Path:
-    """Write ``report.md`` from a ``reproduce.h5`` (reads the file only).
-
-    Parameters
-    ----------
-    h5_path : str or PathLike
-    out_path : str or PathLike
-    figures : list of str, optional
-        File names of the figures to embed (relative to the report).
-    timings : dict, optional
-        Wall times of stages not recorded in the file (assembling, baselines, figures).
-    baselines : str or PathLike, optional
-        A ``baselines.h5``: adds the section on the backprop baselines.
-
-    Returns
-    -------
-    Path
-    """
-    h5_path, out_path = Path(h5_path), Path(out_path)
-    info = io.read(h5_path)
-    models = model_names(h5_path)
-    summaries = {m: read_summaries(h5_path, m) for m in models}
-    # the attributes only: read_group leaves the model's evaluations and fit history unread
-    model_attrs = {m: io.read_group(h5_path, f"models/{m}")[1] for m in models}
-    exp = {m: model_attrs[m]["experiment_config"] for m in models}
-    first = exp[models[0]]
-    data, emb, dyn, tasks = first["data"], first["embedding"], first["dynamics"], first["tasks"]
-    embedding = ExperimentConfig.from_dict(first).make_embedding()
-    n_train = model_attrs[models[0]].get("n_train")
-    n_test = data["n_test"]
-    stage_times = {**(info.attrs.get("stage_times", {}) or {}), **(timings or {})}
-    order = ["data"] + [f"fit:{m}" for m in models]
-    order += [f"eval:{m}:{t}" for m in models for t in TASKS]
-    order += [f"notebook:{m}" for m in models] + ["assemble", "baselines", "figures"]
-    rank = {k: i for i, k in enumerate(order)}
-    stage_times = dict(sorted(stage_times.items(), key=lambda kv: rank.get(kv[0], len(rank))))
-
-    lines = [
-        "# Reproduction: bare self-attention as an attractor network on MNIST",
-        "",
-        "F. D'Amico and M. Negri, *Self-attention as an attractor network: transient memories "
-        "without backpropagation* (2024), Fig. 1: masked prediction and denoising by the "
-        "dynamics of a fitted bare self-attention layer.",
-        "",
-        f"Written by spinsa {info.attrs.get('spinsa_version')} on {info.attrs.get('host')} at "
-        f"{info.attrs.get('created')} from `{h5_path.name}`.",
-        "",
-        "## Setup",
-        "",
-        f"- data: {data['dataset']}, {n_train} training images"
-        + (f" ({data['per_class']} per class)" if data.get("per_class") else "")
-        + f", {n_test} test images, seed {data['seed']}",
-        f"- embedding: {emb['patch']}x{emb['patch']} patches, N = {embedding.n_tokens} tokens, "
-        f"d = {embedding.d}",
-        f"- lambda_train = {first['fit']['lam']:g}, lambda_eval = {dyn['lam_eval']:g}",
-        f"- masked prediction: {tasks['mask_fraction']:.0%} of the tokens set to zero "
-        f"(int({tasks['mask_fraction']:g} N) = "
-        f"{int(tasks['mask_fraction'] * embedding.n_tokens * (1 + 1e-9))} of "
-        f"{embedding.n_tokens})"
-        f"{', visible tokens clamped' if tasks['clamp_visible'] else ''}; denoising: "
-        f"Gaussian noise of variance {tasks['noise_variance']:g}, image statistics restored; "
-        "test image k is corrupted from its own random stream (the same in every model)",
-        "- errors: mean squared pixel error per image, in the embedding's pixel space, "
-        "averaged over test images (± standard error of the mean)",
-        "",
-        "Models:",
-        "",
-    ]
-    for m in models:
-        e, a = exp[m], model_attrs[m]
-        fit = e["fit"]
-        recipe = (
-            f"{fit['backend']}"
-            + (f", preset {fit['preset']}" if fit.get("preset") else "")
-            + (
-                f", {fit['optimizer']} lr {fit['lr']:g}, batch {fit['batch_size']}, "
-                f"{fit['epochs']} epochs"
-                if fit["backend"] == "torch"
-                else f", {fit['max_iter']} iterations at most"
-            )
-            + f", constraint {fit['constraint']}"
-            + (", standardised features" if fit.get("standardize") else "")
-            + (f", scores clamped at {fit['score_clamp']:g}" if fit.get("score_clamp") else "")
-        )
-        dyn_m = e["dynamics"]
-        dyn_text = (
-            f"DESIGN eq. 1 (norm {dyn_m['norm']}, gamma = {dyn_m['gamma']:g}, {dyn_m['update']})"
-            if dyn_m["preset"] == "design"
-            else "the published notebook's (features standardised across tokens, scores clamped "
-            "at 20, x <- x + h/2, tokens divided by the mean token norm)"
-        )
-        lines.append(
-            f"- **{m}**: embedding scale {e['embedding']['scale']}; fit {recipe}: "
-            f"L = {_fmt(a.get('fit_loss', math.nan))} (from "
-            f"{_fmt(a.get('fit_initial_loss', math.nan))}), {a.get('fit_n_steps')} steps in "
-            f"{_fmt(a.get('fit_wall_time', math.nan), 1)} s on {a.get('fit_device')}; "
-            f"dynamics {dyn_text}, T = {dyn_m['steps']}"
-        )
-    lines += ["", "## The numbers", "", "| | " + " | ".join(models) + " |"]
-    lines.append("|---|" + "---|" * len(models))
-    for task, title in TASK_TITLES.items():
-        for k, (label, cell) in enumerate(_NUMBER_ROWS):
-            if label.startswith("masked pixels") and task != "masked":
-                continue
-            if label.startswith("best t") and task == "masked":  # the paper counts from t = 1
-                label = "best t (t >= 1) and its error"
-            cells = [cell(summaries[m][task]) if task in summaries[m] else "n/a" for m in models]
-            lines.append(_row(f"**{title}**: {label}" if k == 0 else label, cells))
-    lines += ["", *_reference_lines(models, summaries)]
-    lines += ["", "## The paper's claims, as stated", ""]
-    lines += [
-        "Verdicts follow fixed rules (`spinsa.experiments.reproduce.assess_claims`) that "
-        "compare each model with itself, not with the references above; a claim holds when "
-        "all its conditions are met, partly when some are. A rise or fall counts when it "
-        "exceeds 3 combined standard errors. Masked: best t (t >= 1) is 1 or 2, below the "
-        "masked input, and the error rises after it. Denoising: the error falls below the "
-        "noisy input's, rises after its minimum, and the minimum is within a factor of three "
-        "of the paper's ten iterations (3 <= t <= 30). Late states: the final images "
-        "correlate >= 0.9 on average with their own mean (one attractor) and >= 0.5 with the "
-        "mean training image.",
-        "",
-        "| claim | model | verdict | evidence |",
-        "|---|---|---|---|",
-    ]
-    for claim, model, verdict, why in assess_claims(summaries):
-        lines.append(f"| {claim} | {model} | **{verdict}** | {why} |")
-    for m in models:
-        if f"models/{m}/notebook" in info.groups:
-            nb, attrs = read_tree(h5_path, f"models/{m}/notebook")
-            lines += ["", *_notebook_lines(m, nb, attrs, exp[m]["data"])]
-    if baselines is not None:
-        lines += ["", *_baselines.baseline_report_lines(baselines, h5_path, summaries)]
-    if figures:
-        lines += ["", "## Figures", ""]
-        lines += [f"![{Path(f).stem}]({f})" for f in figures]
-    if stage_times:
-        lines += ["", "## Wall time of the stages", "", "| stage | seconds |", "|---|---|"]
-        lines += [
-            f"| {k} | {_fmt(float(v), 1)} |"
-            for k, v in stage_times.items()
-            if isinstance(v, (int, float))
-        ]
-        total = sum(float(v) for v in stage_times.values() if np.isfinite(float(v)))
-        lines += [
-            f"| total | {_fmt(total, 1)} ({total / 60:.1f} min) |",
-            "",
-            "(stages of an earlier, interrupted run report the time they took then; "
-            "fits and evaluations report their own compute time)",
-        ]
-    lines.append("")
-    atomic_write_text(out_path, "\n".join(lines))
-    return out_path

@@ -18,9 +18,17 @@ from typing import Any
 
 from spinsa.io.hdf5 import RunFile, _read_group, read
 
-__all__ = ["REPRODUCE_KIND", "model_names", "model_prefix", "read_tree", "read_evaluation"]
+__all__ = [
+    "COMPARE_KIND",
+    "REPRODUCE_KIND",
+    "model_names",
+    "model_prefix",
+    "read_tree",
+    "read_evaluation",
+]
 
 REPRODUCE_KIND = "reproduce"
+COMPARE_KIND = "comparison"
 
 
 def model_names(path) -> list[str]:

@@ -16,12 +16,17 @@ from spinsa._checks import check_count
 
 __all__ = [
     "ARModel",
+    "SPIN_MODEL",
     "fit_ar",
     "is_reference",
     "persistence",
     "training_mean",
     "reference_forecasts",
 ]
+
+
+#: The bare self-attention's label among the forecasts (files store it as a key).
+SPIN_MODEL = "bare SA"
 
 
 @dataclass(frozen=True)
