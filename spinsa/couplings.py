@@ -1,7 +1,7 @@
 """Couplings J of shape (N, N, d, d): random, Hebbian, and their norms.
 
 Every function here returns couplings whose diagonal blocks J[i, i] are exactly zero
-(a token does not couple to itself, DESIGN §1).
+(a token does not couple to itself: docs/model.md, 'Spins and couplings').
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The dynamics of the published notebook (D'Amico & Negri 2024), as a preset.
 
-The notebook iterates a variant of the paper's eq. 1 (DESIGN §4). One step, for every image
-separately:
+The notebook iterates a variant of the paper's eq. 1 (docs/model.md, 'The published recipe').
+One step, for every image separately:
 
 1. *Feature standardisation across tokens.* Every component k of the spins is centred and
    scaled over the N tokens of the image:

@@ -341,7 +341,8 @@ class PatchEmbedding:
         check_finite(x, "x")
         s = (x @ self._basis.astype(dtype)) * dtype.type(self._norm2)
         pairs = self._to_pixels(s)
-        # clamp the components first (the notebook clamps F^T x = s / c, DESIGN §2 clamps s)
+        # clamp the components first (the notebook clamps F^T x = s / c; docs/model.md,
+        # 'Embedding images', clamps s)
         top = dtype.type(self._norm2 if self.scale == "damico2024" else 1)
         u, v = np.clip(pairs[..., 0], 0, top), np.clip(pairs[..., 1], 0, top)
         den = u + v

@@ -1,4 +1,4 @@
-"""The vector-spin model of self-attention (DESIGN §1): energies, attention, fields, dynamics.
+"""The vector-spin model of self-attention (docs/model.md): energies, attention, fields, dynamics.
 
 Spins ``x`` have shape (P, N, d): P samples, N tokens, a spin in R^d per token. Couplings
 ``J`` have shape (N, N, d, d); the diagonal blocks ``J[i, i]`` never enter (j != i

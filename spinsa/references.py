@@ -1,4 +1,4 @@
-"""Simple predictors that every reconstruction is read against (DESIGN §3b).
+"""Simple predictors that every reconstruction is read against (docs/model.md, 'References').
 
 A model's error means little alone: the masked task is also solved, to some degree, by
 filling the hole with the mean training image, and denoising by blurring. These functions

@@ -329,7 +329,8 @@ def add_reproduce(sub) -> None:
         "reproduce",
         help="the paper's bare-self-attention experiment end to end (Fig. 1 and a report)",
         description="Fit bare self-attention on MNIST (2x2 patches, d = 8, lambda_train = 5) "
-        "with the DESIGN dynamics and with the published notebook's preset, evaluate masked "
+        "with the eq. 1 dynamics of docs/model.md and with the published notebook's preset, "
+        "evaluate masked "
         "prediction (30% of tokens) and denoising (noise variance 0.7) over t = 0..100 "
         "(lambda_eval = 1) on the test set, and write reproduce.h5, the figures and "
         "report.md. --quick: 10,000 training and 1,000 test images (minutes); otherwise "

@@ -23,7 +23,8 @@ def add_sequences(sub) -> None:
     p = sub.add_parser(
         "sequences",
         help="forecast a time series: bare self-attention against RNN, transformer, S4D",
-        description="A time series as a chain of vector spins (DESIGN §4d).",
+        description="A time series as a chain of vector spins "
+        "(docs/model.md, 'Series as spin chains').",
     )
     p.set_defaults(func=lambda args: p.print_help() or 0)
     actions = p.add_subparsers(title="actions", metavar="ACTION")

@@ -147,7 +147,8 @@ class DynamicsSection:
     Parameters
     ----------
     preset : {"design", "damico2024"}
-        ``"design"``: eq. 1 of DESIGN §1, x_i <- Norm(h_i + gamma x_i) (:func:`spinsa.run`);
+        ``"design"``: eq. 1 (docs/model.md, 'Dynamics'), x_i <- Norm(h_i + gamma x_i)
+        (:func:`spinsa.run`);
         ``"damico2024"``: the published notebook's (:mod:`spinsa.damico`), to which
         ``gamma``, ``norm``, ``update`` and ``seed`` do not apply: they are set to their
         defaults, so that configs that differ only there are the same run.
@@ -453,8 +454,9 @@ class ReproduceConfig:
     @classmethod
     def paper(cls, quick: bool = True) -> ReproduceConfig:
         """The paper's bare-SA experiment on MNIST (2x2 patches, d = 8, lambda_train = 5,
-        lambda_eval = 1, 30 % masked tokens, noise variance 0.7, T = 100), with the DESIGN
-        dynamics and the published notebook's preset (T = 101, as it runs) side by side.
+        lambda_eval = 1, 30 % masked tokens, noise variance 0.7, T = 100), with the
+        model's eq. 1 dynamics (docs/model.md, 'Dynamics') and the published notebook's
+        preset (T = 101, as it runs) side by side.
 
         ``quick``: 10,000 training images (1,000 per class) and 1,000 test images;
         otherwise 50,000 and 10,000. Shipped as ``analysis/configs/reproduce_*.toml``.

@@ -549,8 +549,9 @@ def _evaluations(config, J, images, tasks, chunk_size, progress, reference_cache
 
 
 def _hebbian_cosine(J: np.ndarray, xi: np.ndarray) -> float:
-    """Cosine of J with the Hebbian couplings of the training spins (DESIGN §3b: an order
-    parameter; about 1 where the fit is essentially Hebbian)."""
+    """Cosine of J with the Hebbian couplings of the training spins (an order
+    parameter, docs/model.md, 'The Hebbian order parameter'; about 1 where the fit is
+    essentially Hebbian)."""
     H = hebbian_couplings(xi).astype(np.float64).ravel()
     J = np.asarray(J, dtype=np.float64).ravel()
     den = np.linalg.norm(J) * np.linalg.norm(H)

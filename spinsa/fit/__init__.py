@@ -1,4 +1,4 @@
-"""Training the couplings without backpropagation (DESIGN §4).
+"""Training J without backpropagation (docs/model.md, 'Training without backpropagation').
 
 The objective L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J) has a closed-form gradient and splits into one
 problem per row of J. Two backends minimise it under a fixed norm or an L2 penalty:
@@ -8,8 +8,9 @@ problem per row of J. Two backends minimise it under a fixed norm or an L2 penal
 - ``"lbfgs"``: full-batch scipy L-BFGS-B with the numba objective, rows in parallel
   (:mod:`spinsa.fit.lbfgs`).
 
-Beyond the pseudo-likelihood (DESIGN §4c), on the minibatch backend, with the same
-constraints, checkpoints and result (``method=``, ``couplings=`` of :class:`FitConfig`):
+Beyond the pseudo-likelihood (docs/model.md, 'Beyond the pseudo-likelihood'), on the
+minibatch backend, with the same constraints, checkpoints and result (``method=``,
+``couplings=`` of :class:`FitConfig`):
 
 - ``method="cd"``: contrastive divergence, CD-k or persistent chains (PCD); both terms are
   the closed-form gradient above, the model's states reached by the dynamics (numba on

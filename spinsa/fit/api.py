@@ -172,7 +172,7 @@ def fit_pseudolikelihood(
     progress: bool = False,
     **options,
 ) -> FitResult:
-    """Fit the couplings by minimising the pseudo-likelihood objective of DESIGN §4.
+    """Fit the couplings by minimising the pseudo-likelihood (docs/model.md, 'The objective').
 
     L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J) at λ = ``lam``, with the closed-form gradient
     ∂L/∂J_ij = -(1/P) Σ_μ α_ij ξ_i ξ_jᵀ (no autograd), under a fixed global norm, fixed row

@@ -1,6 +1,7 @@
-"""Backpropagation through the dynamics (DESIGN §4c): J trained end to end on a task.
+"""Backpropagation through the dynamics: J trained end to end on a task
+(docs/model.md, 'Beyond the pseudo-likelihood').
 
-The bare self-attention dynamics of DESIGN §1 in torch, differentiable,
+The bare self-attention dynamics (docs/model.md, 'Dynamics') in torch, differentiable,
 
     x_i(t+1) = (h_i + γ x_i) / |h_i + γ x_i|,   h_i = Σ_{j≠i} α_ij J_ij x_j,
     α_ij = softmax_{j≠i}(λ x_i·J_ij x_j),

@@ -51,9 +51,9 @@ _OPTIONS_OF = {
     ("couplings", ("factorised", "shared")): ("heads", "rank"),
 }
 
-# The published notebook's recipe (DESIGN §4), checked line by line against its training
-# cell. Values given to ``FitConfig.from_preset`` override these; ``epochs`` is not part of
-# the recipe and keeps the generic default.
+# The published notebook's recipe (docs/model.md, 'The published recipe'), checked line by
+# line against its training cell. Values given to ``FitConfig.from_preset`` override these;
+# ``epochs`` is not part of the recipe and keeps the generic default.
 PRESETS: dict[str, dict[str, Any]] = {
     "damico2024": dict(
         backend="torch",
@@ -79,7 +79,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class FitConfig:
-    """Every option of a pseudo-likelihood fit (DESIGN §4), validated on construction.
+    """Every option of a pseudo-likelihood fit, validated on construction
+    (docs/model.md, 'Training without backpropagation').
 
     The objective is L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J) at inverse temperature ``lam``; it is
     unbounded below as |J| grows, so one of three ``constraint`` s keeps it finite.
@@ -118,13 +119,15 @@ class FitConfig:
         Clamp the scores, s_ij ← min(s_ij, score_clamp), before λ (the notebook: 20); the
         gradient is zero where the clamp acts.
     method : {"pl", "cd", "bptt"}
-        What J minimises (DESIGN §4c). ``"pl"``: the pseudo-likelihood L(J). ``"cd"``:
-        contrastive divergence, the gradient ∂⟨e⟩_data/∂J − ∂⟨e⟩_model/∂J, both terms the
-        closed form of §4, the model's states reached by ``k`` steps of the dynamics from the
-        minibatch (CD-k) or from persistent chains (PCD). ``"bptt"``: the task's error after
-        τ ~ U{``tau_min``..``tau_max``} steps of the dynamics, differentiated by torch
-        autograd through the unrolled steps (one step's intermediates kept at a time:
-        gradient checkpointing). Both run on the minibatch ``"torch"`` backend.
+        What J minimises (docs/model.md, 'Beyond the pseudo-likelihood'). ``"pl"``: the
+        pseudo-likelihood L(J). ``"cd"``: contrastive divergence, the gradient
+        ∂⟨e⟩_data/∂J − ∂⟨e⟩_model/∂J, both terms the closed form of the pseudo-likelihood's
+        gradient (docs/model.md, 'The objective'), the model's states reached by ``k`` steps
+        of the dynamics from the minibatch (CD-k) or from persistent chains (PCD).
+        ``"bptt"``: the task's error after τ ~ U{``tau_min``..``tau_max``} steps of the
+        dynamics, differentiated by torch autograd through the unrolled steps (one step's
+        intermediates kept at a time: gradient checkpointing). Both run on the minibatch
+        ``"torch"`` backend.
     k : int
         CD: steps of the dynamics from the data (or the chains) to the model's states.
     persistent : bool
@@ -148,9 +151,10 @@ class FitConfig:
     couplings : {"full", "factorised", "shared"}
         How J is parametrised (torch backend). ``"full"``: every block J_ij free.
         ``"factorised"``: J_ij = Σ_h K_ijhᵀ Q_ijh, ``heads`` heads of rank ``rank``
-        (DESIGN §4c). ``"shared"``: the transformer's position-independent J_ij = Σ_h K_hᵀ Q_h
-        for every i ≠ j. The optimiser moves the factors (gradient by the chain rule from the
-        closed form); the result holds J expanded, so every analysis runs on it unchanged.
+        (docs/model.md, 'Beyond the pseudo-likelihood'). ``"shared"``: the transformer's
+        position-independent J_ij = Σ_h K_hᵀ Q_h for every i ≠ j. The optimiser moves the
+        factors (gradient by the chain rule from the closed form); the result holds J
+        expanded, so every analysis runs on it unchanged.
     heads, rank : int
         Factorised couplings: number of heads and rank r of each (``rank=None``: d).
     epochs : int
@@ -227,7 +231,7 @@ class FitConfig:
     dtype: Literal["float32", "float64"] = "float32"
     standardize: bool = False
     score_clamp: float | None = None
-    # what is minimised, and how J is parametrised (DESIGN §4c)
+    # what is minimised, and how J is parametrised (docs/model.md, 'Beyond the pseudo-likelihood')
     method: Literal["pl", "cd", "bptt"] = "pl"
     k: int = 1
     persistent: bool = False

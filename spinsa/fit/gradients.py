@@ -1,6 +1,6 @@
 """The minibatch gradient of each training method, ∂loss/∂J for the expanded couplings.
 
-- ``"pl"``: the pseudo-likelihood's closed form (DESIGN §4);
+- ``"pl"``: the pseudo-likelihood's closed form (docs/model.md, 'The objective');
 - ``"cd"``: contrastive divergence, G(data) − G(model) with G the same closed form and the
   model's states k steps of the dynamics away from the data (CD-k) or from persistent
   chains (PCD); its "loss" is ⟨e⟩_data − ⟨e⟩_model;

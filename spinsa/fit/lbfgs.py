@@ -1,6 +1,7 @@
 """L-BFGS backend of the pseudo-likelihood fit: scipy ``L-BFGS-B``, full batch, numba objective.
 
-The constraint of DESIGN §4 is handled without projections inside the line search:
+The norm constraint (docs/model.md, 'The objective') is handled without projections inside
+the line search:
 
 - ``"global"``: J = c·W/|W| over the off-diagonal blocks W; the objective in W is
   f(W) = L(c·W/|W|) with gradient ∇_W f = (c/|W|)(g - (ĵ·g) ĵ), g = ∂L/∂J, ĵ = W/|W|.

@@ -1,4 +1,5 @@
-"""The pseudo-likelihood objective of DESIGN §4, its gradient, and the checks on the data.
+"""The pseudo-likelihood objective (docs/model.md, 'The objective'), its gradient, and the
+checks on the data.
 
     L(J) = (1/P) Σ_μ Σ_i e_i(ξ^μ; J),   e_i = -(1/λ) log Σ_{j≠i} exp(λ ξ_i·J_ij ξ_j)
     ∂L/∂J_ij = -(1/P) Σ_μ α_ij(ξ^μ) ξ^μ_i (ξ^μ_j)^T,   ∂L/∂J_ii = 0

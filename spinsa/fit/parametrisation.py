@@ -2,7 +2,8 @@
 
 Every method computes ∂loss/∂J for the expanded couplings J (N, N, d, d); a
 parametrisation turns that into the gradients of its own tensors and keeps the norm
-constraint. DESIGN §4c's factorised couplings (the slides' eq. 19):
+constraint. The factorised couplings of docs/model.md, 'Beyond the pseudo-likelihood' (the
+slides' eq. 19):
 
     J_ij = Σ_h K_ijhᵀ Q_ijh        K, Q: (N, N, H, r, d)   ("factorised")
     J_ij = Σ_h K_hᵀ Q_h, i ≠ j     K, Q: (H, r, d)         ("shared": the transformer's

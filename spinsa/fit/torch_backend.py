@@ -1,10 +1,10 @@
 """Torch backend of the pseudo-likelihood fit: the closed-form gradient computed in torch.
 
-The objective and its gradient are written out by hand (DESIGN §4), chunked over samples so
-that the largest intermediate, ``y[p, i, j] = J_ij ξ_j`` of shape (chunk, N, N, d), stays
-within a memory budget; no autograd is used in the fit. :func:`autograd_loss_and_grad` is the
-same objective differentiated by torch autograd: it is a *reference* for tests and benchmarks
-only.
+The objective and its gradient are written out by hand (docs/model.md, 'The objective'),
+chunked over samples so that the largest intermediate, ``y[p, i, j] = J_ij ξ_j`` of shape
+(chunk, N, N, d), stays within a memory budget; no autograd is used in the fit.
+:func:`autograd_loss_and_grad` is the same objective differentiated by torch autograd: it is a
+*reference* for tests and benchmarks only.
 
 Torch is imported on first use; without it the functions here raise an ``ImportError`` that
 says ``pip install "spinsa[torch]"``.
@@ -169,7 +169,8 @@ def _inputs(xi, J, lam, score_clamp, device, chunk_size):
 def torch_loss_and_grad(
     xi, J, lam: float, chunk_size: int | None = None, device=None, score_clamp=None
 ):
-    """Objective and closed-form gradient of DESIGN §4, computed in torch without autograd.
+    """Objective and closed-form gradient (docs/model.md, 'The objective'), computed in torch
+    without autograd.
 
     Parameters
     ----------

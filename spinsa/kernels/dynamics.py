@@ -1,4 +1,4 @@
-"""Fused kernels for the attention fields, site energies and updates (DESIGN §1).
+"""Fused kernels for the attention fields, site energies and updates (docs/model.md).
 
 Layout. Inside the kernels the spins live in *tiles* ``Xt[t, j, b, p]`` of shape
 ``(n_tiles, N, d, TILE)``: each SIMD lane is one sample ``p`` of a tile, so every inner loop

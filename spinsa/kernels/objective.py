@@ -1,4 +1,4 @@
-"""The pseudo-likelihood objective and its closed-form gradient (DESIGN §4).
+"""The pseudo-likelihood and its closed-form gradient (docs/model.md, 'The objective').
 
     L(J)       = (1/P) sum_mu sum_i e_i(xi^mu; J)
     dL/dJ_ij   = -(1/P) sum_mu alpha_ij(xi^mu) xi_i^mu (xi_j^mu)^T

@@ -185,7 +185,7 @@ def summarize_experiment(path: os.PathLike) -> dict[str, Any]:
       masked task, whose t = 0 is the masked input) and where; ``error_T``: e(T);
     - ``reference_error``, ``reference_sem``: the best simple predictor of ``references``;
       ``ref_gain_z`` = (reference - best error) / combined standard error, and
-      ``transient_memory`` = 1 when it exceeds 3 (DESIGN §3b);
+      ``transient_memory`` = 1 when it exceeds 3 (docs/model.md, 'References');
     - ``lifetime``: where a memory exists, how long the gain stays above 3 standard errors
       around its peak (:func:`spinsa.analysis.overlap_lifetimes` of the gain curve), from
       ``t_enter`` to ``t_leave``; 0 and NaN where none does. ``lifetime_censored`` = 1

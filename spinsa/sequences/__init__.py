@@ -1,4 +1,5 @@
-"""Time series as chains of vector spins (DESIGN §4d), against backprop sequence models.
+"""Time series as chains of vector spins (docs/model.md, 'Series as spin chains'), against
+backprop sequence models.
 
 A window of a scalar series is N tokens; each value, min-max scaled on the training range,
 is a 2-vector spin as a pixel is, k consecutive values may share a token, and the fixed

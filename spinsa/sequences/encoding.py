@@ -1,11 +1,11 @@
 """Values of a series <-> vector spins, through :class:`spinsa.PatchEmbedding`.
 
 A value v becomes the "pixel" p = clip((v - lo) / (hi - lo), 0, 1), with lo and hi the
-training range, and p the unit 2-vector (p, 1 - p)/|.| as a pixel does (DESIGN §4d). A
-window of L values is an image of one row: k consecutive values are the k channels of one
-pixel, so one token holds k values and the embedding's fixed orthonormal F lifts their 2k
-components to d. No second embedding is written here: encoding and decoding are
-PatchEmbedding's, on the image (P, 1, N[, k]).
+training range, and p the unit 2-vector (p, 1 - p)/|.| as a pixel does (docs/model.md,
+'Series as spin chains'). A window of L values is an image of one row: k consecutive
+values are the k channels of one pixel, so one token holds k values and the embedding's
+fixed orthonormal F lifts their 2k components to d. No second embedding is written here:
+encoding and decoding are PatchEmbedding's, on the image (P, 1, N[, k]).
 """
 
 from __future__ import annotations
