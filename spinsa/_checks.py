@@ -1,7 +1,7 @@
 """Input validation shared by the public functions.
 
 Every public function checks its arguments here and raises a ``ValueError`` that names
-the argument and says what was expected; kernels never validate (STYLE §1).
+the argument and says what was expected; kernels never validate.
 """
 
 from __future__ import annotations

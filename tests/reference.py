@@ -1,4 +1,4 @@
-"""Plain-numpy float64 references of DESIGN §1 and §4, written for clarity, not speed.
+"""Plain-numpy float64 references of the model and objective (docs/model.md), for clarity.
 
 They materialise (P, N, N) scores and are meant for the small systems of the tests.
 """

@@ -7,7 +7,8 @@ from spinsa import damico
 
 
 def reference_step(x, J, lam, mask=None, clamp=20.0, eps=1e-9):
-    """One step, image by image, token by token, in float64 (DESIGN §4)."""
+    """One step, image by image, token by token, in float64 (docs/model.md, 'The published
+    recipe')."""
     P, N, d = x.shape
     out = np.empty_like(x, dtype=np.float64)
     for p in range(P):

@@ -12,8 +12,8 @@ from spinsa.analysis.patches import patch_pixels  # noqa: E402
 from spinsa.baselines import BaselineConfig, corrupt_images  # noqa: E402
 from spinsa.cli import main  # noqa: E402
 from spinsa.experiments import ReproduceConfig, pipeline, reproduce  # noqa: E402
-from spinsa.experiments.baselines import (  # noqa: E402
-    BaselinesSpec,
+from spinsa.experiments.baselines import BaselinesSpec  # noqa: E402
+from spinsa.experiments.report import (  # noqa: E402
     assess_baseline_claims,
     read_baseline_summaries,
 )
@@ -165,7 +165,7 @@ def test_other_baseline_recipe_is_refused(finished):
     (out / "report.md").unlink(missing_ok=True)
     other = tiny_spec()
     other = BaselinesSpec(other.recycled.replace(width=4), other.vit, n_train=80, T=T)
-    with pytest.raises(ValueError, match="different configuration.*baselines"):
+    with pytest.raises(ValueError, match="another configuration.*baselines"):
         reproduce(
             out, config=ReproduceConfig.from_toml(CONFIG), baselines=other, progress=False, log=None
         )

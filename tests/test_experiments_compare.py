@@ -13,7 +13,8 @@ from spinsa.analysis import coupling_cosine, list_analyses, load_analysis
 from spinsa.analysis.summary import read_summaries
 from spinsa.cli import EXIT_CODES, main
 from spinsa.experiments import ExperimentConfig, run_experiment, train
-from spinsa.experiments.compare import COMPARE_KIND, _labels, compare_runs
+from spinsa.experiments.compare import _labels, compare_runs
+from spinsa.io.results import COMPARE_KIND
 
 
 @pytest.fixture(scope="module")

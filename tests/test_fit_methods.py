@@ -1,5 +1,5 @@
 """Training beyond the pseudo-likelihood: contrastive divergence, backprop through the
-dynamics, factorised couplings (DESIGN §4c)."""
+dynamics, factorised couplings (docs/model.md, 'Beyond the pseudo-likelihood')."""
 
 import numpy as np
 import pytest

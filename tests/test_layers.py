@@ -25,7 +25,7 @@ LAYERS = [
     # figures read files, never recompute
     ["spinsa.plotting"],
     # orchestration: experiments end to end, benchmarks
-    ["spinsa.experiments", "spinsa.bench", "spinsa.sequences.pipeline"],
+    ["spinsa.experiments", "spinsa.bench"],
     # phase scans run experiments
     ["spinsa.scan"],
     # the command line

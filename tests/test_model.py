@@ -1,4 +1,4 @@
-"""The model of DESIGN §1 against plain-numpy formulas and its physical invariants."""
+"""The model of docs/model.md against plain-numpy formulas and its physical invariants."""
 
 import numpy as np
 import pytest

@@ -24,7 +24,7 @@ README = ROOT / "README.md"
 CI_SCRIPT = ROOT / ".ci" / "run"
 HEAVY = ("torch", "dask", "matplotlib")
 
-# The public API of DESIGN §5 (plus random_couplings, its companion in spinsa.couplings).
+# The public API of docs/api.md (plus random_couplings, its companion in spinsa.couplings).
 PUBLIC_NAMES = [
     "PatchEmbedding",
     "site_energies",
@@ -260,7 +260,7 @@ def test_public_name_of_the_design_exists(name):
     import spinsa
 
     assert hasattr(spinsa, name), (
-        f"spinsa.{name} is missing: DESIGN §5 promises it; define it and re-export it in "
+        f"spinsa.{name} is missing: docs/api.md promises it; define it and re-export it in "
         "spinsa/__init__.py"
     )
     assert name in spinsa.__all__, f"spinsa.{name} exists but is not listed in spinsa.__all__"

@@ -464,7 +464,7 @@ def write_reproduce_report(
         )
         dyn_m = e["dynamics"]
         dyn_text = (
-            f"DESIGN eq. 1 (norm {dyn_m['norm']}, gamma = {dyn_m['gamma']:g}, {dyn_m['update']})"
+            f"eq. 1 (norm {dyn_m['norm']}, gamma = {dyn_m['gamma']:g}, {dyn_m['update']})"
             if dyn_m["preset"] == "design"
             else "the published notebook's (features standardised across tokens, scores clamped "
             "at 20, x <- x + h/2, tokens divided by the mean token norm)"

@@ -46,7 +46,9 @@ class ConfigChangedError(ValueError):
         )
 
 
-DEFAULT_HINT = "pass overwrite=True (--overwrite) to start afresh, or choose another output"
+DEFAULT_HINT = (
+    "pass overwrite=True (--overwrite) to start afresh, or choose another output directory"
+)
 
 
 def stage_done(path, config: Mapping | None = None, *, hint: str = DEFAULT_HINT) -> bool:

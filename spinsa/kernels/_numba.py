@@ -1,4 +1,4 @@
-"""The one ``njit`` alias of the package (STYLE §2).
+"""The one ``njit`` alias of the package.
 
 Every kernel is compiled through :func:`njit` so that caching, fast-math and threading are
 decided in one place. ``cache=True`` keeps the compiled code between sessions; fast-math
