@@ -378,8 +378,8 @@ def test_references_are_stored_with_every_evaluation(tiny, run_file):
 
 
 def test_report_number_formats():
-    from spinsa.experiments.report import fmt as format_number
-    from spinsa.experiments.report import pm as format_pm
+    from spinsa.report import fmt as format_number
+    from spinsa.report import pm as format_pm
 
     assert (format_number(0.123456), format_number(2.0, 1)) == ("0.1235", "2.0")
     assert format_number(None) == format_number(float("nan")) == "n/a"

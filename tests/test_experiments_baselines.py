@@ -13,7 +13,7 @@ from spinsa.baselines import BaselineConfig, corrupt_images  # noqa: E402
 from spinsa.cli import main  # noqa: E402
 from spinsa.experiments import ReproduceConfig, pipeline, reproduce  # noqa: E402
 from spinsa.experiments.baselines import BaselinesSpec  # noqa: E402
-from spinsa.experiments.report import (  # noqa: E402
+from spinsa.report import (  # noqa: E402
     assess_baseline_claims,
     read_baseline_summaries,
 )

@@ -13,7 +13,7 @@ from spinsa import io
 from spinsa.analysis.summary import read_summaries
 from spinsa.cli import main
 from spinsa.experiments import FinishedRunError, ReproduceConfig, model_names, pipeline, reproduce
-from spinsa.experiments.report import assess_claims
+from spinsa.report import assess_claims
 
 TWO_MODELS = (
     SHARED
@@ -92,7 +92,7 @@ def test_reproduce_writes_hdf5_figures_and_report(finished):
 
 
 def test_references_and_verdicts_in_the_report(finished):
-    from spinsa.experiments.report import assess_references
+    from spinsa.report import assess_references
 
     out, result = finished
     summaries = {m: read_summaries(result.h5, m) for m in ("design", "damico2024")}

@@ -22,8 +22,8 @@ LAYERS = [
     ["spinsa.io", "spinsa.datasets"],
     # methods: fitting, analyses, the backprop baselines; the package's public API
     ["spinsa.fit", "spinsa.analysis", "spinsa.baselines", "spinsa.sequences", "spinsa"],
-    # figures read files, never recompute
-    ["spinsa.plotting"],
+    # figures and reports: views of files, never recompute
+    ["spinsa.plotting", "spinsa.report"],
     # orchestration: experiments end to end, benchmarks
     ["spinsa.experiments", "spinsa.bench"],
     # phase scans run experiments

@@ -39,9 +39,9 @@ from spinsa._checks import check_count
 from spinsa._config import flatten
 from spinsa.damico import standardize_features
 from spinsa.experiments.pipeline import RUN_KIND, load_images, read_run
-from spinsa.experiments.report import write_compare_report
 from spinsa.experiments.stages import Pipeline
 from spinsa.io.results import COMPARE_KIND, read_evaluation
+from spinsa.report import write_compare_report
 from spinsa.tasks import TASKS
 
 __all__ = ["COMPARE_KIND", "ComparisonResult", "compare_runs"]
@@ -210,128 +210,156 @@ def compare_runs(
     infos, configs = _read_runs(paths)
     _check_same_data(paths, configs, infos)
     names = _labels(infos)
+    out.mkdir(parents=True, exist_ok=True)
+    run = _Comparison(paths, infos, configs, names, n_data, out)
     plan = Pipeline("spinsa compare", say=print if progress else None)
-    results: dict[str, tuple[analysis.AnalysisResult, dict[str, Any]]] = {}
-    notes: list[str] = []
-    fits = [c.fit for c in configs]
-    lam_train = float(_common([f.lam for f in fits], "λ_train (fit.lam)", notes, names))
-    standardize = bool(
-        _common([getattr(f, "standardize", False) for f in fits], "fit.standardize", notes, names)
-    )
-    clamp = _common(
-        [getattr(f, "score_clamp", None) for f in fits], "fit.score_clamp", notes, names
-    )
-    lam_eval = float(
-        _common([c.dynamics.lam_eval for c in configs], "λ_eval (dynamics.lam_eval)", notes, names)
-    )
-    notebook = [n for n, c in zip(names, configs, strict=True) if c.dynamics.preset != "design"]
-    if notebook:
-        notes.append(
-            f"{', '.join(notebook)} iterate(s) the published notebook's dynamics (standardised "
-            "features, clamped scores); the entropy on test images is that of eq. 1's attention "
-            "on the raw spins."
+    plan.add("data", run.data)
+    plan.add("cosines", lambda: run.add("cosines", analysis.pairwise_cosines(run.Js, names)))
+    plan.add("spectra", lambda: run.add("spectra", analysis.coupling_spectra(run.Js, names)))
+    plan.add("distance", run.distance)
+    plan.add("entropy", run.entropy)
+    plan.add("pseudolikelihood", run.pseudolikelihood)
+    plan.add("tasks", run.tasks)
+    plan.add("write", lambda: run.write(h5, dict(plan.measured)))
+    plan.add("figures", lambda: run.figures.extend(_plot(h5, out)))
+    plan.add("report", lambda: write_compare_report(h5, report, [f.name for f in run.figures]))
+    plan.run()
+    figures = run.figures
+    return ComparisonResult(out, h5, report, tuple(figures), names)
+
+
+def _plot(h5: Path, out: Path) -> list[Path]:
+    from spinsa.plotting.compare import plot_comparison  # matplotlib on first use
+
+    return plot_comparison(h5, out)
+
+
+class _Comparison:
+    """The runs side by side: their common settings, the results as the stages add them."""
+
+    def __init__(self, paths, infos, configs, names, n_data: int, out: Path):
+        self.paths, self.infos, self.configs, self.names = paths, infos, configs, names
+        self.n_data, self.out = n_data, out
+        self.results: dict[str, tuple[analysis.AnalysisResult, dict[str, Any]]] = {}
+        self.notes: list[str] = []
+        self.missing: dict[str, list[str]] = {}
+        self.figures: list[Path] = []
+        self.spins: dict[str, np.ndarray] = {}
+        fits = [c.fit for c in configs]
+
+        def common(values, what):
+            return _common(values, what, self.notes, names)
+
+        self.lam_train = float(common([f.lam for f in fits], "λ_train (fit.lam)"))
+        self.standardize = bool(common([f.standardize for f in fits], "fit.standardize"))
+        self.clamp = common([f.score_clamp for f in fits], "fit.score_clamp")
+        lam_eval = [c.dynamics.lam_eval for c in configs]
+        self.lam_eval = float(common(lam_eval, "λ_eval (dynamics.lam_eval)"))
+        notebook = [n for n, c in zip(names, configs, strict=True) if c.dynamics.preset != "design"]
+        if notebook:
+            self.notes.append(
+                f"{', '.join(notebook)} iterate(s) the published notebook's dynamics "
+                "(standardised features, clamped scores); the entropy on test images is that of "
+                "eq. 1's attention on the raw spins."
+            )
+        n_test = min(min(c.data.n_test for c in configs), n_data)
+        self.config = configs[0].with_overrides({"data.n_test": n_test})
+        self.emb = self.config.make_embedding()
+        self.features = "standardised spins" if self.standardize else "raw spins"
+        self.Js = [io.read_array(p, "J") for p in paths]
+
+    def seen(self, x: np.ndarray) -> np.ndarray:
+        """The spins as the fits saw them (standardised when the fits standardised)."""
+        return standardize_features(x) if self.standardize else x
+
+    def add(self, name: str, result, extra: dict | None = None) -> None:
+        self.results[name] = (result, extra or {})
+
+    def data(self) -> None:
+        images = load_images(self.config)
+        rows = _subsample(images.train.shape[0], self.n_data)
+        self.spins = {
+            "train": self.emb.encode(images.train[rows]),
+            "test": self.emb.encode(images.test),
+        }
+
+    def distance(self) -> None:
+        positions = self.emb.token_positions("center")
+        result = analysis.distance_dependence(
+            self.Js, positions, self.names, grid_shape=self.emb.grid_shape
         )
-    n_test = min(min(c.data.n_test for c in configs), n_data)
-    config = configs[0].with_overrides({"data.n_test": n_test})
-    emb = config.make_embedding()
-    seen = (lambda x: standardize_features(x)) if standardize else (lambda x: x)
-    features = "standardised spins" if standardize else "raw spins"
-    Js = [io.read_array(p, "J") for p in paths]
-    spins: dict[str, np.ndarray] = {}
+        self.add("distance", result, {"distance_unit": "pixels"})
 
-    def run_data():
-        images = load_images(config)
-        spins["train"] = emb.encode(images.train[_subsample(images.train.shape[0], n_data)])
-        spins["test"] = emb.encode(images.test)
-
-    def run_distance():
-        positions = emb.token_positions("center")
-        result = analysis.distance_dependence(Js, positions, names, grid_shape=emb.grid_shape)
-        results["distance"] = (result, {"distance_unit": "pixels"})
-
-    def run_entropy():
+    def entropy(self) -> None:
         on_test = {"data": "test images", "features": "raw spins", "lam_is": "lam_eval"}
-        result = analysis.attention_entropy(spins["test"], Js, lam_eval, names)
-        results["entropy/test"] = (result, on_test)
-        on_train = {"data": "training images", "features": features, "lam_is": "lam_train"}
-        result = analysis.attention_entropy(seen(spins["train"]), Js, lam_train, names)
-        results["entropy/train"] = (result, on_train)
+        result = analysis.attention_entropy(self.spins["test"], self.Js, self.lam_eval, self.names)
+        self.add("entropy/test", result, on_test)
+        on_train = {"data": "training images", "features": self.features, "lam_is": "lam_train"}
+        x = self.seen(self.spins["train"])
+        self.add(
+            "entropy/train",
+            analysis.attention_entropy(x, self.Js, self.lam_train, self.names),
+            on_train,
+        )
 
-    def run_pseudolikelihood():
+    def pseudolikelihood(self) -> None:
         for split in ("train", "test"):
-            x = seen(spins[split])
-            result = analysis.pseudolikelihood_values(x, Js, lam_train, names, score_clamp=clamp)
+            result = analysis.pseudolikelihood_values(
+                self.seen(self.spins[split]), self.Js, self.lam_train, self.names,
+                score_clamp=self.clamp,
+            )  # fmt: skip
             data = "training images" if split == "train" else "test images"
-            results[f"pseudolikelihood/{split}"] = (result, {"data": data, "features": features})
+            self.add(f"pseudolikelihood/{split}", result, {"data": data, "features": self.features})
 
-    missing: dict[str, list[str]] = {}
-
-    def run_tasks():
+    def tasks(self) -> None:
+        configs, names = self.configs, self.names
         same_inputs = len({c.data.n_test for c in configs}) == 1 and not any(
             k.startswith("tasks.") for k in _differing(configs, names)
         )
         for task in TASKS:
             evaluations, lacking = [], []
-            for path, name in zip(paths, names, strict=True):
+            for path, name in zip(self.paths, names, strict=True):
                 try:
                     evaluations.append(_evaluation(path, task))
                 except KeyError:
                     lacking.append(name)
             if lacking:
-                missing[task] = lacking
+                self.missing[task] = lacking
                 continue
             result = analysis.compare_tasks(task, evaluations, names, paired=same_inputs)
-            results[f"tasks/{task}"] = (result, {"paired": bool(same_inputs)})
+            self.add(f"tasks/{task}", result, {"paired": bool(same_inputs)})
 
-    def run_write():
+    def write(self, h5: Path, stage_seconds: dict[str, float]) -> None:
+        """``compare.h5``: every result under /analysis, the runs and settings as attributes."""
+        names, emb = self.names, self.emb
         runs = {
             name: {
                 "file": str(path),
                 **{k: info.attrs.get(k) for k in ("fit_loss", "fit_norm", "hebbian_cosine")},
             }
-            for name, path, info in zip(names, paths, infos, strict=True)
+            for name, path, info in zip(names, self.paths, self.infos, strict=True)
         }
         attrs = {
             "models": list(names),
-            "run_files": [str(p) for p in paths],
+            "run_files": [str(p) for p in self.paths],
             "runs": runs,
-            "n_data": int(n_data),
-            "n_train_used": int(spins["train"].shape[0]),
-            "n_test_used": int(spins["test"].shape[0]),
-            "dataset": config.data.dataset,
+            "n_data": int(self.n_data),
+            "n_train_used": int(self.spins["train"].shape[0]),
+            "n_test_used": int(self.spins["test"].shape[0]),
+            "dataset": self.config.data.dataset,
             "n_tokens": int(emb.n_tokens),
             "d": int(emb.d),
             "grid_shape": list(emb.grid_shape),
-            "lam_train": lam_train,
-            "lam_eval": lam_eval,
-            "standardize": standardize,
-            "score_clamp": clamp,
-            "differing": _differing(configs, names),
-            "missing_tasks": missing,
-            "notes": notes,
-            "stage_seconds": dict(plan.measured),
+            "lam_train": self.lam_train,
+            "lam_eval": self.lam_eval,
+            "standardize": self.standardize,
+            "score_clamp": self.clamp,
+            "differing": _differing(self.configs, names),
+            "missing_tasks": self.missing,
+            "notes": self.notes,
+            "stage_seconds": stage_seconds,
         }
+        results = self.results
         arrays = {f"analysis/{n}": r.to_arrays() for n, (r, _) in results.items()}
         group_attrs = {f"analysis/{n}": {**r.attrs(), **extra} for n, (r, extra) in results.items()}
         io.write_file(h5, arrays, attrs, kind=COMPARE_KIND, group_attrs=group_attrs, overwrite=True)
-
-    figures: list[Path] = []
-
-    def run_figures():
-        from spinsa.plotting.compare import plot_comparison  # matplotlib on first use
-
-        figures.extend(plot_comparison(h5, out))
-
-    plan.add("data", run_data)
-    plan.add("cosines", lambda: results.update(cosines=(analysis.pairwise_cosines(Js, names), {})))
-    plan.add("spectra", lambda: results.update(spectra=(analysis.coupling_spectra(Js, names), {})))
-    plan.add("distance", run_distance)
-    plan.add("entropy", run_entropy)
-    plan.add("pseudolikelihood", run_pseudolikelihood)
-    plan.add("tasks", run_tasks)
-    plan.add("write", run_write)
-    plan.add("figures", run_figures)
-    plan.add("report", lambda: write_compare_report(h5, report, [f.name for f in figures]))
-    out.mkdir(parents=True, exist_ok=True)
-    plan.run()
-    return ComparisonResult(out, h5, report, tuple(figures), names)

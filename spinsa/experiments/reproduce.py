@@ -48,10 +48,10 @@ from spinsa.experiments import baselines as _baselines
 from spinsa.experiments import pipeline
 from spinsa.experiments.config import ExperimentConfig, ReproduceConfig
 from spinsa.experiments.notebook import NOTEBOOK_KIND, notebook_check
-from spinsa.experiments.report import write_reproduce_report
 from spinsa.experiments.stages import Pipeline, stage_done
 from spinsa.io.results import REPRODUCE_KIND, read_tree
 from spinsa.io.schema import RESERVED_KEYS, RESERVED_PREFIXES
+from spinsa.report import write_reproduce_report
 from spinsa.tasks import TASKS
 
 __all__ = [
@@ -246,7 +246,7 @@ def reproduce(
     """
     say = log or (lambda message: None)
     cfg = _resolve_config(config, quick)
-    experiments = cfg.experiments()
+    cfg.experiments()  # a bad model section is refused before anything is written
     bl_spec = _resolve_baselines(baselines, cfg, quick, say)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -263,180 +263,163 @@ def reproduce(
     for path in out_dir.glob(TEMP_GLOB):  # left by a writer killed outright (one run a dir)
         path.unlink(missing_ok=True)
 
-    images_cache: dict[Any, pipeline.Images] = {}
-
-    def images_for(exp: ExperimentConfig) -> pipeline.Images:
-        if exp.data not in images_cache:
-            images_cache[exp.data] = pipeline.load_images(exp, fetch=fetch)
-        return images_cache[exp.data]
-
-    base = cfg.base
-    plan = Pipeline("spinsa reproduce", say=say)
-    estimates = estimate_seconds(cfg, bl_spec, cuda=_cuda_available() if bl_spec else False)
-
-    def file_of(stage: str) -> Path:  # "eval:x:masked" -> eval-x-masked.h5
-        return out_dir / (stage.replace(":", "-") + ".h5")
-
-    def add(name, run, deps, config=None, files=()):
-        output = file_of(name) if config is not None else None
-        plan.add(
-            name, run, output=output, config=config, files=tuple(files), deps=tuple(deps),
-            estimate=estimates.get(name, math.nan),
-        )  # fmt: skip
-
-    # ---- data
-    def run_data():
-        imgs = images_for(base)
-        for exp in experiments.values():
-            images_for(exp)
-        io.write_file(
-            file_of("data"),
-            {
-                "mean_train_image": imgs.train.mean(axis=0, dtype=np.float64),
-                "train_label_counts": np.bincount(imgs.train_labels, minlength=10),
-                "test_label_counts": np.bincount(imgs.test_labels, minlength=10),
-            },
-            {
-                "n_train": int(imgs.train.shape[0]),
-                "n_test": int(imgs.test.shape[0]),
-                "dataset": base.data.dataset,
-            },
-            kind=DATA_KIND,
-            config={"data": base.to_dict()["data"]},
-            seeds={"data": base.data.seed},
-            overwrite=True,
-        )
-
-    add("data", run_data, [], {"data": base.to_dict()["data"]})
-
-    # ---- fits, evaluations, the notebook's measurements
-    for name, exp in experiments.items():
-
-        def run_fit(exp=exp):
-            pipeline.train(
-                exp,
-                file_of(f"fit:{exp.name}"),
-                overwrite=True,
-                checkpoint=out_dir / f"fit-{exp.name}.ckpt.h5",
-                progress=progress,
-                images=images_for(exp),
-            )
-
-        add(f"fit:{name}", run_fit, ["data"], exp.to_dict())
-
-    for name, exp in experiments.items():
-        for task in TASKS:
-
-            def run_eval(exp=exp, task=task):
-                pipeline.evaluate(
-                    file_of(f"fit:{exp.name}"),
-                    task,
-                    out=file_of(f"eval:{exp.name}:{task}"),
-                    overwrite=True,
-                    progress=progress,
-                    images=images_for(exp),
-                )
-
-            add(f"eval:{name}:{task}", run_eval, [f"fit:{name}"], exp.to_dict())
-
-    notebook_models = [n for n, e in experiments.items() if _has_notebook_check(e)]
-    for name in notebook_models:
-
-        def run_notebook(exp=experiments[name]):
-            fpath = file_of(f"fit:{exp.name}")
-            arrays, attrs = notebook_check(
-                exp,
-                io.read_array(fpath, "J"),
-                images_for(exp),
-                io.read_array(fpath, "fit/history/step_loss"),
-                exp.fit.epochs,
-                fetch=fetch,
-            )
-            io.write_file(
-                file_of(f"notebook:{exp.name}"),
-                arrays,
-                attrs,
-                kind=NOTEBOOK_KIND,
-                config=exp,
-                seeds={"tasks": exp.tasks.seed},
-                overwrite=True,
-            )
-
-        add(f"notebook:{name}", run_notebook, [f"fit:{name}"], experiments[name].to_dict())
-
-    # ---- assemble, baselines, figures, report
-    h5_path = out_dir / H5_NAME
-    timings = plan.measured  # filled as the stages run: assemble and report state them
-
-    def run_assemble():
-        _assemble(h5_path, cfg, experiments, file_of, quick, timings)
-
-    evals_and_checks = [s.name for s in plan.stages if s.name.startswith(("eval:", "notebook:"))]
-    plan.add(
-        "assemble", run_assemble, output=h5_path, config=cfg.to_dict(),
-        deps=("data", *evals_and_checks), estimate=estimates["assemble"],
-    )  # fmt: skip
-
-    bl_path = out_dir / _baselines.BASELINES_NAME
-    figure_deps = ["assemble"]
-    if bl_spec is not None:
-
-        def run_bl():
-            _baselines.run_baselines(
-                bl_path, cfg, bl_spec, images_for(base), h5_path, progress=progress, log=say
-            )
-
-        plan.add(
-            "baselines", run_bl, output=bl_path, config=_baselines.stage_config(cfg, bl_spec),
-            deps=("assemble",), estimate=estimates["baselines"],
-        )  # fmt: skip
-        figure_deps.append("baselines")
-
-    with_bl = bl_path if bl_spec is not None else None
-    # file -> how to draw it (plotting is imported when the stage runs)
-    figures = {out_dir / ERRORS_FIGURE: lambda p: p.figure_errors(h5_path, baselines=with_bl)}
-    for n in experiments:
-        path = out_dir / f"fig1_examples_{n}.png"
-        figures[path] = lambda p, n=n: p.figure_examples(h5_path, model=n)
-    for n in notebook_models:
-        path = out_dir / f"fig1_notebook_{n}.png"
-        figures[path] = lambda p, n=n: p.figure_notebook_view(h5_path, model=n)
-    if bl_spec is not None:
-        figures[out_dir / "fig2_patch_variances.png"] = lambda p: p.figure_patch_variances(bl_path)
-
-    def run_figures():
-        from spinsa import plotting
-
-        for path, draw in figures.items():
-            plotting.save_figure(draw(plotting), path)
-
-    add("figures", run_figures, figure_deps, files=figures)
-
-    report_path = out_dir / REPORT_NAME
-
-    def run_report():
-        write_reproduce_report(
-            h5_path,
-            report_path,
-            figures=[p.name for p in figures],
-            timings={k: v for k, v in timings.items() if k in ("assemble", "baselines", "figures")},
-            baselines=with_bl,
-        )
-
-    add("report", run_report, figure_deps + ["figures"], files=[report_path])
-
-    # ---- the plan, then the stages
+    run = _Reproduction(cfg, out_dir, bl_spec, quick=quick, progress=progress, fetch=fetch)
+    run.say = say
+    plan = run.plan(Pipeline("spinsa reproduce", say=say))
     size = "configured" if config is not None else ("quick" if quick else "paper-size")
-    plan.say_plan(f"{len(experiments)} model(s), {size} run in {out_dir}")
-    if bl_spec is not None and estimates.get("baselines", 0.0) > 3600:
+    plan.say_plan(f"{len(run.experiments)} model(s), {size} run in {out_dir}")
+    if any(s.name == "baselines" and s.estimate > 3600 for s in plan.stages):
         say(
             "  the baselines' paper recipe takes hours on a CPU; pass --baselines quick for "
             "the brief recipe, or run it on a GPU"
         )
     plan.run()
     plan.say_times()
-    say(f"spinsa reproduce: report: {report_path}")
-    return ReproduceResult(out_dir, h5_path, report_path, tuple(figures), timings)
+    say(f"spinsa reproduce: report: {run.report_path}")
+    return ReproduceResult(out_dir, run.h5, run.report_path, tuple(run.figures), plan.measured)
+
+
+class _Reproduction:
+    """The stages of one reproduce run (:meth:`plan`) and what each of them does."""
+
+    def __init__(self, cfg: ReproduceConfig, out_dir: Path, bl_spec, *, quick, progress, fetch):
+        self.cfg, self.out_dir, self.bl_spec = cfg, out_dir, bl_spec
+        self.quick, self.progress, self.fetch = quick, progress, fetch
+        self.experiments = cfg.experiments()
+        self.notebook_models = [n for n, e in self.experiments.items() if _has_notebook_check(e)]
+        self.h5 = out_dir / H5_NAME
+        self.report_path = out_dir / REPORT_NAME
+        self.bl_path = out_dir / _baselines.BASELINES_NAME if bl_spec is not None else None
+        self.figures = self._figures()
+        self._images: dict[Any, pipeline.Images] = {}
+        self.timings: dict[str, float] = {}
+        self.say: Callable[[str], None] = print
+
+    def file_of(self, stage: str) -> Path:
+        """The file of a stage: ``"eval:x:masked"`` -> ``eval-x-masked.h5``."""
+        return self.out_dir / (stage.replace(":", "-") + ".h5")
+
+    def images_for(self, exp: ExperimentConfig) -> pipeline.Images:
+        if exp.data not in self._images:
+            self._images[exp.data] = pipeline.load_images(exp, fetch=self.fetch)
+        return self._images[exp.data]
+
+    def plan(self, plan: Pipeline) -> Pipeline:
+        """Add every stage to ``plan``, in order, with its estimate; returns ``plan``."""
+        cuda = _cuda_available() if self.bl_spec is not None else False
+        estimates = estimate_seconds(self.cfg, self.bl_spec, cuda=cuda)
+        self.timings = plan.measured  # filled as the stages run: assemble and report state them
+
+        def add(name, run, deps=(), config=None, output=None, files=()):
+            output = output or (self.file_of(name) if config is not None else None)
+            plan.add(
+                name, run, output=output, config=config, files=tuple(files), deps=tuple(deps),
+                estimate=estimates.get(name, math.nan),
+            )  # fmt: skip
+
+        add("data", self.data, config={"data": self.cfg.base.to_dict()["data"]})
+        for name, exp in self.experiments.items():
+            add(f"fit:{name}", lambda e=exp: self.fit(e), ["data"], exp.to_dict())
+        for name, exp in self.experiments.items():
+            for task in TASKS:
+                run = lambda e=exp, t=task: self.evaluate(e, t)  # noqa: E731
+                add(f"eval:{name}:{task}", run, [f"fit:{name}"], exp.to_dict())
+        for name in self.notebook_models:
+            exp = self.experiments[name]
+            add(f"notebook:{name}", lambda e=exp: self.notebook(e), [f"fit:{name}"], exp.to_dict())
+        earlier = [s.name for s in plan.stages if s.name.startswith(("eval:", "notebook:"))]
+        add("assemble", self.assemble, ["data", *earlier], self.cfg.to_dict(), output=self.h5)
+        figure_deps = ["assemble"]
+        if self.bl_spec is not None:
+            config = _baselines.stage_config(self.cfg, self.bl_spec)
+            add("baselines", self.baselines, ["assemble"], config, output=self.bl_path)
+            figure_deps.append("baselines")
+        add("figures", self.draw, figure_deps, files=self.figures)
+        add("report", self.report, [*figure_deps, "figures"], files=[self.report_path])
+        return plan
+
+    def data(self) -> None:
+        """``data.h5``: the mean training image and the label counts (loads the images)."""
+        base = self.cfg.base
+        imgs = self.images_for(base)
+        for exp in self.experiments.values():
+            self.images_for(exp)
+        arrays = {
+            "mean_train_image": imgs.train.mean(axis=0, dtype=np.float64),
+            "train_label_counts": np.bincount(imgs.train_labels, minlength=10),
+            "test_label_counts": np.bincount(imgs.test_labels, minlength=10),
+        }
+        attrs = {
+            "n_train": int(imgs.train.shape[0]),
+            "n_test": int(imgs.test.shape[0]),
+            "dataset": base.data.dataset,
+        }
+        io.write_file(
+            self.file_of("data"), arrays, attrs, kind=DATA_KIND,
+            config={"data": base.to_dict()["data"]}, seeds={"data": base.data.seed},
+            overwrite=True,
+        )  # fmt: skip
+
+    def fit(self, exp: ExperimentConfig) -> None:
+        pipeline.train(
+            exp, self.file_of(f"fit:{exp.name}"), overwrite=True,
+            checkpoint=self.out_dir / f"fit-{exp.name}.ckpt.h5", progress=self.progress,
+            images=self.images_for(exp),
+        )  # fmt: skip
+
+    def evaluate(self, exp: ExperimentConfig, task: str) -> None:
+        pipeline.evaluate(
+            self.file_of(f"fit:{exp.name}"), task, out=self.file_of(f"eval:{exp.name}:{task}"),
+            overwrite=True, progress=self.progress, images=self.images_for(exp),
+        )  # fmt: skip
+
+    def notebook(self, exp: ExperimentConfig) -> None:
+        """The published notebook's two printed measurements, on this fit."""
+        fpath = self.file_of(f"fit:{exp.name}")
+        arrays, attrs = notebook_check(
+            exp, io.read_array(fpath, "J"), self.images_for(exp),
+            io.read_array(fpath, "fit/history/step_loss"), exp.fit.epochs, fetch=self.fetch,
+        )  # fmt: skip
+        io.write_file(
+            self.file_of(f"notebook:{exp.name}"), arrays, attrs, kind=NOTEBOOK_KIND, config=exp,
+            seeds={"tasks": exp.tasks.seed}, overwrite=True,
+        )  # fmt: skip
+
+    def assemble(self) -> None:
+        _assemble(self.h5, self.cfg, self.experiments, self.file_of, self.quick, self.timings)
+
+    def baselines(self) -> None:
+        _baselines.run_baselines(
+            self.bl_path, self.cfg, self.bl_spec, self.images_for(self.cfg.base), self.h5,
+            progress=self.progress, log=self.say,
+        )  # fmt: skip
+
+    def _figures(self) -> dict[Path, Callable]:
+        """File -> how to draw it (plotting is imported when the stage runs)."""
+        h5, bl, out = self.h5, self.bl_path, self.out_dir
+        figures = {out / ERRORS_FIGURE: lambda p: p.figure_errors(h5, baselines=bl)}
+        for n in self.experiments:
+            figures[out / f"fig1_examples_{n}.png"] = lambda p, n=n: p.figure_examples(h5, model=n)
+        for n in self.notebook_models:
+            path = out / f"fig1_notebook_{n}.png"
+            figures[path] = lambda p, n=n: p.figure_notebook_view(h5, model=n)
+        if bl is not None:
+            figures[out / "fig2_patch_variances.png"] = lambda p: p.figure_patch_variances(bl)
+        return figures
+
+    def draw(self) -> None:
+        from spinsa import plotting
+
+        for path, draw in self.figures.items():
+            plotting.save_figure(draw(plotting), path)
+
+    def report(self) -> None:
+        later = ("assemble", "baselines", "figures")  # stages whose times the file lacks
+        write_reproduce_report(
+            self.h5, self.report_path, figures=[p.name for p in self.figures],
+            timings={k: v for k, v in self.timings.items() if k in later},
+            baselines=self.bl_path,
+        )  # fmt: skip
 
 
 def _cuda_available() -> bool:

@@ -33,17 +33,17 @@ from spinsa import io
 from spinsa._checks import check_choice, check_count, check_positive, check_real
 from spinsa._config import config_to_dict
 from spinsa.analysis.summary import paired_gain_z
-from spinsa.experiments.report import write_sequences_report
 from spinsa.experiments.stages import Pipeline
+from spinsa.report import write_sequences_report
 from spinsa.sequences.data import split_series, windows
 from spinsa.sequences.forecast import SpinForecaster, best_step, embedding_for, fit_forecaster
-from spinsa.sequences.models import MODEL_NAMES
 from spinsa.sequences.references import SPIN_MODEL, fit_ar, reference_forecasts
 from spinsa.tasks import mean_sem
 
 __all__ = ["SequenceConfig", "run_sequences", "SEQUENCES_KIND"]
 
 SEQUENCES_KIND = "sequences"
+BASELINES = ("rnn", "transformer", "s4d")  # spinsa.sequences.models, which needs torch
 FIT_KIND = "sequences-fit"
 MODEL_KIND = "sequences-model"
 # seconds of one epoch of each backprop model per training window of 50 values (8,590
@@ -107,7 +107,7 @@ class SequenceConfig:
     steps: int = 30
     max_iter: int = 100
     norm: float | None = None
-    baselines: tuple[str, ...] = MODEL_NAMES
+    baselines: tuple[str, ...] = BASELINES
     epochs: int = 30
     patience: int = 5
     batch_size: int = 256
@@ -149,7 +149,7 @@ class SequenceConfig:
             rows = tuple(check_count(r, "--rows", 1) for r in self.rows)
             object.__setattr__(self, "rows", rows)
         for name in self.baselines:
-            check_choice(name, "baselines[...]", MODEL_NAMES)
+            check_choice(name, "baselines[...]", BASELINES)
         object.__setattr__(self, "baselines", tuple(self.baselines))
 
     @classmethod
@@ -378,7 +378,7 @@ def run_sequences(
         for pattern in ("fit.h5", "*.ckpt*", "sequences.h5", "report.md", "*.png", "*.corrupt"):
             for path in out.glob(pattern):
                 path.unlink()
-        for name in MODEL_NAMES:
+        for name in BASELINES:
             (out / f"{name}.h5").unlink(missing_ok=True)
     rows = run.splits.rows
     say(

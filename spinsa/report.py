@@ -1,10 +1,11 @@
 """Every report of spinsa in one place: markdown helpers, verdict rules, the writers.
 
-The writers read files only (``reproduce.h5``, ``baselines.h5``, ``compare.h5``,
-``sequences.h5``) and write ``report.md`` atomically. The statistics they state (means and
-standard errors, the combined-SE z, which reference a model beats) come from
-:mod:`spinsa.analysis.summary`; the rules that turn them into verdicts ("holds",
-"does not hold") are the ``assess_*`` functions here, which return rows, not markdown.
+Reports, like figures, are views of files: the writers read ``reproduce.h5``,
+``baselines.h5``, ``compare.h5`` or ``sequences.h5`` and nothing else, and write
+``report.md`` atomically. The statistics they state (means and standard errors, the
+combined-SE z, which reference a model beats) come from :mod:`spinsa.analysis.summary`; the
+rules that turn them into verdicts ("holds", "does not hold") are the ``assess_*``
+functions here, which return rows, not markdown.
 
 - :func:`write_reproduce_report`: ``spinsa reproduce`` (with :func:`baseline_report_lines`);
 - :func:`write_compare_report`: ``spinsa compare``;
@@ -22,11 +23,8 @@ import numpy as np
 from spinsa import analysis, io
 from spinsa._files import atomic_write_text
 from spinsa.analysis.summary import SIGNIFICANT_Z, paired_gain_z, read_summaries
-from spinsa.experiments.baselines import BASELINE_MODELS
-from spinsa.experiments.config import ExperimentConfig
 from spinsa.io.results import COMPARE_KIND, model_names, read_tree
 from spinsa.references import REFERENCES
-from spinsa.sequences.models import MODEL_NAMES
 from spinsa.sequences.references import SPIN_MODEL, is_reference
 from spinsa.tasks import TASK_TITLES, TASKS, mean_sem
 
@@ -405,7 +403,7 @@ def write_reproduce_report(
     exp = {m: model_attrs[m]["experiment_config"] for m in models}
     first = exp[models[0]]
     data, emb, dyn, tasks = first["data"], first["embedding"], first["dynamics"], first["tasks"]
-    embedding = ExperimentConfig.from_dict(first).make_embedding()
+    n_tokens, _, d, _ = info.datasets[f"models/{models[0]}/J"][0]  # J: (N, N, d, d)
     n_train = model_attrs[models[0]].get("n_train")
     n_test = data["n_test"]
     stage_times = {**(info.attrs.get("stage_times", {}) or {}), **(timings or {})}
@@ -430,13 +428,12 @@ def write_reproduce_report(
         f"- data: {data['dataset']}, {n_train} training images"
         + (f" ({data['per_class']} per class)" if data.get("per_class") else "")
         + f", {n_test} test images, seed {data['seed']}",
-        f"- embedding: {emb['patch']}x{emb['patch']} patches, N = {embedding.n_tokens} tokens, "
-        f"d = {embedding.d}",
+        f"- embedding: {emb['patch']}x{emb['patch']} patches, N = {n_tokens} tokens, d = {d}",
         f"- lambda_train = {first['fit']['lam']:g}, lambda_eval = {dyn['lam_eval']:g}",
         f"- masked prediction: {tasks['mask_fraction']:.0%} of the tokens set to zero "
         f"(int({tasks['mask_fraction']:g} N) = "
-        f"{int(tasks['mask_fraction'] * embedding.n_tokens * (1 + 1e-9))} of "
-        f"{embedding.n_tokens})"
+        f"{int(tasks['mask_fraction'] * n_tokens * (1 + 1e-9))} of "
+        f"{n_tokens})"
         f"{', visible tokens clamped' if tasks['clamp_visible'] else ''}; denoising: "
         f"Gaussian noise of variance {tasks['noise_variance']:g}, image statistics restored; "
         "test image k is corrupted from its own random stream (the same in every model)",
@@ -588,10 +585,8 @@ def assess_baseline_claims(
             bare = f"bare SA ({m}) {fmt(a)} at t = {s[task]['best_t']}"
             claim(BLOCK_BEATS_SA, f"{task}, {m}", b < a, f"{block}; {bare}")
     for m in (m for m in sa if m in medians):
-        ok = all(medians[m] < medians[b] for b in BASELINE_MODELS if b in medians)
-        shown = ", ".join(
-            f"{k} {fmt(medians[k], 5)}" for k in (m, *BASELINE_MODELS) if k in medians
-        )
+        ok = all(medians[m] < medians[b] for b in baselines if b in medians)
+        shown = ", ".join(f"{k} {fmt(medians[k], 5)}" for k in (m, *baselines) if k in medians)
         claim(SA_MORE_UNIFORM, m, ok, f"median masked-patch variance: {shown}")
     return out
 
@@ -599,7 +594,7 @@ def assess_baseline_claims(
 def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
     """``model -> task -> attrs`` (best_t, best_error, ...) of a ``baselines.h5``."""
     out: dict[str, dict[str, dict]] = {}
-    for model in BASELINE_MODELS:
+    for model in io.read(path).attrs["models"]:
         for task in TASKS:
             try:
                 out.setdefault(model, {})[task] = io.read_group(path, f"models/{model}/{task}")[1]
@@ -998,16 +993,16 @@ def write_compare_report(h5_path, out_path, figures: Sequence[str] = ()) -> Path
 
 
 # ---------------------------------------------------------------------------- sequences
-def _order(names) -> list[str]:
-    """The spin model, the backprop models, then the references."""
-    first = [SPIN_MODEL, *MODEL_NAMES]
+def _order(names, backprop=()) -> list[str]:
+    """The spin model, the ``backprop`` models, then the references."""
+    first = [SPIN_MODEL, *backprop]
     return [n for n in first if n in names] + sorted(n for n in names if n not in first)
 
 
-def error_table(scores: dict[str, dict[str, float]]) -> list[str]:
+def error_table(scores: dict[str, dict[str, float]], backprop=()) -> list[str]:
     """The markdown table of test MSE and MAE (± standard error) of every model."""
     lines = ["| model | MSE | MAE | gain over persistence (z) |", "|---|---|---|---|"]
-    for name in _order(scores):
+    for name in _order(scores, backprop):
         s = scores[name]
         z = "" if name == "persistence" else f"{s['z_vs_persistence']:+.1f}"
         lines.append(
@@ -1050,7 +1045,7 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
         f"(the lowest validation error) of the dynamics at λ = {cfg['lam_eval']}, "
         f"γ = {cfg['gamma']}.",
         "",
-        *error_table(scores),
+        *error_table(scores, cfg["baselines"]),
         "",
         "z is the gain in standard errors of the paired difference of squared errors on the "
         "same windows. Standard errors treat the test errors as independent; neighbouring "
@@ -1059,7 +1054,7 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     ]
     ref = scores[best_ref]
     forecasts, truth = io.read_group(h5, "forecasts")[0], info.array("truth")
-    for name in _order(scores):
+    for name in _order(scores, cfg["baselines"]):
         s = scores[name]
         if is_reference(name):
             continue
