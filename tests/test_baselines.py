@@ -508,6 +508,9 @@ def test_checkpoint_guards(rng, tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a readable"):
         load_checkpoint(tmp_path / "junk.pt")
+    torch.save({**ckpt, "format": "spinsa-baseline/1"}, path)  # of spinsa before the trainer
+    with pytest.raises(ValueError, match="older spinsa.*delete it and train again"):
+        train_baseline(cfg, images, "masked", checkpoint=path, resume=True)
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "missing.pt")
 
