@@ -12,13 +12,14 @@ caller's stream is untouched. Every checkpoint holds the model, optimiser, sched
 RNG states, the history and the best weights, is written through
 :func:`spinsa._files.atomic_path` and is read back with ``weights_only=True``; a run
 interrupted after any checkpoint and resumed ends with exactly the result of an
-uninterrupted run (bit for bit on one device type). See docs/guarantees.md.
+uninterrupted run (bit for bit on the CPU). See docs/guarantees.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import time
 import warnings
 import zipfile
@@ -111,10 +112,6 @@ def _fingerprint(arrays: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def _rng_state(torch: Any, device: Any) -> Any:
-    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
-
-
 def _seed_rng(torch: Any, device: Any, seed: int) -> None:
     """Seed the global RNG that masks, noise and dropout draw from on ``device``."""
     if device.type == "cuda":
@@ -132,7 +129,7 @@ def train(
     data: Mapping[str, np.ndarray],
     identity: Mapping[str, Any],
     fmt: str,
-    checkpoint=None,
+    checkpoint: str | os.PathLike | None = None,
     neutral: tuple[str, ...] = (),
     stop_after: int | None = None,
     lr_factor: Callable[[int], float] | None = None,
@@ -203,13 +200,14 @@ def train(
     """
     torch = import_torch()
     device = next(model.parameters()).device
+    cuda = device.type == "cuda"
     path = Path(checkpoint) if checkpoint is not None else None
     end = config.epochs
     if stop_after is not None:
         end = min(end, check_count(stop_after, "stop_after", 1))
     n, bs = len(next(iter(data.values()))), config.batch_size
     saved_data = {"sha256": _fingerprint(data), "shapes": [list(a.shape) for a in data.values()]}
-    settings = {**identity, **config_to_dict(config)}
+    saved_config = config_to_dict(config)
 
     named = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
     decay = {k for k, p in named if p.ndim >= 2 and k.rsplit(".", 1)[-1] not in no_decay}
@@ -218,7 +216,7 @@ def train(
         {"params": [p for k, p in named if k not in decay], "weight_decay": 0.0},
     ]
     # fused: one kernel per step on the GPU; betas (0.9, 0.999), the defaults
-    optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=device.type == "cuda")
+    optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=cuda)
     scheduler = None
     if lr_factor is not None:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
@@ -237,7 +235,7 @@ def train(
         state = {
             "format": fmt,
             "identity": dict(identity),
-            "config": config_to_dict(config),
+            "config": saved_config,
             "data": saved_data,
             "epoch": len(history["epoch_loss"]),
             "model": model.state_dict(),
@@ -247,7 +245,7 @@ def train(
             "best_model": best_model,
             "stopped_early": stopped_early(),
             "rng_order": generator.get_state(),
-            "rng_device": _rng_state(torch, device),
+            "rng_device": torch.cuda.get_rng_state(device) if cuda else torch.get_rng_state(),
             "device_type": device.type,
             "history": {k: torch.from_numpy(np.array(v)) for k, v in history.items()},
         }
@@ -255,11 +253,13 @@ def train(
         with atomic_path(path) as tmp:
             torch.save(state, tmp)
 
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    with torch.random.fork_rng(devices=[device] if cuda else []):
         _seed_rng(torch, device, config.seed + 1)
         if path is not None and path.exists():
             ckpt = read_checkpoint(path, fmt, map_location=device)
-            diffs = config_differences({**ckpt["identity"], **ckpt["config"]}, settings, neutral)
+            diffs = config_differences(
+                {**ckpt["identity"], **ckpt["config"]}, {**identity, **saved_config}, neutral
+            )
             if diffs:
                 raise ValueError(
                     f"checkpoint {path} was written with another config: "
@@ -279,7 +279,7 @@ def train(
             history = {k: v.tolist() for k, v in ckpt["history"].items()}
             best_epoch, best_model = int(ckpt["best_epoch"]), ckpt["best_model"]
             if ckpt["device_type"] == device.type:
-                if device.type == "cuda":
+                if cuda:
                     torch.cuda.set_rng_state(ckpt["rng_device"].cpu(), device)
                 else:
                     torch.set_rng_state(ckpt["rng_device"].cpu())

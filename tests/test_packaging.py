@@ -2,7 +2,7 @@
 
 These tests look at the package from the outside, the way a new user meets it: ``import
 spinsa`` must stay light, every subcommand must explain itself, the set-up commands in the
-README must be the ones CI runs, and the names promised by the design must be there.
+README must be the ones CI runs, and the names of the public API (docs/api.md) must be there.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ README = ROOT / "README.md"
 CI_SCRIPT = ROOT / ".ci" / "run"
 HEAVY = ("torch", "dask", "matplotlib")
 
-# The public API of DESIGN §5 (plus random_couplings, its companion in spinsa.couplings).
+# The public API (docs/api.md, "The spinsa namespace"; random_couplings is the companion of
+# hebbian_couplings in spinsa.couplings).
 PUBLIC_NAMES = [
     "PatchEmbedding",
     "site_energies",
@@ -261,7 +262,7 @@ def test_public_name_of_the_design_exists(name):
     import spinsa
 
     assert hasattr(spinsa, name), (
-        f"spinsa.{name} is missing: DESIGN §5 promises it; define it and re-export it in "
+        f"spinsa.{name} is missing: docs/api.md promises it; define it and re-export it in "
         "spinsa/__init__.py"
     )
     assert name in spinsa.__all__, f"spinsa.{name} exists but is not listed in spinsa.__all__"
