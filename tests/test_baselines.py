@@ -14,6 +14,7 @@ from scipy.special import erf
 
 torch = pytest.importorskip("torch")
 
+from spinsa._training import sinusoidal_positions  # noqa: E402
 from spinsa.baselines import (  # noqa: E402
     BaselineConfig,
     evaluate_baseline,
@@ -30,7 +31,6 @@ from spinsa.baselines.models import (  # noqa: E402
     count_parameters,
     mlp_hidden_width,
     patchify,
-    sinusoidal_positions,
     unpatchify,
 )
 from spinsa.baselines.train import (  # noqa: E402
@@ -484,11 +484,11 @@ def test_checkpoint_guards(rng, tmp_path):
     assert not list(tmp_path.glob(".*tmp*"))  # no temporary file left behind
     with pytest.raises(FileExistsError, match="resume=True"):
         train_baseline(cfg, images, "masked", checkpoint=path)
-    with pytest.raises(ValueError, match="width"):
+    with pytest.raises(ValueError, match="another config: width = 16 there, 8 now"):
         train_baseline(cfg.replace(width=8), images, "masked", checkpoint=path, resume=True)
     with pytest.raises(ValueError, match="task"):
         train_baseline(cfg, images, "denoise", checkpoint=path, resume=True)
-    with pytest.raises(ValueError, match="other images"):
+    with pytest.raises(ValueError, match="other data.*same images_train"):
         train_baseline(cfg, images[::-1], "masked", checkpoint=path, resume=True)
     # fields that do not change the numbers may differ
     for name in RESUME_NEUTRAL:
@@ -508,6 +508,9 @@ def test_checkpoint_guards(rng, tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a readable"):
         load_checkpoint(tmp_path / "junk.pt")
+    torch.save({**ckpt, "format": "spinsa-baseline/1"}, path)  # of spinsa before the trainer
+    with pytest.raises(ValueError, match="older spinsa.*delete it and train again"):
+        train_baseline(cfg, images, "masked", checkpoint=path, resume=True)
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "missing.pt")
 

@@ -20,8 +20,10 @@ LAYERS = [
      "spinsa.references"],
     # files on disk and data sets
     ["spinsa.io", "spinsa.datasets"],
-    # methods: fitting, analyses, the backprop baselines; the package's public API
-    ["spinsa.fit", "spinsa.analysis", "spinsa.baselines", "spinsa.sequences", "spinsa"],
+    # methods: fitting, analyses, the backprop baselines (and their one torch trainer); the
+    # package's public API
+    ["spinsa.fit", "spinsa.analysis", "spinsa._training", "spinsa.baselines",
+     "spinsa.sequences", "spinsa"],
     # figures and reports: views of files, never recompute
     ["spinsa.plotting", "spinsa.report"],
     # orchestration: experiments end to end, benchmarks

@@ -2,7 +2,7 @@
 
 These tests look at the package from the outside, the way a new user meets it: ``import
 spinsa`` must stay light, every subcommand must explain itself, the set-up commands in the
-README must be the ones CI runs, and the names promised by the design must be there.
+README must be the ones CI runs, and the names of the public API (docs/api.md) must be there.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ README = ROOT / "README.md"
 CI_SCRIPT = ROOT / ".ci" / "run"
 HEAVY = ("torch", "dask", "matplotlib")
 
-# The public API of docs/api.md (plus random_couplings, its companion in spinsa.couplings).
+# The public API (docs/api.md, "The spinsa namespace"; random_couplings is the companion of
+# hebbian_couplings in spinsa.couplings).
 PUBLIC_NAMES = [
     "PatchEmbedding",
     "site_energies",
@@ -76,6 +77,7 @@ def test_building_the_command_line_loads_no_heavy_dependency():
 # still import without it (it loads them on first use); everything else must not import one.
 HEAVY_AT_IMPORT = {
     "spinsa.baselines.models": ("torch", "torch.nn.Module subclasses; spinsa.baselines is lazy"),
+    "spinsa.sequences.models": ("torch", "torch.nn.Module subclasses; sequences.train is lazy"),
 }
 
 

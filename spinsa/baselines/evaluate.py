@@ -261,5 +261,6 @@ def load_baseline(
     model = build_model(config).to(dev)
     model.load_state_dict(ckpt["model"])
     model.eval()
-    history = TrainHistory(ckpt["task"], **{k: v.tolist() for k, v in ckpt["history"].items()})
-    return model, config, ckpt["task"], history
+    task = ckpt["identity"]["task"]
+    history = TrainHistory(task, **{k: v.tolist() for k, v in ckpt["history"].items()})
+    return model, config, task, history

@@ -32,10 +32,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-import numpy as np
-
 from spinsa._checks import check_choice, check_count, check_positive
 from spinsa._torch import import_torch
+from spinsa._training import sinusoidal_positions
 from spinsa.baselines.config import OUTPUTS, VALUE_ACTIVATIONS, BaselineConfig
 from spinsa.embedding import PatchEmbedding
 
@@ -54,33 +53,11 @@ __all__ = [
     "count_parameters",
     "mlp_hidden_width",
     "patchify",
-    "sinusoidal_positions",
     "unpatchify",
 ]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def sinusoidal_positions(n_tokens: int, width: int) -> Any:
-    """The fixed sinusoidal positional encoding of Vaswani et al. (2017).
-
-    e[k, 2m] = sin(k / 10000^(2m/D)),  e[k, 2m+1] = cos(k / 10000^(2m/D)),  k = token index.
-
-    Parameters
-    ----------
-    n_tokens, width : int
-        N and D (odd D drops the last cosine).
-
-    Returns
-    -------
-    torch.Tensor, shape (N, D), float32
-    """
-    n_tokens = check_count(n_tokens, "n_tokens", 1)
-    width = check_count(width, "width", 1)
-    angle = np.arange(n_tokens)[:, None] / 10000.0 ** (2 * np.arange((width + 1) // 2) / width)
-    e = np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(n_tokens, -1)  # sin, cos, ...
-    return torch.from_numpy(e[:, :width].astype(np.float32))
 
 
 def patchify(images: Any, patch: int) -> Any:

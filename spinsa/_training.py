@@ -1,0 +1,345 @@
+"""The one resumable torch trainer of the backprop models, their checkpoints, and positions.
+
+:func:`train` runs the epochs of :mod:`spinsa.baselines` (the recycled block and the ViT on
+images) and of :mod:`spinsa.sequences.train` (the RNN, transformer and S4D forecasters); each
+caller gives only its model, its loss on a batch and its data. One epoch shuffles the
+examples (a CPU ``torch.Generator`` seeded with ``config.seed``) and takes AdamW steps on
+minibatches; a caller with a validation loss gets early stopping and the best weights.
+
+Reproducibility: every other random draw (masks, noise, dropout) comes from torch's global
+RNG on the training device, seeded with ``config.seed + 1`` inside a forked RNG, so that the
+caller's stream is untouched. Every checkpoint holds the model, optimiser, schedule, both
+RNG states, the history and the best weights, is written through
+:func:`spinsa._files.atomic_path` and is read back with ``weights_only=True``; a run
+interrupted after any checkpoint and resumed ends with exactly the result of an
+uninterrupted run (bit for bit on the CPU). See docs/guarantees.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+import warnings
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spinsa._checks import check_count
+from spinsa._config import config_differences, config_to_dict, describe_differences
+from spinsa._files import atomic_path
+from spinsa._progress import progress as progress_bar
+from spinsa._torch import import_torch
+
+__all__ = ["read_checkpoint", "sinusoidal_positions", "train"]
+
+
+def sinusoidal_positions(n_tokens: int, width: int) -> Any:
+    """The fixed sinusoidal positional encoding of Vaswani et al. (2017).
+
+    e[k, 2m] = sin(k / 10000^(2m/D)),  e[k, 2m+1] = cos(k / 10000^(2m/D)),  k = token index.
+
+    Parameters
+    ----------
+    n_tokens, width : int
+        N and D (odd D drops the last cosine).
+
+    Returns
+    -------
+    torch.Tensor, shape (N, D), float32
+    """
+    torch = import_torch()
+    n_tokens = check_count(n_tokens, "n_tokens", 1)
+    width = check_count(width, "width", 1)
+    angle = np.arange(n_tokens)[:, None] / 10000.0 ** (2 * np.arange((width + 1) // 2) / width)
+    e = np.stack([np.sin(angle), np.cos(angle)], axis=-1).reshape(n_tokens, -1)  # sin, cos, ...
+    return torch.from_numpy(e[:, :width].astype(np.float32))
+
+
+def read_checkpoint(path, fmt: str, map_location: Any = "cpu") -> dict[str, Any]:
+    """A checkpoint of format ``fmt`` (``"spinsa-<kind>/<version>"``) written by :func:`train`.
+
+    Tensors and plain values only (``weights_only=True``); the CRC-32 of its records is
+    checked first (``torch.load`` does not).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        No file, a file that is not a spinsa checkpoint of this kind, or one of an older
+        version (the message says to delete it).
+    spinsa.io.SpinsaFileError
+        A record's CRC-32 fails: bytes changed after the file was written.
+    """
+    from spinsa.io import SpinsaFileError
+
+    torch = import_torch()
+    path, kind = Path(path), fmt.split("/")[0]
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    with contextlib.suppress(zipfile.BadZipFile):  # not a zip: torch.load says what it is
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+        if bad is not None:
+            raise SpinsaFileError(
+                f"{path}: the CRC-32 of its record {bad} fails: bytes changed after it was "
+                "written (a disk or copy error). Delete it and train again, or copy it again.",
+                "corrupt",
+            )
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the path
+        raise ValueError(f"{path} is not a readable {kind} checkpoint: {exc}") from exc
+    found = ckpt.get("format") if isinstance(ckpt, dict) else None
+    if found != fmt and isinstance(found, str) and found.split("/")[0] == kind:
+        raise ValueError(
+            f"{path} is a checkpoint of an older spinsa ({found}; this one reads {fmt}): "
+            "delete it and train again"
+        )
+    if found != fmt:
+        raise ValueError(f"{path} is not a spinsa checkpoint ({fmt})")
+    return ckpt
+
+
+def _fingerprint(arrays: Mapping[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for a in arrays.values():
+        h.update(repr((a.dtype.str, a.shape)).encode())
+        h.update(np.ascontiguousarray(a))
+    return h.hexdigest()
+
+
+def _seed_rng(torch: Any, device: Any, seed: int) -> None:
+    """Seed the global RNG that masks, noise and dropout draw from on ``device``."""
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            torch.cuda.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
+
+
+def train(
+    model: Any,
+    step: Callable[[Any, Any, dict], Any],
+    config: Any,
+    *,
+    data: Mapping[str, np.ndarray],
+    identity: Mapping[str, Any],
+    fmt: str,
+    checkpoint: str | os.PathLike | None = None,
+    neutral: tuple[str, ...] = (),
+    stop_after: int | None = None,
+    lr_factor: Callable[[int], float] | None = None,
+    no_decay: tuple[str, ...] = (),
+    grad_clip: float = 0.0,
+    validate: Callable[[], float] | None = None,
+    patience: int = 1,
+    per_example: bool = False,
+    extra_history: tuple[str, ...] = (),
+    desc: str = "",
+    progress: bool = False,
+) -> tuple[dict[str, list], int, bool]:
+    """Train ``model`` with AdamW on minibatches, resuming from ``checkpoint`` if it exists.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        On the training device, with its initial weights.
+    step : callable
+        ``step(idx, generator, history) -> loss``: the scalar loss of the examples ``idx``
+        (a device tensor of indices, shape (B,)); ``generator`` is the CPU generator of the
+        order (for draws of the caller's own), ``history`` the dict of lists to which it may
+        append its ``extra_history`` of the step.
+    config : frozen dataclass
+        Its ``epochs``, ``batch_size``, ``lr``, ``weight_decay``, ``seed`` and
+        ``checkpoint_every`` are used; all of it is saved and compared on resumption.
+    data : mapping of str to ndarray
+        The arrays trained on, by argument name; the first one holds the training examples
+        (one per row). A checkpoint of other data is refused.
+    identity : mapping
+        What else a checkpoint must match (the task, the model's name...).
+    fmt : str
+        The checkpoint format, ``"spinsa-<kind>/<version>"``.
+    checkpoint : path, optional
+        Written every ``config.checkpoint_every`` epochs and at the end; continued from when
+        it exists (one of another config, identity or data is refused).
+    neutral : tuple of str
+        Config fields that may differ on resumption.
+    stop_after : int, optional
+        Stop (after the checkpoint) once this many epochs are done in total.
+    lr_factor : callable, optional
+        Learning rate at step s (0-based) over ``config.lr``; default 1 (constant).
+    no_decay : tuple of str
+        Parameter names (the last part) without weight decay; decay is on matrices only.
+    grad_clip : float
+        Clip the gradient's norm to this (0: no clipping).
+    validate : callable, optional
+        ``validate() -> float``, the validation loss after an epoch: the weights of the best
+        epoch are kept, and training stops after ``patience`` epochs without a lower one.
+    patience : int
+    per_example : bool
+        The epoch's loss is the mean over examples (True) or over steps (False).
+    extra_history : tuple of str
+        The caller's own lists in the history (filled by ``step``).
+    desc, progress : str, bool
+        The progress bar's name, and whether to show it.
+
+    Returns
+    -------
+    history : dict of lists
+        Of every step: ``step_loss``, ``step_lr``; of every epoch: ``epoch_loss``,
+        ``epoch_seconds`` and, with ``validate``, ``val_loss``; and ``extra_history``.
+    best_epoch : int
+        The epoch (0-based) whose weights ``model`` now holds (in eval mode), -1 without
+        ``validate``.
+    stopped_early : bool
+        True when ``patience`` epochs passed without a lower validation loss.
+    """
+    torch = import_torch()
+    device = next(model.parameters()).device
+    cuda = device.type == "cuda"
+    path = Path(checkpoint) if checkpoint is not None else None
+    end = config.epochs
+    if stop_after is not None:
+        end = min(end, check_count(stop_after, "stop_after", 1))
+    n, bs = len(next(iter(data.values()))), config.batch_size
+    saved_data = {"sha256": _fingerprint(data), "shapes": [list(a.shape) for a in data.values()]}
+    saved_config = config_to_dict(config)
+
+    named = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
+    decay = {k for k, p in named if p.ndim >= 2 and k.rsplit(".", 1)[-1] not in no_decay}
+    groups = [  # weight decay on matrices only: not on biases, LayerNorm nor no_decay
+        {"params": [p for k, p in named if k in decay], "weight_decay": config.weight_decay},
+        {"params": [p for k, p in named if k not in decay], "weight_decay": 0.0},
+    ]
+    # fused: one kernel per step on the GPU; betas (0.9, 0.999), the defaults
+    optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=cuda)
+    scheduler = None
+    if lr_factor is not None:
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    generator = torch.Generator().manual_seed(config.seed)
+    keys = ("step_loss", "step_lr", "epoch_loss", "epoch_seconds", *extra_history)
+    history: dict[str, list] = {k: [] for k in keys + (("val_loss",) if validate else ())}
+    best_epoch, best_model = -1, None
+
+    def stopped_early() -> bool:  # patience epochs without a lower validation loss
+        return best_epoch >= 0 and len(history["val_loss"]) - 1 - best_epoch >= patience
+
+    def finished() -> bool:
+        return len(history["epoch_loss"]) >= config.epochs or stopped_early()
+
+    def save() -> None:
+        state = {
+            "format": fmt,
+            "identity": dict(identity),
+            "config": saved_config,
+            "data": saved_data,
+            "epoch": len(history["epoch_loss"]),
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": None if scheduler is None else scheduler.state_dict(),
+            "best_epoch": best_epoch,
+            "best_model": best_model,
+            "stopped_early": stopped_early(),
+            "rng_order": generator.get_state(),
+            "rng_device": torch.cuda.get_rng_state(device) if cuda else torch.get_rng_state(),
+            "device_type": device.type,
+            "history": {k: torch.from_numpy(np.array(v)) for k, v in history.items()},
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            torch.save(state, tmp)
+
+    with torch.random.fork_rng(devices=[device] if cuda else []):
+        _seed_rng(torch, device, config.seed + 1)
+        if path is not None and path.exists():
+            ckpt = read_checkpoint(path, fmt, map_location=device)
+            diffs = config_differences(
+                {**ckpt["identity"], **ckpt["config"]}, {**identity, **saved_config}, neutral
+            )
+            if diffs:
+                raise ValueError(
+                    f"checkpoint {path} was written with another config: "
+                    + describe_differences(diffs)
+                )
+            if ckpt["data"]["sha256"] != saved_data["sha256"]:
+                raise ValueError(
+                    f"checkpoint {path} was trained on other data (shapes "
+                    f"{ckpt['data']['shapes']}); pass the same {', '.join(data)} to resume, "
+                    "or delete it"
+                )
+            model.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])
+            if scheduler is not None:
+                scheduler.load_state_dict(ckpt["scheduler"])
+            generator.set_state(ckpt["rng_order"].cpu())
+            history = {k: v.tolist() for k, v in ckpt["history"].items()}
+            best_epoch, best_model = int(ckpt["best_epoch"]), ckpt["best_model"]
+            if ckpt["device_type"] == device.type:
+                if cuda:
+                    torch.cuda.set_rng_state(ckpt["rng_device"].cpu(), device)
+                else:
+                    torch.set_rng_state(ckpt["rng_device"].cpu())
+            else:  # a CUDA generator's state does not fit a CPU one, and vice versa
+                warnings.warn(
+                    f"checkpoint {path} was written on {ckpt['device_type']}, resuming on "
+                    f"{device.type}: masks, noise and dropout are redrawn from a new stream",
+                    stacklevel=3,
+                )
+                _seed_rng(torch, device, config.seed + 1 + 1_000_003 * int(ckpt["epoch"]))
+
+        start = len(history["epoch_loss"])
+        total = max(0, end - start) * -(-n // bs)
+        with progress_bar(total, desc, "step", enabled=progress) as bar:
+            for epoch in range(start, end):
+                if finished():
+                    break
+                t0 = time.perf_counter()
+                model.train()
+                perm = torch.randperm(n, generator=generator).to(device)
+                losses, sizes = [], []
+                for i in range(0, n, bs):
+                    idx = perm[i : i + bs]
+                    history["step_lr"].append(optimizer.param_groups[0]["lr"])
+                    loss = step(idx, generator, history)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+                    optimizer.step()
+                    if scheduler is not None:
+                        scheduler.step()
+                    losses.append(loss.detach())
+                    sizes.append(len(idx))
+                    bar.update(1)
+                step_loss = torch.stack(losses).double().cpu().numpy()  # one sync per epoch
+                history["step_loss"].extend(step_loss.tolist())
+                if per_example:
+                    weighted = 0.0
+                    for loss_k, size in zip(step_loss.tolist(), sizes, strict=True):
+                        weighted += loss_k * size  # in order, as a running float64 sum
+                    history["epoch_loss"].append(weighted / n)
+                else:
+                    history["epoch_loss"].append(float(step_loss.mean()))
+                postfix = {"epoch": epoch + 1, "loss": f"{history['epoch_loss'][-1]:.4g}"}
+                if validate is not None:
+                    val = validate()
+                    history["val_loss"].append(val)
+                    postfix["val"] = f"{val:.4g}"
+                    if best_epoch < 0 or val < history["val_loss"][best_epoch]:
+                        best_epoch = epoch
+                        best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                history["epoch_seconds"].append(time.perf_counter() - t0)
+                bar.set_postfix(postfix)
+                done = epoch + 1
+                if path is not None and (
+                    done % config.checkpoint_every == 0 or done == end or finished()
+                ):
+                    save()
+    if best_model is not None:
+        model.load_state_dict(best_model)
+    model.eval()
+    return history, best_epoch, stopped_early()
