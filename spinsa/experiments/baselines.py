@@ -173,14 +173,6 @@ def run_baselines(
     -------
     Path
     """
-    from spinsa.baselines import (
-        corrupt_images,
-        count_parameters,
-        evaluate_baseline,
-        predict_trajectory,
-        train_baseline,
-    )
-
     if not isinstance(spec, BaselinesSpec):
         raise ValueError(f"spec must be a BaselinesSpec, got {type(spec).__name__}")
     say = log or (lambda message: None)
@@ -203,69 +195,17 @@ def run_baselines(
 
     arrays: dict[str, Any] = {}
     group_attrs: dict[str, dict] = {}
-    fig2: dict[str, tuple[Any, int, int]] = {}  # model -> (patch variances, patch, t)
-
-    # the bare SA: predictions at its best t (masked task), from its couplings
     experiments = config.experiments()
-    for name, exp in experiments.items():
-        best_t = int(read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]["best_t"])
-        emb = exp.make_embedding()
-        x0, mask = exp.tasks.inputs("masked", emb, images.test[:n_var], images.test_index[:n_var])
-        x = state_at(exp, io.read_array(reproduce_h5, f"models/{name}/J"), x0, mask, best_t)
-        variances = masked_patch_variances(emb.decode_pixels(x), mask, exp.embedding.patch)
-        fig2[name] = (variances, exp.embedding.patch, best_t)
-
+    fig2 = _sa_patch_variances(experiments, images, reproduce_h5, n_var)
     streams = dict(tasks.streams(), index=images.test_index)  # the run's corruptions, checked above
     for model, bc in spec.configs().items():
         for task in TASKS:
             ckpt = ckdir / f"baseline-{model}-{task}.pt"
-            t0 = time.perf_counter()
-            net, hist = train_baseline(
-                bc.replace(progress=progress), train, task, checkpoint=ckpt, resume=True
-            )
-            t1 = time.perf_counter()
-            ev = evaluate_baseline(net, test, task, T=spec.T, **streams)
-            summary = ev.summary()
-            mean = np.asarray(summary.mean.all, dtype=np.float64)
-            sem = np.asarray(summary.sem.all, dtype=np.float64)
-            b = best_time(mean)  # an index into times, which start at t = 1
-            best_t = int(ev.times[b])
-            if task == "masked":
-                inputs, pm = corrupt_images(test, task, bc.patch, **streams)
-                pred = predict_trajectory(net, inputs[:n_var], best_t)[best_t - 1]
-                mask = _token_mask(pm[:n_var], bc.patch)
-                fig2[model] = (masked_patch_variances(pred, mask, bc.patch), bc.patch, best_t)
-                if "clean" not in fig2:
-                    clean = masked_patch_variances(test[:n_var], mask, bc.patch)
-                    fig2["clean"] = (clean, bc.patch, 0)
-            t2 = time.perf_counter()
-            arrays[f"models/{model}/{task}"] = {
-                "times": ev.times,
-                "mean": {k: np.asarray(getattr(summary.mean, k)) for k in PIXELS},
-                "sem": {k: np.asarray(getattr(summary.sem, k)) for k in PIXELS},
-                "errors": {"all": ev.errors.all.astype(np.float32)},
-                "history": {k: getattr(hist, k) for k in HISTORY},
-            }
-            group_attrs[f"models/{model}/{task}"] = {
-                "best_t": best_t,
-                "best_error": float(mean[b]),
-                "best_sem": float(sem[b]),
-                "error_t1": float(mean[0]),
-                "error_T": float(mean[-1]),
-                "n_parameters": count_parameters(net),
-                "train_seconds": float(np.sum(hist.epoch_seconds)),
-                "train_call_seconds": t1 - t0,
-                "eval_seconds": t2 - t1,
-                "n_train": int(train.shape[0]),
-                "n_test": int(test.shape[0]),
-                "patch": bc.patch,
-                "epochs": bc.epochs,
-            }
-            say(
-                f"  {model} / {task}: best t = {best_t}, error {mean[b]:.4f}; "
-                f"train {t1 - t0:.1f} s, evaluate {t2 - t1:.1f} s"
-            )
-
+            group = f"models/{model}/{task}"
+            arrays[group], group_attrs[group] = _train_and_evaluate(
+                bc.replace(progress=progress), task, train, test, ckpt, spec.T, streams,
+                n_var, fig2, say,
+            )  # fmt: skip
     order = [*experiments, *BASELINE_MODELS, "clean"]
     hists = patch_variance_histograms({m: fig2[m][0] for m in order}, bins=spec.bins)
     arrays["patch_variances"] = {k: getattr(hists, k) for k in HISTOGRAMS}
@@ -287,6 +227,78 @@ def run_baselines(
         overwrite=True,
     )
     return out_path
+
+
+def _sa_patch_variances(experiments, images, reproduce_h5, n_var: int) -> dict[str, tuple]:
+    """``model -> (patch variances, patch, t)`` of every bare-SA model: its predictions of
+    the first ``n_var`` masked test images at its best t, from its couplings."""
+    fig2 = {}
+    for name, exp in experiments.items():
+        best_t = int(read_summaries(reproduce_h5, name, tasks=("masked",))["masked"]["best_t"])
+        emb = exp.make_embedding()
+        x0, mask = exp.tasks.inputs("masked", emb, images.test[:n_var], images.test_index[:n_var])
+        x = state_at(exp, io.read_array(reproduce_h5, f"models/{name}/J"), x0, mask, best_t)
+        variances = masked_patch_variances(emb.decode_pixels(x), mask, exp.embedding.patch)
+        fig2[name] = (variances, exp.embedding.patch, best_t)
+    return fig2
+
+
+def _train_and_evaluate(bc, task, train, test, ckpt, T, streams, n_var, fig2, say):
+    """Train (or resume) one baseline on one task and evaluate it; returns the arrays and
+    attributes of its group, and adds its masked-patch variances (and the clean images')
+    to ``fig2``."""
+    from spinsa.baselines import (
+        corrupt_images,
+        count_parameters,
+        evaluate_baseline,
+        predict_trajectory,
+        train_baseline,
+    )
+
+    t0 = time.perf_counter()
+    net, hist = train_baseline(bc, train, task, checkpoint=ckpt, resume=True)
+    t1 = time.perf_counter()
+    ev = evaluate_baseline(net, test, task, T=T, **streams)
+    summary = ev.summary()
+    mean = np.asarray(summary.mean.all, dtype=np.float64)
+    sem = np.asarray(summary.sem.all, dtype=np.float64)
+    b = best_time(mean)  # an index into times, which start at t = 1
+    best_t = int(ev.times[b])
+    if task == "masked":
+        inputs, pm = corrupt_images(test, task, bc.patch, **streams)
+        pred = predict_trajectory(net, inputs[:n_var], best_t)[best_t - 1]
+        mask = _token_mask(pm[:n_var], bc.patch)
+        fig2[bc.model] = (masked_patch_variances(pred, mask, bc.patch), bc.patch, best_t)
+        if "clean" not in fig2:
+            fig2["clean"] = (masked_patch_variances(test[:n_var], mask, bc.patch), bc.patch, 0)
+    t2 = time.perf_counter()
+    arrays = {
+        "times": ev.times,
+        "mean": {k: np.asarray(getattr(summary.mean, k)) for k in PIXELS},
+        "sem": {k: np.asarray(getattr(summary.sem, k)) for k in PIXELS},
+        "errors": {"all": ev.errors.all.astype(np.float32)},
+        "history": {k: getattr(hist, k) for k in HISTORY},
+    }
+    attrs = {
+        "best_t": best_t,
+        "best_error": float(mean[b]),
+        "best_sem": float(sem[b]),
+        "error_t1": float(mean[0]),
+        "error_T": float(mean[-1]),
+        "n_parameters": count_parameters(net),
+        "train_seconds": float(np.sum(hist.epoch_seconds)),
+        "train_call_seconds": t1 - t0,
+        "eval_seconds": t2 - t1,
+        "n_train": int(train.shape[0]),
+        "n_test": int(test.shape[0]),
+        "patch": bc.patch,
+        "epochs": bc.epochs,
+    }
+    say(
+        f"  {bc.model} / {task}: best t = {best_t}, error {mean[b]:.4f}; "
+        f"train {t1 - t0:.1f} s, evaluate {t2 - t1:.1f} s"
+    )
+    return arrays, attrs
 
 
 def stage_config(config, spec: BaselinesSpec) -> dict[str, Any]:
