@@ -4,9 +4,8 @@ Run ``spinsa bench`` (:mod:`spinsa.cli.bench`; ``spinsa bench --device cuda`` on
 with a GPU: the torch paths there, against torch autograd and the plain dynamics). Each
 benchmark prints the best of a few repetitions of both implementations, their ratio, the
 useful GFLOP/s and, for scale, this machine's float32 matmul peak measured by numpy's BLAS
-in the same process. Timings on a
-shared machine are noisy; ratios measured in one process much less so. Tests never assert
-on any of these numbers.
+in the same process. Timings on a shared machine are noisy; ratios measured in one process
+much less so. Tests never assert on any of these numbers.
 
 Useful work is counted as in the issue tracker: a synchronous step costs 4 P N^2 d^2 flops
 (scores and fields, 2 d^2 each per pair); the objective and gradient cost the same per
