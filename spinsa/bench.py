@@ -1,11 +1,11 @@
 """The benchmark harness: fast code and a plain implementation, side by side, in one process.
 
-Run ``spinsa bench`` (``spinsa bench --device cuda`` on a machine with a GPU: the torch
-paths there, against torch autograd and the plain dynamics). Each benchmark prints the best of a few
-repetitions of both implementations, their ratio, the useful GFLOP/s and, for scale, this
-machine's float32 matmul peak measured by numpy's BLAS in the same process. Timings on a
-shared machine are noisy; ratios measured in one process much less so. Tests never assert
-on any of these numbers.
+Run ``spinsa bench`` (:mod:`spinsa.cli.bench`; ``spinsa bench --device cuda`` on a machine
+with a GPU: the torch paths there, against torch autograd and the plain dynamics). Each
+benchmark prints the best of a few repetitions of both implementations, their ratio, the
+useful GFLOP/s and, for scale, this machine's float32 matmul peak measured by numpy's BLAS
+in the same process. Timings on a shared machine are noisy; ratios measured in one process
+much less so. Tests never assert on any of these numbers.
 
 Useful work is counted as in the issue tracker: a synchronous step costs 4 P N^2 d^2 flops
 (scores and fields, 2 d^2 each per pair); the objective and gradient cost the same per
@@ -30,7 +30,7 @@ class Timing:
     gflops: float  # useful GFLOP/s
 
 
-def best_time(fn, repeat: int = 3) -> float:
+def min_wall_time(fn, repeat: int = 3) -> float:
     """Best wall time of ``repeat`` calls of ``fn()`` (after whatever warm-up the caller did)."""
     times = []
     for _ in range(repeat):
@@ -49,12 +49,12 @@ def matmul_peak(n: int = 2048, repeat: int = 5, device: str = "cpu") -> float:
         a = torch.randn(8192, 8192, device=dev)
         mm = _on_device(torch, dev, lambda: a @ a)
         mm()
-        return 2 * 8192**3 / best_time(mm, repeat) / 1e9
+        return 2 * 8192**3 / min_wall_time(mm, repeat) / 1e9
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     a @ b
-    return 2 * n**3 / best_time(lambda: a @ b, repeat) / 1e9
+    return 2 * n**3 / min_wall_time(lambda: a @ b, repeat) / 1e9
 
 
 # ------------------------------------------------------------------ plain implementations
@@ -110,11 +110,11 @@ def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
     flops = 4.0 * P * steps * N**2 * d**2
     spinsa.run(x0[:8], J, 1.0, 1)  # compile (or load from the cache)
     rss0 = peak_rss_mb()
-    fast = best_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
+    fast = min_wall_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
     extra_mb = peak_rss_mb() - rss0
     out = {"fast": Timing("spinsa.run (numba)", fast, flops / fast / 1e9), "extra_mb": extra_mb}
     if with_plain:
-        plain = best_time(lambda: plain_torch_run(x0, J, 1.0, steps), 1)
+        plain = min_wall_time(lambda: plain_torch_run(x0, J, 1.0, steps), 1)
         out["plain"] = Timing("plain torch", plain, flops / plain / 1e9)
         a = spinsa.run(x0[:64], J, 1.0, 3).final
         b = plain_torch_run(x0[:64], J, 1.0, 3)
@@ -129,11 +129,11 @@ def bench_async(P=256, N=196, d=8, repeat=2, with_plain=True):
     x0, J = _spins_and_couplings(P, N, d)
     flops = 4.0 * P * N**2 * d**2  # a sweep does the work of one synchronous step
     spinsa.async_sweep(x0[:8], J, 1.0, rng=0)
-    fast = best_time(lambda: spinsa.async_sweep(x0, J, 1.0, rng=0), repeat)
+    fast = min_wall_time(lambda: spinsa.async_sweep(x0, J, 1.0, rng=0), repeat)
     out = {"fast": Timing("spinsa.async_sweep", fast, flops / fast / 1e9)}
     if with_plain:
         order = np.random.default_rng(0).permutation(N)  # the order async_sweep draws
-        plain = best_time(lambda: plain_numpy_sweep(x0, J, 1.0, order), 1)
+        plain = min_wall_time(lambda: plain_numpy_sweep(x0, J, 1.0, order), 1)
         out["plain"] = Timing("plain numpy per site", plain, flops / plain / 1e9)
         a = spinsa.async_sweep(x0[:16], J, 1.0, rng=0)
         out["max_abs_diff"] = float(np.abs(a - plain_numpy_sweep(x0[:16], J, 1.0, order)).max())
@@ -150,8 +150,8 @@ def bench_damico(P=1000, N=196, d=8, steps=20, repeat=2):
     flops = 4.0 * P * steps * N**2 * d**2
     damico_run(x0[:8], J, 1.0, 1)
     spinsa.run(x0[:8], J, 1.0, 1)
-    notebook = best_time(lambda: damico_run(x0, J, 1.0, steps), repeat)
-    design = best_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
+    notebook = min_wall_time(lambda: damico_run(x0, J, 1.0, steps), repeat)
+    design = min_wall_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
     return {  # "plain" is the notebook's here: the ratio is its time over the design's
         "fast": Timing("spinsa.run (design)", design, flops / design / 1e9),
         "plain": Timing("damico_run", notebook, flops / notebook / 1e9),
@@ -178,7 +178,7 @@ def bench_cd_epoch(P=10_000, N=196, d=8, k=1, batch=256):
 
     pl, cd = epoch(FitConfig(lam=5.0)), epoch(FitConfig(lam=5.0, method="cd", k=k))
     flops = 4.0 * P * N**2 * d**2  # one closed form over the data
-    pl_s, cd_s = best_time(pl, 1), best_time(cd, 1)
+    pl_s, cd_s = min_wall_time(pl, 1), min_wall_time(cd, 1)
     return {  # "plain" is the PL epoch: the ratio is CD's time over it
         "fast": Timing("PL epoch", pl_s, flops / pl_s / 1e9),
         "plain": Timing(f"CD-{k} epoch", cd_s, (2 + k) * flops / cd_s / 1e9),
@@ -203,7 +203,7 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
     flops = 4.0 * P * N**2 * d**2
     objective.loss_and_grad(xi[:8], J, 5.0, grad)
     rss0 = peak_rss_mb()
-    fast = best_time(lambda: objective.loss_and_grad(xi, J, 5.0, grad), repeat)
+    fast = min_wall_time(lambda: objective.loss_and_grad(xi, J, 5.0, grad), repeat)
     out = {
         "fast": Timing("numba loss+grad", fast, flops / fast / 1e9),
         "extra_mb": peak_rss_mb() - rss0,
@@ -213,139 +213,59 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
     if with_plain:  # the same objective differentiated by torch autograd (CPU)
         from spinsa.fit.torch_backend import autograd_loss_and_grad
 
-        plain = best_time(lambda: autograd_loss_and_grad(xi, J, 5.0, 512), 1)
+        plain = min_wall_time(lambda: autograd_loss_and_grad(xi, J, 5.0, 512), 1)
         out["plain"] = Timing("torch autograd", plain, flops / plain / 1e9)
         loss, g = autograd_loss_and_grad(xi, J, 5.0, 512)
         out["max_rel_diff"] = float(np.abs(grad - g).max() / np.abs(g).max())
     return out
 
 
-def _print_pair(title, res, peak, ratio="ratio"):
-    fast = res["fast"]
-    print(f"\n{title}")
-    print(
-        f"  {fast.name:<22}{fast.seconds:9.3f} s  {fast.gflops:7.1f} GFLOP/s "
-        f"({100 * fast.gflops / peak:4.1f}% of matmul peak)"
-    )
-    if "plain" in res:
-        plain = res["plain"]
-        print(f"  {plain.name:<22}{plain.seconds:9.3f} s  {plain.gflops:7.1f} GFLOP/s")
-        print(f"  {ratio:<22}{plain.seconds / fast.seconds:9.2f} x")
-    for key in ("extra_mb", "updates_per_s", "max_abs_diff", "max_rel_diff"):
-        if key in res:
-            print(f"  {key:<22}{res[key]:9.3g}")
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument(
-        "--only",
-        choices=list(BENCHMARKS),
-        action="append",
-        help="run only these benchmarks (repeatable)",
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="smaller sizes (P=256, T=5; P=2048 only) for a smoke run",
-    )
-    parser.add_argument(
-        "--no-plain", action="store_true", help="skip the plain implementations (fast code only)"
-    )
-    parser.add_argument(
-        "--device",
-        choices=["cpu", "cuda"],
-        default="cpu",
-        help="cpu: the numba kernels against plain implementations (default); cuda: the torch "
-        "paths on the GPU (the objective's closed form against autograd, the plain dynamics), "
-        "the numbers to report from a machine with a GPU",
-    )
-    parser.add_argument(
-        "--json",
-        metavar="FILE",
-        help="also write the results as JSON (times, GFLOP/s, ratios, the machine, the date)",
-    )
-
-
 BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd")
 
 
-def run_benchmarks(args) -> int:
-    import datetime
-    import json
-    import os
-    import platform
+def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
+    """Run the benchmarks named in ``only`` (of :data:`BENCHMARKS`) at the issue tracker's
+    sizes (smaller with ``quick``), on ``"cpu"`` or the torch paths on ``"cuda"``.
 
-    import numba
-
-    import spinsa
-
-    only = [b for b in BENCHMARKS if b in (args.only or BENCHMARKS)]
-    device = getattr(args, "device", "cpu")
+    Returns
+    -------
+    list of (title, results, name of the ratio)
+        ``results`` as the ``bench_*`` functions return them.
+    """
+    P, T = (256, 5) if quick else (1000, 20)
+    sizes = [2048] if quick else [2048, 10_000]
+    runs = []
     if device == "cuda":
-        from spinsa._torch import resolve_device
-
-        resolve_device("cuda")  # a clear error where there is no GPU, before any work
-    peak = matmul_peak(device=device)
-    print(
-        f"spinsa {spinsa.__version__}, numba {numba.__version__}, {numba.get_num_threads()} threads"
-    )
-    if device == "cuda":
-        print(f"device: {_device_description(device)}")
-        print(f"float32 matmul peak (torch, 8192^2, on the GPU): {peak:.1f} GFLOP/s")
-    else:
-        print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
-    plain = not args.no_plain
-    P, T = (256, 5) if args.quick else (1000, 20)
-    runs = []  # (title, results, name of the ratio)
-    if device == "cuda":
-        runs = _device_runs(only, P, T, [2048] if args.quick else [2048, 10000], plain)
-    elif "dynamics" in only:
+        if "dynamics" in only:
+            title = f"dynamics on the GPU: N=196, d=8, P={P}, T={T}, float32"
+            runs.append((title, bench_dynamics_device(P=P, steps=T), "ratio"))
+        for Po in sizes if "objective" in only else []:
+            title = f"objective + gradient on the GPU: N=196, d=8, P={Po}, float32"
+            runs.append((title, bench_objective_device(P=Po, with_plain=plain), "ratio"))
+        return runs
+    if "dynamics" in only:
         title = f"dynamics: N=196, d=8, P={P}, T={T}, float32"
         runs.append((title, bench_dynamics(P=P, steps=T, with_plain=plain), "ratio"))
-    if "async" in only and device == "cpu":
-        Pa = 64 if args.quick else 256
+    if "async" in only:
+        Pa = 64 if quick else 256
         title = f"asynchronous sweep: N=196, d=8, P={Pa}, float32 (plain: float64)"
         runs.append((title, bench_async(P=Pa, with_plain=plain), "ratio"))
-    if "damico" in only and device == "cpu":
+    if "damico" in only:
         title = f"the notebook's dynamics against the design's: N=196, d=8, P={P}, T={T}"
         runs.append((title, bench_damico(P=P, steps=T), "notebook / design"))
-    if "objective" in only and device == "cpu":
-        for Po in [2048] if args.quick else [2048, 10000]:
-            title = f"objective + gradient: N=196, d=8, P={Po}, float32"
-            runs.append((title, bench_objective(P=Po, with_plain=plain), "ratio"))
-    if "cd" in only and device == "cpu":
-        Pc = 2048 if args.quick else 10_000
+    for Po in sizes if "objective" in only else []:
+        title = f"objective + gradient: N=196, d=8, P={Po}, float32"
+        runs.append((title, bench_objective(P=Po, with_plain=plain), "ratio"))
+    if "cd" in only:
+        Pc = 2048 if quick else 10_000
         title = f"a CD-1 epoch against a PL epoch: N=196, d=8, P={Pc}, batch 256, float32"
         runs.append((title, bench_cd_epoch(P=Pc), "CD-1 / PL"))
-    for title, res, ratio in runs:
-        _print_pair(title, res, peak, ratio)
-    verdicts = [] if args.quick or device != "cpu" else _targets(runs)
-    if verdicts:
-        print("\ntargets (this machine, this run)")
-        for line, _ in verdicts:
-            print(f"  {line}")
-    if args.json:
-        record = {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": platform.machine(),
-            "processor": platform.processor(),
-            "cores": len(os.sched_getaffinity(0)),
-            "spinsa": spinsa.__version__,
-            "numba": numba.__version__,
-            "threads": numba.get_num_threads(),
-            "device": _device_description(device),
-            "matmul_peak_gflops": peak,
-            "benchmarks": [{"title": t, **_as_json(res)} for t, res, _ in runs],
-            "targets": [{"target": line, "met": met} for line, met in verdicts],
-        }
-        with open(args.json, "w") as f:
-            json.dump(record, f, indent=1)
-        print(f"\nresults written to {args.json}")
-    return 0
+    return runs
 
 
-def _targets(runs) -> list[tuple[str, bool]]:
-    """The issue tracker's speed targets against this run's figures: (line, met)."""
+def speed_targets(runs) -> list[tuple[str, bool]]:
+    """The issue tracker's speed targets against the figures of :func:`run_benchmarks`:
+    (line, met)."""
     out = []
 
     def check(text, value, ok, unit):
@@ -370,36 +290,11 @@ def _targets(runs) -> list[tuple[str, bool]]:
     return out
 
 
-def _device_runs(only, P, T, objective_sizes, plain):
-    """The benchmarks of ``--device cuda``: the torch paths on the GPU."""
-    runs = []
-    if "dynamics" in only:
-        title = f"dynamics on the GPU: N=196, d=8, P={P}, T={T}, float32"
-        runs.append((title, bench_dynamics_device(P=P, steps=T), "ratio"))
-    if "objective" in only:
-        for Po in objective_sizes:
-            title = f"objective + gradient on the GPU: N=196, d=8, P={Po}, float32"
-            runs.append((title, bench_objective_device(P=Po, with_plain=plain), "ratio"))
-    return runs
-
-
-def _device_description(device: str) -> str:
+def device_description(device: str) -> str:
     if device != "cuda":
         return "cpu"
     torch = import_torch()
     return f"cuda: {torch.cuda.get_device_name()} (torch {torch.__version__})"
-
-
-def _as_json(res: dict) -> dict:
-    out = {}
-    for key, value in res.items():
-        if isinstance(value, Timing):
-            out[key] = {"name": value.name, "seconds": value.seconds, "gflops": value.gflops}
-        else:
-            out[key] = float(value)
-    if "plain" in res:
-        out["ratio"] = res["plain"].seconds / res["fast"].seconds
-    return out
 
 
 # ------------------------------------------------------------------ a torch device
@@ -428,12 +323,12 @@ def bench_objective_device(P=2048, N=196, d=8, device="cuda", repeat=3, with_pla
     flops = 4.0 * P * N**2 * d**2
     fast_fn = _on_device(torch, dev, lambda: torch_loss_and_grad(x, Jt, 5.0))
     fast_fn()
-    fast = best_time(fast_fn, repeat)
+    fast = min_wall_time(fast_fn, repeat)
     out = {"fast": Timing(f"torch closed form ({dev.type})", fast, flops / fast / 1e9)}
     if with_plain:
         plain_fn = _on_device(torch, dev, lambda: autograd_loss_and_grad(x, Jt, 5.0))
         plain_fn()
-        plain = best_time(plain_fn, 1)
+        plain = min_wall_time(plain_fn, 1)
         out["plain"] = Timing(f"torch autograd ({dev.type})", plain, flops / plain / 1e9)
     ref = np.empty_like(J)
     objective.loss_and_grad(xi, J, 5.0, ref)
@@ -452,5 +347,5 @@ def bench_dynamics_device(P=1000, N=196, d=8, steps=20, device="cuda", repeat=2)
     flops = 4.0 * P * steps * N**2 * d**2
     fn = _on_device(torch, dev, lambda: plain_torch_run(x0, J, 1.0, steps, device=dev))
     _on_device(torch, dev, lambda: plain_torch_run(x0[:8], J, 1.0, 1, device=dev))()
-    t = best_time(fn, repeat)
+    t = min_wall_time(fn, repeat)
     return {"fast": Timing(f"plain torch ({dev.type})", t, flops / t / 1e9)}

@@ -148,3 +148,29 @@ def test_lifetimes_vs_corruption_follows_the_dynamics(rng):
     direct = overlap_lifetimes(target_overlaps(traj.states, targets), traj.times, 0.9)
     np.testing.assert_array_equal(direct.lifetime, per_level[0].lifetime)
     np.testing.assert_allclose(direct.peak, per_level[0].peak, rtol=1e-6)
+
+
+def test_the_two_lifetimes_against_a_reference():
+    """significant_gain_lifetime: z of the mean curve against the reference above 3;
+    below_reference_lifetimes: each image's error below the reference's on that image."""
+    from spinsa.analysis.summary import (
+        below_reference_lifetimes,
+        combined_z,
+        significant,
+        significant_gain_lifetime,
+    )
+
+    assert combined_z(1.0, 0.3, 0.5, 0.4) == pytest.approx(1.0)
+    assert np.isnan(combined_z(1.0, 0.0, 0.5, 0.0)) and np.isnan(combined_z(1.0, np.inf, 0, 1))
+    np.testing.assert_allclose(combined_z([1.0, 2.0], 0.3, 0.5, 0.4), [1.0, 3.0])
+    assert significant(3.5) and not significant(3.0) and not significant(np.nan)
+    times = np.arange(6)
+    error = np.array([0.0, 0.5, 0.2, 0.3, 0.9, 0.9])  # t = 0 does not count (first = 1)
+    sem = np.full(6, 0.05)
+    life = significant_gain_lifetime(error, sem, 1.0, 0.0, times, first=1)
+    # z = (1 - e) / 0.05: 10, 16, 14, 2, 2 from t = 1: above 3 over t = 1..3, left at t = 4
+    assert (life.t_enter[0], life.t_leave[0], life.lifetime[0]) == (1, 4, 3)
+    errors = np.array([[0.9, 0.9], [0.1, 0.8], [0.2, 0.1], [0.9, 0.1]])  # (T, P)
+    per_image = below_reference_lifetimes(errors, np.arange(4), np.array([0.5, 0.5]), first=1)
+    np.testing.assert_array_equal(per_image.lifetime, [2, 1])  # the second: a lower bound
+    np.testing.assert_array_equal(per_image.censored, [False, True])

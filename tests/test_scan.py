@@ -15,7 +15,7 @@ import pytest
 from damage import flip_byte
 
 import spinsa
-from spinsa import io
+from spinsa import experiments, io
 from spinsa._config import config_from_dict, flatten
 from spinsa.scan import (
     Axis,
@@ -665,9 +665,6 @@ def test_cli_plan_run_collect(scan_file, tmp_path, capsys):
 
 
 def test_experiment_kind_takes_its_axis_names_from_experiment_config():
-    experiments = pytest.importorskip("spinsa.experiments")
-    if not hasattr(experiments, "ExperimentConfig"):
-        pytest.skip("spinsa.experiments has no ExperimentConfig")
     base = point_kind("experiment").configure({}, {})
     valid = flatten(experiments.ExperimentConfig.from_dict({}).to_dict())
     assert flatten(base).keys() == valid.keys()
@@ -699,15 +696,7 @@ n_examples = 1
 """
 
 
-def _experiments():
-    experiments = pytest.importorskip("spinsa.experiments")
-    if not hasattr(experiments, "run_experiment"):
-        pytest.skip("spinsa.experiments has no run_experiment")
-    return experiments
-
-
 def test_experiment_axes_go_through_with_overrides(tmp_path):
-    experiments = _experiments()
     path = write(tmp_path, '[scan]\n[axes]\n"fit.lam" = [1.0, 5.0]\n')
     points = load_scan(path).points()
     default = experiments.ExperimentConfig()
@@ -738,7 +727,6 @@ best = ["masked.ref_gain_z"]
 
 @pytest.mark.slow  # 10-20 s: the experiment pipeline's kernels load (or compile) first
 def test_a_tiny_study_fits_once_per_fit_config_and_draws_its_phase_diagrams(tmp_path, monkeypatch):
-    experiments = _experiments()
     pytest.importorskip("xarray")
     fits = []
     train = experiments.train
@@ -835,7 +823,6 @@ def test_lifetime_and_gain_of_a_constructed_error_curve():
 
 
 def test_a_fit_file_of_another_config_is_refused(tmp_path):
-    experiments = _experiments()
     from spinsa.experiments.pipeline import evaluate_fit
 
     config = experiments.ExperimentConfig.from_dict(

@@ -39,8 +39,13 @@ from spinsa.analysis.hebbian import (
     strength_maps,
     strength_vs_distance,
 )
-from spinsa.analysis.lifetimes import error_lifetimes, summarize_lifetimes
-from spinsa.analysis.summary import SIGNIFICANT_Z, summarize_arrays
+from spinsa.analysis.lifetimes import summarize_lifetimes
+from spinsa.analysis.summary import (
+    SIGNIFICANT_Z,
+    below_reference_lifetimes,
+    significant,
+    summarize_arrays,
+)
 from spinsa.fit.objective import pl_loss_and_grad
 from spinsa.model import attention
 from spinsa.references import REFERENCES
@@ -532,8 +537,8 @@ class TaskComparison(AnalysisResult):
         z > ``significant_z``: a transient memory that simple predictors do not hold.
     lifetime_mean, lifetime_sem, lifetime_median : ndarray of float64, shape (K,)
         How long a trajectory's error stays below the best reference's error on the same
-        image, around its minimum (:func:`~spinsa.analysis.error_lifetimes`; t >= 1 for
-        the masked task).
+        image, around its minimum (t >= 1 for the masked task;
+        :func:`~spinsa.analysis.summary.below_reference_lifetimes`).
     fraction_transient, fraction_censored : ndarray of float64, shape (K,)
         Fraction of images whose stretch below the reference ends within the run, and
         whose stretch lasts to the end (a lower bound).
@@ -684,7 +689,7 @@ def compare_tasks(
         per_image.append(errors[s["best_t"]])
         if best is not None:  # below the best reference's error on the same image
             baseline = a["references"][best]["all"]
-            lifetimes[k] = error_lifetimes(errors[first:], a["times"][first:], baseline)
+            lifetimes[k] = below_reference_lifetimes(errors, a["times"], baseline, first)
         periods = np.asarray(a.get("final_period", np.zeros(0)))
         fractions = [np.mean(periods == p) if periods.size else np.nan for p in (1, 2, 0)]
         attractors[:, k] = [
@@ -716,7 +721,7 @@ def compare_tasks(
         reference_sem=ref[1],
         reference_z=ref[2],
         z=z,
-        beats=np.nan_to_num(z, nan=-np.inf) > SIGNIFICANT_Z,
+        beats=significant(z),
         **life,
         coherence_mean=attractors[0],
         coherence_sem=attractors[1],

@@ -4,6 +4,13 @@
 the numbers a report states: the best t, errors at t = 0, 1 and T, how far the curve rises
 and falls in standard errors, and how the best error compares with every simple reference
 (:mod:`spinsa.references`).
+
+The statistics these numbers rest on are defined here, once: :func:`combined_z` (two means
+apart in combined standard errors), :func:`significant` (beyond :data:`SIGNIFICANT_Z`),
+:func:`best_time`, and two lifetimes: :func:`significant_gain_lifetime` (how long a mean
+error stays significantly below a reference's) and :func:`below_reference_lifetimes` (how
+long each image's error stays below the reference's on that image). Means and standard
+errors are :func:`spinsa.tasks.mean_sem`.
 """
 
 from __future__ import annotations
@@ -15,13 +22,18 @@ from typing import Any
 import numpy as np
 
 from spinsa.analysis._results import AnalysisResult
+from spinsa.analysis.lifetimes import Lifetimes, error_lifetimes, overlap_lifetimes
 from spinsa.io.results import read_evaluation
 from spinsa.tasks import mean_sem
 
 __all__ = [
     "SIGNIFICANT_Z",
     "ErrorCurves",
+    "below_reference_lifetimes",
     "best_time",
+    "combined_z",
+    "significant",
+    "significant_gain_lifetime",
     "summarize_arrays",
     "summarize_references",
     "paired_gain_z",
@@ -44,13 +56,84 @@ def _at(curve: np.ndarray, t: int) -> float:
     return float(curve[t]) if 0 <= t < curve.shape[0] else math.nan
 
 
-def _z(a: float, sa: float, b: float, sb: float) -> float:
-    """(a - b) in units of the combined standard error (NaN when undefined)."""
-    den = math.sqrt(sa * sa + sb * sb) if np.isfinite(sa) and np.isfinite(sb) else math.nan
-    return (a - b) / den if den and np.isfinite(den) else math.nan
-
-
 SIGNIFICANT_Z = 3.0  # a difference counts when it exceeds 3 combined standard errors
+
+
+def combined_z(a, sem_a, b, sem_b):
+    """How many combined standard errors ``a`` lies above ``b``.
+
+    z = (a - b) / sqrt(sem_a² + sem_b²), elementwise on numbers or arrays (broadcast); NaN
+    where the combined standard error is 0 or not finite. A model beats a reference when
+    ``significant(combined_z(reference, reference_sem, error, error_sem))``.
+
+    Returns
+    -------
+    float, or ndarray of float64 for array input
+    """
+    a, sem_a, b, sem_b = (np.asarray(v, dtype=np.float64) for v in (a, sem_a, b, sem_b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        den = np.sqrt(sem_a * sem_a + sem_b * sem_b)
+        z = np.where(np.isfinite(den) & (den > 0), (a - b) / den, np.nan)
+    return float(z) if z.ndim == 0 else z
+
+
+def significant(z):
+    """Whether z exceeds :data:`SIGNIFICANT_Z` (False for NaN): bool, or an array of them."""
+    out = np.asarray(z, dtype=np.float64) > SIGNIFICANT_Z
+    return bool(out) if out.ndim == 0 else out
+
+
+def significant_gain_lifetime(
+    error, error_sem, reference, reference_sem, times, first: int = 0
+) -> Lifetimes:
+    """How long a mean error curve stays significantly below a reference's error.
+
+    With z(t) = ``combined_z(reference, reference_sem, error(t), error_sem(t))``, the
+    stretch around the peak of z during which z(t) > :data:`SIGNIFICANT_Z`
+    (:func:`~spinsa.analysis.overlap_lifetimes` of z; times before ``first`` and undefined
+    z count as 0).
+
+    Parameters
+    ----------
+    error, error_sem : ndarray, shape (T,)
+        The mean error over the test images at ``times`` and its standard error.
+    reference, reference_sem : float
+        The reference's error and its standard error.
+    times : ndarray of int, shape (T,)
+    first : int
+        The first time that counts (1 for the masked task: t = 0 is the masked input).
+
+    Returns
+    -------
+    Lifetimes
+        Of one curve: every field has shape (1,).
+    """
+    times = np.asarray(times)
+    z = combined_z(reference, reference_sem, error, error_sem)
+    z = np.where((times >= first) & np.isfinite(z), z, 0.0)
+    return overlap_lifetimes(z[:, None], times, SIGNIFICANT_Z)
+
+
+def below_reference_lifetimes(errors, times, reference_errors, first: int = 0) -> Lifetimes:
+    """How long each image's error stays below the reference's error on that image, around
+    its minimum over t >= ``first`` (:func:`~spinsa.analysis.error_lifetimes`).
+
+    Parameters
+    ----------
+    errors : ndarray, shape (T, P)
+        The error of every test image at ``times``.
+    times : ndarray of int, shape (T,)
+    reference_errors : ndarray, shape (P,)
+        The reference's error on every image.
+    first : int
+        The first time that counts (1 for the masked task).
+
+    Returns
+    -------
+    Lifetimes
+        With ``criterion = "error"``, one entry per image.
+    """
+    return error_lifetimes(np.asarray(errors)[first:], np.asarray(times)[first:], reference_errors)
 
 
 def summarize_references(arrays: dict[str, Any], best_error: float, best_sem: float) -> dict:
@@ -72,7 +155,7 @@ def summarize_references(arrays: dict[str, Any], best_error: float, best_sem: fl
             "sem": float(e),
             "masked_error": float(mm),
             "masked_sem": float(me),
-            "z": _z(float(m), float(e), best_error, best_sem),
+            "z": combined_z(float(m), float(e), best_error, best_sem),
         }
     return out
 
@@ -129,11 +212,11 @@ def summarize_arrays(task: str, arrays: dict[str, Any]) -> dict[str, Any]:
         else math.nan,
         "step_change_T": float(change[-1]) if change.size else math.nan,
     }
-    out["rise_z"] = _z(out["error_T"], out["sem_T"], out["best_error"], out["best_sem"])
-    out["gain_z"] = _z(out["error_t0"], out["sem_t0"], out["best_error"], out["best_sem"])
+    out["rise_z"] = combined_z(out["error_T"], out["sem_T"], out["best_error"], out["best_sem"])
+    out["gain_z"] = combined_z(out["error_t0"], out["sem_t0"], out["best_error"], out["best_sem"])
     refs = summarize_references(arrays, out["best_error"], out["best_sem"])
     out["references"] = refs
-    out["beats"] = [n for n, r in refs.items() if r["z"] > SIGNIFICANT_Z]
+    out["beats"] = [n for n, r in refs.items() if significant(r["z"])]
     best_ref = min(refs, key=lambda n: refs[n]["error"]) if refs else None
     out["best_reference"] = best_ref
     out["transient_memory"] = best_ref is not None and best_ref in out["beats"]

@@ -23,9 +23,8 @@ import sys
 import warnings
 
 from spinsa._checks import MissingDependencyError
-from spinsa.cli import basics, experiments, sequences
+from spinsa.cli import basics, bench, experiments, scan, sequences
 from spinsa.cli._common import UsageError
-from spinsa.scan.cli import add_parser as _add_scan
 
 __all__ = ["EXIT_CODES", "UsageError", "build_parser", "main"]
 
@@ -49,7 +48,7 @@ _OS_HINTS = {
 _SUBCOMMANDS = [
     basics.add_info,
     basics.add_demo,
-    basics.add_bench,
+    bench.add_bench,
     basics.add_data,
     experiments.add_train,
     experiments.add_evaluate,
@@ -58,7 +57,7 @@ _SUBCOMMANDS = [
     experiments.add_compare,
     experiments.add_plot,
     sequences.add_sequences,
-    _add_scan,
+    scan.add_scan,
 ]
 
 

@@ -1,4 +1,4 @@
-"""``spinsa info``, ``spinsa demo``, ``spinsa bench`` and ``spinsa data``."""
+"""``spinsa info``, ``spinsa demo`` and ``spinsa data``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import spinsa
 from spinsa import datasets
 from spinsa.cli._common import UsageError, add_progress_flag
 
-__all__ = ["add_info", "add_demo", "add_bench", "add_data"]
+__all__ = ["add_info", "add_demo", "add_data"]
 
 
 # --------------------------------------------------------------------------- info
@@ -185,18 +185,3 @@ def _cmd_demo(args) -> int:
         for t in traj.times:
             print(f"  t={t:3d}  m={m[t]:+.4f}  E={traj.energies[t, 0]:+.4f}")
     return 0
-
-
-# --------------------------------------------------------------------------- bench
-def add_bench(sub) -> None:
-    from spinsa import bench
-
-    p = sub.add_parser(
-        "bench",
-        help="benchmarks against plain implementations",
-        description="Time the numba dynamics and the pseudo-likelihood objective against "
-        "plain torch implementations in the same process; print times, ratios, GFLOP/s and "
-        "this machine's measured float32 matmul peak. The full run takes about a minute.",
-    )
-    bench.add_arguments(p)
-    p.set_defaults(func=bench.run_benchmarks)

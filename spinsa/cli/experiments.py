@@ -548,7 +548,7 @@ def _cmd_plot(args) -> int:
 
     run = Path(args.run)
     if (run / "scan.json").is_file():  # a scan directory: its phase diagrams
-        from spinsa.scan.cli import draw_figures
+        from spinsa.cli.scan import draw_figures
         from spinsa.scan.results import COLLECTED_FILE, open_collected
         from spinsa.scan.store import ScanDir
 

@@ -8,16 +8,18 @@
 
 :mod:`~spinsa.plotting.experiments` draws evaluations, ``reproduce.h5`` and ``baselines.h5``;
 :mod:`~spinsa.plotting.analysis` the analyses of ``spinsa analyze``;
-:mod:`~spinsa.plotting.compare` the comparisons of ``spinsa compare``. matplotlib is imported
+:mod:`~spinsa.plotting.compare` the comparisons of ``spinsa compare``;
+:mod:`~spinsa.plotting.scan` the phase diagrams of a collected scan. matplotlib is imported
 on first use and figures are drawn on the Agg canvas without pyplot's global state.
 Plotting reads files through :mod:`spinsa.io`, below :mod:`spinsa.experiments`.
 """
 
-from spinsa.plotting import analysis, compare, experiments
+from spinsa.plotting import analysis, compare, experiments, scan
 from spinsa.plotting._base import new_figure, save_figure
 from spinsa.plotting.analysis import *  # noqa: F403
 from spinsa.plotting.compare import *  # noqa: F403
 from spinsa.plotting.experiments import *  # noqa: F403
+from spinsa.plotting.scan import *  # noqa: F403
 
 __all__ = [
     "new_figure",
@@ -25,4 +27,5 @@ __all__ = [
     *analysis.__all__,
     *compare.__all__,
     *experiments.__all__,
+    *scan.__all__,
 ]

@@ -5,7 +5,8 @@ point runs the point kind's function (:mod:`spinsa.scan.kinds`) and writes one H
 named by the hash of its resolved config (:mod:`spinsa.scan.store`); the points run in this
 process, on a Dask ``LocalCluster``, on a batch system through dask-jobqueue or on a running
 Dask scheduler, and a re-run runs only the missing ones (:mod:`spinsa.scan.run`).
-:func:`collect` gathers the point files into one xarray ``Dataset`` over the axes::
+:func:`collect` gathers the point files into one xarray ``Dataset`` over the axes, and the
+figures of :mod:`spinsa.plotting.scan` (re-exported here) draw it::
 
     from spinsa import scan
     spec = scan.load_scan("analysis/configs/scan_example.toml")
@@ -20,16 +21,15 @@ Importing this package imports neither dask nor xarray nor matplotlib; the funct
 need them import them, and say ``pip install "spinsa[cluster]"`` when they are missing.
 """
 
-from spinsa.scan.kinds import PointKind, SyntheticConfig, point_kind, summarize_experiment
-from spinsa.scan.results import (
-    collect,
+from spinsa.plotting.scan import (
     curves_figure,
     draw_phase_diagrams,
     draw_scan_figures,
-    open_collected,
     phase_diagram,
     phase_panels,
 )
+from spinsa.scan.kinds import PointKind, SyntheticConfig, point_kind, summarize_experiment
+from spinsa.scan.results import collect, open_collected
 from spinsa.scan.run import MissingDependencyError, ScanReport, run_scan
 from spinsa.scan.spec import Axis, ScanPoint, ScanSpec, axis_values, load_scan, point_key
 from spinsa.scan.store import PointStore, ScanDir, ScanMismatchError
@@ -40,7 +40,8 @@ __all__ = [
     "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment",  # kinds
     "PointStore", "ScanDir", "ScanMismatchError",  # store
     "MissingDependencyError", "ScanReport", "run_scan",  # run
-    "collect", "open_collected", "phase_diagram", "phase_panels", "curves_figure",  # results
-    "draw_phase_diagrams", "draw_scan_figures",
+    "collect", "open_collected",  # results
+    "phase_diagram", "phase_panels", "curves_figure", "draw_phase_diagrams",  # figures
+    "draw_scan_figures",
 ]
 # fmt: on

@@ -125,8 +125,7 @@ def _mean_or_nan(values) -> float:
 def _task_quantities(task: str, arrays: dict) -> dict[str, Any]:
     """The quantities of one task that decide whether a transient memory exists (see
     :func:`summarize_experiment`)."""
-    from spinsa.analysis import overlap_lifetimes
-    from spinsa.analysis.summary import SIGNIFICANT_Z, summarize_arrays
+    from spinsa.analysis.summary import significant_gain_lifetime, summarize_arrays
 
     s = summarize_arrays(task, arrays)
     times, mean, sem = arrays["times"], arrays["mean"]["all"], arrays["sem"]["all"]
@@ -159,12 +158,9 @@ def _task_quantities(task: str, arrays: dict) -> dict[str, Any]:
         t_leave=np.nan,
         lifetime_censored=np.int64(0),
     )
-    if memory:  # how long z(t) = (reference - e(t)) / combined SE stays above 3
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = (ref["error"] - mean) / np.sqrt(ref["sem"] ** 2 + sem**2)
+    if memory:
         first = 1 if task == "masked" else 0  # t = 0 of the masked task is the masked input
-        z = np.where((times >= first) & np.isfinite(z), z, 0.0)
-        life = overlap_lifetimes(z[:, None], times, SIGNIFICANT_Z)
+        life = significant_gain_lifetime(mean, sem, ref["error"], ref["sem"], times, first)
         out.update(
             lifetime=life.lifetime[0],
             t_enter=life.t_enter[0],
@@ -187,7 +183,7 @@ def summarize_experiment(path: os.PathLike) -> dict[str, Any]:
       ``ref_gain_z`` = (reference - best error) / combined standard error, and
       ``transient_memory`` = 1 when it exceeds 3 (docs/model.md, 'References');
     - ``lifetime``: where a memory exists, how long the gain stays above 3 standard errors
-      around its peak (:func:`spinsa.analysis.overlap_lifetimes` of the gain curve), from
+      around its peak (:func:`spinsa.analysis.summary.significant_gain_lifetime`), from
       ``t_enter`` to ``t_leave``; 0 and NaN where none does. ``lifetime_censored`` = 1
       when the memory still lives at T: the lifetime is a lower bound (0 when it is alive
       at the last record only);
@@ -253,8 +249,9 @@ class CorruptionConfig:
 
 
 @dataclass(frozen=True)
-class DynamicsConfig:
-    """Arguments of :func:`spinsa.run`."""
+class SyntheticDynamicsConfig:
+    """The ``[dynamics]`` section of a synthetic point: the arguments of :func:`spinsa.run`
+    and its number of steps (the asynchronous order's seed is the point's ``seed``)."""
 
     lam: float = 1.0
     gamma: float = 1.0
@@ -309,7 +306,7 @@ class SyntheticConfig:
 
     patterns: PatternsConfig = field(default_factory=PatternsConfig)
     corruption: CorruptionConfig = field(default_factory=CorruptionConfig)
-    dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
+    dynamics: SyntheticDynamicsConfig = field(default_factory=SyntheticDynamicsConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     seed: int = 0
     sleep: float = 0.0

@@ -11,7 +11,7 @@
 Re-running ``spinsa scan run`` with the same arguments runs only the points that are missing.
 Errors a user can fix are raised as ``ValueError``, a missing optional dependency as
 :class:`~spinsa.scan.MissingDependencyError` (``spinsa`` prints either in one line and exits
-with status 2); this module imports nothing from the ``spinsa`` command itself.
+with status 2).
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from spinsa._config import parse_assignments
-from spinsa.scan.results import COLLECTED_FILE, REDUCTIONS
+from spinsa.plotting.scan import REDUCTIONS
+from spinsa.scan.results import COLLECTED_FILE
 from spinsa.scan.run import CLUSTERS
 
+__all__ = ["add_scan", "draw_figures"]
 
-def add_parser(sub) -> None:
+
+def add_scan(sub) -> None:
     """Declare ``spinsa scan`` and its actions on the subcommand parsers ``sub``."""
     p = sub.add_parser(
         "scan",
@@ -215,7 +218,7 @@ def _cmd_collect(args) -> int:
 def draw_figures(ds, out_dir: Path, table: dict, args) -> None:
     """The figures of ``spinsa scan collect`` and of ``spinsa plot SCAN_DIR``, into
     ``out_dir``: the scan's [collect] ``table``, with the options given in ``args`` on top."""
-    from spinsa.scan.results import draw_scan_figures
+    from spinsa.plotting.scan import draw_scan_figures
 
     names = ("variables", "x", "y", "reduce", "format")
     options = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}

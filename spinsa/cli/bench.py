@@ -1,0 +1,133 @@
+"""``spinsa bench``: the benchmark harness (:mod:`spinsa.bench`) from the command line."""
+
+from __future__ import annotations
+
+__all__ = ["add_bench"]
+
+
+def add_bench(sub) -> None:
+    from spinsa.bench import BENCHMARKS
+
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks against plain implementations",
+        description="Time the numba dynamics and the pseudo-likelihood objective against "
+        "plain torch implementations in the same process; print times, ratios, GFLOP/s and "
+        "this machine's measured float32 matmul peak. The full run takes about a minute.",
+    )
+    p.add_argument(
+        "--only",
+        choices=list(BENCHMARKS),
+        action="append",
+        help="run only these benchmarks (repeatable)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smaller sizes (P=256, T=5; P=2048 only) for a smoke run",
+    )
+    p.add_argument(
+        "--no-plain", action="store_true", help="skip the plain implementations (fast code only)"
+    )
+    p.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cpu: the numba kernels against plain implementations (default); cuda: the torch "
+        "paths on the GPU (the objective's closed form against autograd, the plain dynamics), "
+        "the numbers to report from a machine with a GPU",
+    )
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the results as JSON (times, GFLOP/s, ratios, the machine, the date)",
+    )
+    p.set_defaults(func=_cmd_bench)
+
+
+def _cmd_bench(args) -> int:
+    import numba
+
+    import spinsa
+    from spinsa import bench
+
+    only = [b for b in bench.BENCHMARKS if b in (args.only or bench.BENCHMARKS)]
+    if args.device == "cuda":
+        from spinsa._torch import resolve_device
+
+        resolve_device("cuda")  # a clear error where there is no GPU, before any work
+    peak = bench.matmul_peak(device=args.device)
+    print(
+        f"spinsa {spinsa.__version__}, numba {numba.__version__}, {numba.get_num_threads()} threads"
+    )
+    if args.device == "cuda":
+        print(f"device: {bench.device_description(args.device)}")
+        print(f"float32 matmul peak (torch, 8192^2, on the GPU): {peak:.1f} GFLOP/s")
+    else:
+        print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
+    runs = bench.run_benchmarks(only, args.quick, not args.no_plain, args.device)
+    for title, res, ratio in runs:
+        _print_pair(title, res, peak, ratio)
+    verdicts = [] if args.quick or args.device != "cpu" else bench.speed_targets(runs)
+    if verdicts:
+        print("\ntargets (this machine, this run)")
+        for line, _ in verdicts:
+            print(f"  {line}")
+    if args.json:
+        _write_json(args.json, args.device, peak, runs, verdicts)
+        print(f"\nresults written to {args.json}")
+    return 0
+
+
+def _print_pair(title, res, peak, ratio="ratio"):
+    fast = res["fast"]
+    print(f"\n{title}")
+    print(
+        f"  {fast.name:<22}{fast.seconds:9.3f} s  {fast.gflops:7.1f} GFLOP/s "
+        f"({100 * fast.gflops / peak:4.1f}% of matmul peak)"
+    )
+    if "plain" in res:
+        plain = res["plain"]
+        print(f"  {plain.name:<22}{plain.seconds:9.3f} s  {plain.gflops:7.1f} GFLOP/s")
+        print(f"  {ratio:<22}{plain.seconds / fast.seconds:9.2f} x")
+    for key in ("extra_mb", "updates_per_s", "max_abs_diff", "max_rel_diff"):
+        if key in res:
+            print(f"  {key:<22}{res[key]:9.3g}")
+
+
+def _write_json(path, device: str, peak: float, runs, verdicts) -> None:
+    """The results of a run, with the machine and the date, as JSON (written atomically)."""
+    import dataclasses
+    import datetime
+    import json
+    import os
+    import platform
+
+    import numba
+
+    import spinsa
+    from spinsa._files import atomic_write_text
+    from spinsa.bench import Timing, device_description
+
+    def as_json(res: dict) -> dict:
+        out = {
+            k: dataclasses.asdict(v) if isinstance(v, Timing) else float(v) for k, v in res.items()
+        }
+        if "plain" in res:
+            out["ratio"] = res["plain"].seconds / res["fast"].seconds
+        return out
+
+    record = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "cores": len(os.sched_getaffinity(0)),
+        "spinsa": spinsa.__version__,
+        "numba": numba.__version__,
+        "threads": numba.get_num_threads(),
+        "device": device_description(device),
+        "matmul_peak_gflops": peak,
+        "benchmarks": [{"title": t, **as_json(res)} for t, res, _ in runs],
+        "targets": [{"target": line, "met": met} for line, met in verdicts],
+    }
+    atomic_write_text(path, json.dumps(record, indent=1))

@@ -1,0 +1,418 @@
+"""Phase diagrams and error curves of a collected scan (:func:`spinsa.scan.collect`).
+
+Every function takes the ``xarray.Dataset`` that :func:`spinsa.scan.collect` returns or
+:func:`spinsa.scan.open_collected` reads back, and draws what it holds::
+
+    ds = scan.open_collected("runs/example")
+    ax = phase_diagram(ds, "best_error", "alpha", "dynamics.lam")
+    paths = draw_phase_diagrams(ds, "runs/example/figures")    # one file per variable
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spinsa._checks import check_choice
+from spinsa.analysis.summary import SIGNIFICANT_Z
+from spinsa.plotting._base import band, finish, level, new_figure, save_figure
+
+__all__ = [
+    "DIAGRAM_VARIABLES",
+    "best_point",
+    "curves_figure",
+    "draw_phase_diagrams",
+    "draw_scan_figures",
+    "phase_diagram",
+    "phase_panels",
+]
+
+# The quantities a phase diagram usually shows, drawn by default when present.
+DIAGRAM_VARIABLES = (
+    "ref_gain_z", "best_error", "best_t", "lifetime", "n_attractors", "mean_overlap"
+)  # fmt: skip
+REDUCTIONS = ("mean", "median", "min", "max")
+
+
+def _is_log(values: np.ndarray) -> bool:
+    """Numbers that are geometrically rather than linearly spaced (a log axis suits them)."""
+    if values.dtype.kind not in "iuf" or values.size < 3 or np.any(values <= 0):
+        return False
+    geo, lin = np.diff(np.log(values)), np.diff(values)
+    geometric = np.std(geo) / abs(geo.mean()) < np.std(lin) / abs(lin.mean())
+    return bool(values.max() / values.min() >= 10 and geometric)
+
+
+def _selected(ds, var: str, fixed: Mapping[str, Any] | None):
+    """``ds[var]`` as floats with the ``fixed`` dimensions selected (nearest on numbers)."""
+    if var not in ds.data_vars or ds[var].dtype.kind not in "biuf":
+        names = [v for v in ds.data_vars if ds[v].dtype.kind in "biuf"]
+        raise ValueError(f"{var!r} is not a numeric variable of the dataset; those: {names}")
+    da = ds[var].astype(float)
+    for dim, value in (fixed or {}).items():
+        if dim not in da.dims:
+            raise ValueError(f"cannot fix {dim!r}: {var!r} has dimensions {list(da.dims)}")
+        try:
+            da = da.sel({dim: value}, method="nearest" if da[dim].dtype.kind in "iuf" else None)
+        except (KeyError, TypeError, ValueError):
+            values = da[dim].values.tolist()
+            raise ValueError(f"{dim} = {value!r} is not on the axis; values: {values}") from None
+    return da
+
+
+def _factors(axis: str | None) -> tuple[str, ...]:
+    """The dimensions of a plot axis: ``"a"``, or ``"a*b"``, the product of two numeric ones."""
+    return () if axis is None else tuple(part.strip() for part in axis.split("*"))
+
+
+def _finite_range(values: np.ndarray) -> tuple[float, float]:
+    """(min, max) of the finite values, (0, 1) when there are none."""
+    finite = values[np.isfinite(values)]
+    return (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+
+
+GAIN_FLOOR = -30.0  # gains in standard errors are coloured down to here (10x the level)
+
+
+def _color_norm(var: str, vmin: float, vmax: float):
+    """The colour scale of a variable: a gain in standard errors (``*gain_z``) is blue below
+    the significance level, 3, and red above it, down to :data:`GAIN_FLOOR`."""
+    from matplotlib.colors import Normalize, TwoSlopeNorm
+
+    if var.endswith("gain_z"):  # ref_gain_z of an experiment scan
+        low = min(max(vmin, GAIN_FLOOR), SIGNIFICANT_Z - 1)
+        return TwoSlopeNorm(SIGNIFICANT_Z, low, max(vmax, SIGNIFICANT_Z + 1)), "RdBu_r"
+    return Normalize(vmin, vmax if vmax > vmin else vmin + 1), "viridis"
+
+
+def _same(a, b) -> bool:
+    """Two coordinate values are the same (numbers up to rounding)."""
+    if isinstance(a, (int, float, np.number)) and isinstance(b, (int, float, np.number)):
+        return bool(np.isclose(float(a), float(b)))
+    return str(a) == str(b)
+
+
+def _marked_here(mark: Mapping, da, fixed: Mapping, drawn: tuple[str, ...]) -> bool:
+    """Whether the ``mark`` point lies in a map of ``da`` over the ``drawn`` dimensions:
+    every drawn one is numeric and set by the mark, every fixed one agrees with it."""
+    numeric = all(d in mark and da[d].dtype.kind in "iuf" for d in drawn)
+    return numeric and all(_same(mark[d], v) for d, v in fixed.items() if d in mark)
+
+
+def phase_diagram(
+    ds,
+    var: str,
+    x: str | None = None,
+    y: str | None = None,
+    *,
+    fixed: Mapping[str, Any] | None = None,
+    reduce: str = "mean",
+    ax=None,
+    log: bool | None = None,
+    mark: Mapping[str, Any] | None = None,
+    limits: tuple[float, float] | None = None,
+    colorbar: bool = True,
+):
+    """Draw the variable ``var`` of a collected scan ``ds`` as a heat map over ``x``, ``y``.
+
+    Parameters
+    ----------
+    x, y : str, optional
+        Dimensions on the horizontal and vertical axes; default: the first two with more
+        than one value (after ``fixed``). With only one, a line is drawn instead. ``"a*b"``
+        puts the product of two numeric dimensions on an axis (``"fit.norm*dynamics.lam_eval"``):
+        the map is then drawn as one square per point.
+    fixed : mapping, optional
+        ``dimension -> value`` to hold fixed (the nearest value on a numeric axis;
+        ``{"t": 10}`` picks a time of a curve).
+    reduce : {"mean", "median", "min", "max"}
+        How the other dimensions (seeds, say) are reduced; NaN (missing points) skipped.
+    ax : matplotlib Axes, optional
+        Where to draw; default: a new figure (``ax.figure`` to save it).
+    log : bool, optional
+        Logarithmic axes; default: where a dimension's values are geometrically spaced.
+    mark : mapping, optional
+        ``dimension -> value`` of a point to mark with a star (the paper's, say); drawn
+        where its other dimensions agree with ``fixed``.
+    limits : (float, float), optional
+        The colour scale (default: the data's range); a ``*gain_z`` variable is coloured
+        around 3, the level at which a gain is significant.
+    colorbar : bool
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    check_choice(reduce, "reduce", REDUCTIONS)
+    da = _selected(ds, var, fixed)
+    xs, ys = _factors(x), _factors(y)
+    for dim in (*xs, *ys):
+        if dim not in da.dims:
+            raise ValueError(f"{dim!r} is not a dimension of {var!r}: {list(da.dims)}")
+    free = [d for d in da.dims if da.sizes[d] > 1 and d not in (*xs, *ys)]
+    xs = xs or ((free.pop(0),) if free else ())
+    ys = ys or ((free.pop(0),) if free else ())
+    if not xs:
+        raise ValueError(f"{var!r} has no dimension with more than one value to draw over")
+    reduced = [d for d in da.dims if d not in (*xs, *ys)]
+    da = getattr(da, reduce)(dim=reduced, skipna=True) if reduced else da
+    ax = ax if ax is not None else new_figure((5.2, 4.2)).subplots()
+    norm, cmap = _color_norm(var, *(limits or _finite_range(da.values)))
+    scale = {}
+    if len(xs) == 1 and len(ys) <= 1:  # a plain map (or a line)
+        x, y = xs[0], ys[0] if ys else None
+        for axis, dim in (("x", x), ("y", y)):
+            if dim is not None and (log if log is not None else _is_log(da[dim].values)):
+                scale[f"{axis}scale"] = "log"
+        if y is None:
+            da.plot(x=x, ax=ax, marker="o", **scale)
+        else:
+            da.plot(x=x, y=y, ax=ax, norm=norm, cmap=cmap, add_colorbar=colorbar, **scale)
+    else:  # a product on an axis: one square per point
+        flat = da.stack(point=[*dict.fromkeys((*xs, *ys))]).dropna("point")
+        px = np.prod([flat[d].values.astype(float) for d in xs], axis=0)
+        py = np.prod([flat[d].values.astype(float) for d in ys], axis=0)
+        drawn = ax.scatter(px, py, c=flat.values, marker="s", s=70, norm=norm, cmap=cmap)
+        for axis, values in (("x", px), ("y", py)):
+            if log if log is not None else _is_log(np.unique(values)):
+                getattr(ax, f"set_{axis}scale")("log")
+        ax.set_xlabel(" × ".join(xs))
+        ax.set_ylabel(" × ".join(ys))
+        if colorbar:
+            ax.figure.colorbar(drawn, ax=ax, label=var)
+    if mark and ys and _marked_here(mark, da, fixed or {}, (*xs, *ys)):
+        at = [np.prod([float(mark[d]) for d in dims]) for dims in (xs, ys)]
+        ax.plot(*at, marker="*", ms=15, mfc="gold", mec="black", ls="none", label="marked")
+    notes = [f"{d} = {v}" for d, v in (fixed or {}).items()]
+    notes += [f"{reduce} over {', '.join(reduced)}"] if reduced else []
+    ax.set_title(var + (f"\n({'; '.join(notes)})" if notes else ""), fontsize="medium")
+    return ax
+
+
+def phase_panels(
+    ds,
+    var: str,
+    x: str | None,
+    y: str | None,
+    panels: Sequence[str],
+    *,
+    fixed: Mapping[str, Any] | None = None,
+    reduce: str = "mean",
+    mark: Mapping[str, Any] | None = None,
+):
+    """A figure of :func:`phase_diagram` of ``var``, one panel per value of the ``panels``
+    dimensions (rows, then columns), on one colour scale.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        From :func:`spinsa.scan.collect`.
+    var, x, y, fixed, reduce, mark
+        As in :func:`phase_diagram`.
+    panels : sequence of str
+        One or two dimensions of ``ds`` (``ValueError`` otherwise).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``len(rows) × len(columns)`` panels and one colour bar.
+    """
+    dims = list(panels)
+    if not 1 <= len(dims) <= 2:
+        raise ValueError(f"panels takes one or two dimensions (rows, columns), got {dims}")
+    for dim in dims:
+        if dim not in ds.dims:
+            raise ValueError(f"panels: {dim!r} is not a dimension; those: {list(ds.dims)}")
+    rows = ds[dims[0]].values.tolist()
+    cols = ds[dims[1]].values.tolist() if len(dims) > 1 else [None]
+    limits = _finite_range(_selected(ds, var, fixed).values)
+    fig = new_figure((4.4 * len(cols) + 0.8, 3.6 * len(rows)))
+    axes = fig.subplots(len(rows), len(cols), squeeze=False)
+    for i, row in enumerate(rows):
+        for j, col in enumerate(cols):
+            at = {dims[0]: row, **({dims[1]: col} if col is not None else {})}
+            ax = phase_diagram(
+                ds, var, x, y, fixed={**dict(fixed or {}), **at}, reduce=reduce, ax=axes[i, j],
+                mark=mark, limits=limits, colorbar=False,
+            )  # fmt: skip
+            title = ", ".join(f"{_short(d, at)} = {v}" for d, v in at.items())
+            ax.set_title(title, fontsize="medium")
+    norm, cmap = _color_norm(var, *limits)
+    from matplotlib.cm import ScalarMappable
+
+    fig.colorbar(ScalarMappable(norm, cmap), ax=axes, label=var)
+    notes = [f"{d} = {v}" for d, v in (fixed or {}).items()]
+    drawn = {*_factors(x), *_factors(y), *dims, *(fixed or {})}
+    if any(d not in drawn for d in ds[var].dims if d != "t"):
+        notes.append(f"{reduce} over the other axes")
+    fig.suptitle(f"{var} ({'; '.join(notes)})" if notes else var, fontsize=10)
+    return fig
+
+
+def _short(dim: str, others) -> str:
+    """The last part of a dotted dimension name, unless another dimension ends alike."""
+    last = dim.rsplit(".", 1)[-1]
+    return dim if sum(d.rsplit(".", 1)[-1] == last for d in others) > 1 else last
+
+
+def curves_figure(ds, points: Sequence[Mapping[str, Any]], tasks=("masked", "denoise"), fixed=None):
+    """Error against t at a few points of a collected experiment scan, beside the best
+    reference of each (dashed), one panel per task.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        From :func:`spinsa.scan.collect` of an experiment scan (``<task>.error`` over ``t``, ...).
+    points : sequence of mapping
+        ``dimension -> value``; the dimensions a point leaves out (seeds) are averaged
+        over, their standard errors combined.
+    tasks : sequence of str
+    fixed : mapping, optional
+        Values every point shares (the labels leave them out).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig = new_figure((5.2 * len(tasks), 4.0))
+    colors = [f"C{i % 10}" for i in range(len(points))]
+    for ax, task in zip(np.atleast_1d(fig.subplots(1, len(tasks))), tasks, strict=True):
+        for point, color in zip(points, colors, strict=True):
+            quantities = ("error", "error_sem", "reference_error", "reference_sem")
+            names = [f"{task}.{q}" for q in quantities]
+            at = {**dict(fixed or {}), **point}
+            error, error_sem, ref, ref_sem = (_selected(ds, name, at) for name in names)
+            other = [d for d in error.dims if d != "t"]  # averaged: seeds, say
+            n = error.notnull().sum(other).values  # (T + 1,): the points that are done
+            label = ", ".join(f"{_short(d, point)}={v}" for d, v in point.items())
+            sem = np.sqrt((error_sem**2).sum(other).values) / np.maximum(n, 1)
+            band(ax, ds["t"].values, error.mean(other).values, sem, label, color)
+            n_ref = max(int(ref.notnull().sum()), 1)
+            ref_sem = float(np.sqrt((ref_sem**2).sum()) / n_ref)
+            level(ax, float(ref.mean()), ref_sem, None, color, lw=0.9)
+        finish(ax, f"{task}: error (solid) and best reference (dashed)", ylabel="MSE", legend=6)
+    return fig
+
+
+def best_point(ds, var: str, over: Sequence[str] = (), fixed=None) -> dict[str, Any]:
+    """Where a scan did best: the coordinates of the largest ``var``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    var : str
+    over : sequence of str
+        Dimensions averaged over first (seeds).
+    fixed : mapping, optional
+        Held fixed, and left out of the result.
+
+    Returns
+    -------
+    dict
+        ``dimension -> value``. ``ValueError`` when ``var`` has no finite value there.
+    """
+    da = _selected(ds, var, fixed)
+    da = da.mean(list(over)) if over else da
+    if not np.isfinite(da.values).any():
+        raise ValueError(f"{var!r} has no finite value: no point to pick")
+    at = np.unravel_index(int(np.nanargmax(da.values)), da.shape)
+    return {d: np.asarray(da[d].values[i]).item() for d, i in zip(da.dims, at, strict=True)}
+
+
+def draw_phase_diagrams(
+    ds,
+    out_dir: str | os.PathLike,
+    variables: Sequence[str] | None = None,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    fixed: Mapping[str, Any] | None = None,
+    reduce: str = "mean",
+    fmt: str = "png",
+    dpi: int = 120,
+    panels: Sequence[str] | None = None,
+    mark: Mapping[str, Any] | None = None,
+    curves: Sequence[Mapping[str, Any]] | None = None,
+) -> list[Path]:
+    """Draw :func:`phase_diagram` of every variable into ``out_dir/<variable>.<fmt>``.
+
+    ``variables`` defaults to those of :data:`DIAGRAM_VARIABLES` that ``ds`` has (also as
+    ``<task>.<name>``), else to its scalar variables (at most 12); ``x``, ``y``, ``fixed``,
+    ``reduce`` and ``mark`` are as in :func:`phase_diagram`. With ``panels`` (one or two
+    dimensions), each figure holds one panel per value (:func:`phase_panels`). With
+    ``curves`` (points, ``dimension -> value``, within ``fixed``), ``curves.<fmt>`` shows
+    their error curves (:func:`curves_figure`). Returns the paths of the files written.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if variables is None:
+        dims = set(ds["status"].dims)  # the scan's own, without t or *_index
+        scalars = [
+            v
+            for v in ds.data_vars
+            if v not in ("status", "key") and set(ds[v].dims) <= dims and ds[v].dtype.kind in "biuf"
+        ]
+        wanted = [v for q in DIAGRAM_VARIABLES for v in scalars if v == q or v.endswith("." + q)]
+        variables = wanted or scalars[:12]
+    paths = []
+    for var in variables:
+        if panels:
+            fig = phase_panels(ds, var, x, y, panels, fixed=fixed, reduce=reduce, mark=mark)
+        else:
+            fig = new_figure((5.2, 4.2))
+            phase_diagram(ds, var, x, y, fixed=fixed, reduce=reduce, ax=fig.subplots(), mark=mark)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", var)
+        paths.append(save_figure(fig, out_dir / f"{name}.{fmt}", dpi=dpi))
+    if curves:
+        fig = curves_figure(ds, curves, fixed=fixed)
+        paths.append(save_figure(fig, out_dir / f"curves.{fmt}", dpi=dpi))
+    return paths
+
+
+def draw_scan_figures(ds, out_dir: str | os.PathLike, table: Mapping[str, Any]) -> list[Path]:
+    """The figures a scan's ``[collect]`` table asks for (docs/scans.md).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    out_dir : path
+    table : mapping
+        ``x``, ``y``, ``variables``, ``fix``, ``reduce``, ``format``, ``panels``, ``mark``
+        (:func:`draw_phase_diagrams`), ``curves`` (points whose error curves are drawn)
+        and ``best`` (variables whose best point, :func:`best_point` averaged over the
+        dimensions not drawn, is added to the curves; skipped with a warning when none).
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    fixed = dict(table.get("fix", {}))
+    x, y, panels = table.get("x"), table.get("y"), table.get("panels")
+    curves = [dict(c) for c in table.get("curves", [])]
+    shown = {*_factors(x), *_factors(y), *(panels or ()), *fixed}
+    over = [d for d in ds["status"].dims if d not in shown]
+    for var in table.get("best", []):
+        try:
+            curves.append(best_point(ds, var, over, fixed))
+        except (ValueError, KeyError) as err:  # nothing finite there yet: the others are drawn
+            warnings.warn(f"no best point of {var}: {err}", stacklevel=2)
+    return draw_phase_diagrams(
+        ds,
+        out_dir,
+        table.get("variables"),
+        x=x,
+        y=y,
+        fixed=fixed,
+        reduce=table.get("reduce", "mean"),
+        fmt=table.get("format", "png"),
+        panels=panels,
+        mark=table.get("mark"),
+        curves=curves,
+    )
