@@ -22,7 +22,13 @@ import numpy as np
 
 from spinsa import analysis, io
 from spinsa._files import atomic_write_text
-from spinsa.analysis.summary import SIGNIFICANT_Z, paired_gain_z, read_summaries
+from spinsa.analysis.summary import (
+    SIGNIFICANT_Z,
+    combined_z,
+    paired_gain_z,
+    read_summaries,
+    significant,
+)
 from spinsa.io.results import COMPARE_KIND, model_names, read_tree
 from spinsa.references import REFERENCES
 from spinsa.sequences.references import SPIN_MODEL, is_reference
@@ -124,14 +130,14 @@ def _verdict(conditions: list[bool]) -> str:
 
 def _relation(gain_z: float) -> str:
     """How the best error compares with the input's, from (input - best) / se."""
-    if gain_z > SIGNIFICANT_Z:
+    if significant(gain_z):
         return "below"
-    return "above" if gain_z < -SIGNIFICANT_Z else "not significantly different from"
+    return "above" if significant(-gain_z) else "not significantly different from"
 
 
 def _then(s: dict) -> str:
     """How the error goes on after the best t: "then rises to ... at t = T (z ...)"."""
-    rise = "rises" if s["rise_z"] > SIGNIFICANT_Z else "does not rise significantly"
+    rise = "rises" if significant(s["rise_z"]) else "does not rise significantly"
     return (
         f"then {rise} to {fmt(s['error_T'])} at t = {s['T']} "
         f"({fmt(s['rise_z'], 1)} standard errors)"
@@ -207,8 +213,8 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
         m = tasks.get("masked")
         if m is not None:
             early = m["best_t"] <= 2
-            gain = m["gain_z"] > SIGNIFICANT_Z
-            rises = m["rise_z"] > SIGNIFICANT_Z
+            gain = significant(m["gain_z"])
+            rises = significant(m["rise_z"])
             why = (
                 f"best t = {m['best_t']}, error {fmt(m['best_error'])}, "
                 f"{_relation(m['gain_z'])} the masked input's "
@@ -217,8 +223,8 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
             out.append((MASKED_CLAIM, model, _verdict([early, gain, rises]), why))
         d = tasks.get("denoise")
         if d is not None:
-            falls = d["gain_z"] > SIGNIFICANT_Z
-            rises = d["rise_z"] > SIGNIFICANT_Z
+            falls = significant(d["gain_z"])
+            rises = significant(d["rise_z"])
             about_ten = 3 <= d["best_t"] <= 30
             why = (
                 f"{'falls' if falls else 'does not fall significantly'} from "
@@ -270,7 +276,7 @@ def _reference_lines(models, summaries) -> list[str]:
                 if r is None:
                     cells.append("n/a")
                     continue
-                mark = "beaten" if r["z"] > SIGNIFICANT_Z else "**not beaten**"
+                mark = "beaten" if significant(r["z"]) else "**not beaten**"
                 cells.append(f"{pm(r['error'], r['sem'])} (z = {fmt(r['z'], 1)}, {mark})")
             lines.append(row([label, *cells]))
         if task == "masked":
@@ -356,7 +362,7 @@ def _notebook_lines(model: str, nb: dict, attrs: dict, data: dict) -> list[str]:
         lines.append(f"| reference: {labels.get(name, name)} | {pm(float(m), float(e), 3)} |")
     best_name = max(refs, key=lambda n: np.nanmean(refs[n]))
     bm, be, _ = mean_sem(nb["references"][best_name])
-    z = (float(score) - float(bm)) / math.sqrt(float(sem) ** 2 + float(be) ** 2)
+    z = combined_z(float(score), float(sem), float(bm), float(be))
     lines += [
         "",
         f"Training losses within ±{tol:g} of the printed ones at "
@@ -364,7 +370,7 @@ def _notebook_lines(model: str, nb: dict, attrs: dict, data: dict) -> list[str]:
         f"{fmt(float(score), 3)} against the target {target} ± {vtol} "
         f"({'within' if ok_val else 'outside'}). On the same images and metric the best "
         f"reference, {labels.get(best_name, best_name)}, scores {fmt(float(bm), 3)}: the "
-        f"fitted model is {'above' if z > SIGNIFICANT_Z else 'not significantly above'} it "
+        f"fitted model is {'above' if significant(z) else 'not significantly above'} it "
         f"(z = {fmt(z, 1)}).",
     ]
     return lines
@@ -682,9 +688,9 @@ def _paired_words(a: str, b: str, difference: float, z: float) -> str:
     if not math.isfinite(z):
         return f"{a} vs {b}: no standard error, no comparison"
     size = f"by {abs(difference):.2g} (z = {z:.1f})"
-    if z > SIGNIFICANT_Z:
+    if significant(z):
         return f"{a}'s best error is lower than {b}'s {size}"
-    if z < -SIGNIFICANT_Z:
+    if significant(-z):
         return f"{a}'s best error is higher than {b}'s {size}"
     return (
         f"{a}'s and {b}'s best errors are not significantly different "
@@ -1059,7 +1065,7 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
         if is_reference(name):
             continue
         z = paired_gain_z((forecasts[name] - truth) ** 2, (forecasts[best_ref] - truth) ** 2)
-        verdict = "beats" if z > SIGNIFICANT_Z else "does not beat"
+        verdict = "beats" if significant(z) else "does not beat"
         lines.append(
             f"- {name}: MSE {s['mse']:.4f}; {verdict} the best reference ({best_ref}, "
             f"{ref['mse']:.4f}; z = {z:+.1f})."

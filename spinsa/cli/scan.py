@@ -133,8 +133,7 @@ def _cmd_plan(args) -> int:
         if sd.read()[0].scan_hash != spec.scan_hash:
             raise ScanMismatchError(f"{args.out} holds a scan made by a different scan file")
         store = sd.points
-        done = {p.key: "done" for p in points if store.file(p.key).exists()}
-        status = [done.get(p.key, "failed" if store.error(p.key) else "pending") for p in points]
+        status = [_point_status(store, p.key) for p in points]
     dims = " × ".join(f"{a.name} ({a.size})" for a in spec.axes)
     print(f"scan {spec.name!r}: {len(points)} points = {dims}; point kind {spec.point!r}")
     kind = point_kind(spec.point)  # points() checked that it resolves
@@ -154,7 +153,8 @@ def _cmd_plan(args) -> int:
         print(f"{i:>5}  {p.key}  {coords}  {s}".rstrip())
     if any(status):
         print(
-            "status: " + ", ".join(f"{status.count(s)} {s}" for s in ("done", "failed", "pending"))
+            "status: "
+            + ", ".join(f"{status.count(s)} {s}" for s in ("done", "failed", "pending", "damaged"))
         )
     if args.cluster not in ("local", "serial"):
         print(f"\n{_job_script(args.cluster, spec.cluster, args.out)}")
@@ -225,3 +225,16 @@ def draw_figures(ds, out_dir: Path, table: dict, args) -> None:
     fixed = {**table.get("fix", {}), **parse_assignments(getattr(args, "fix", None), "--fix")}
     for path in draw_scan_figures(ds, out_dir, {**table, **options, "fix": fixed}):
         print(f"  {path}")
+
+
+_STATUSES = ("done", "failed", "pending", "damaged")
+
+
+def _point_status(store, key: str) -> str:
+    """done, failed, pending or damaged (a torn file the next run redoes); reads only."""
+    from spinsa.experiments.stages import stage_state
+
+    state = stage_state(store.file(key))
+    if state == "missing":
+        return "failed" if store.error(key) else "pending"
+    return state

@@ -31,7 +31,14 @@ from spinsa import io
 from spinsa._config import config_differences, describe_differences
 from spinsa._progress import peak_rss_mb
 
-__all__ = ["ConfigChangedError", "Pipeline", "Stage", "stage_done", "format_duration"]
+__all__ = [
+    "ConfigChangedError",
+    "Pipeline",
+    "Stage",
+    "stage_done",
+    "stage_state",
+    "format_duration",
+]
 
 
 class ConfigChangedError(ValueError):
@@ -51,8 +58,8 @@ DEFAULT_HINT = (
 )
 
 
-def stage_done(path, config: Mapping | None = None, *, hint: str = DEFAULT_HINT) -> bool:
-    """Whether ``path`` holds a finished stage of ``config``: the one rule of "done".
+def stage_state(path, config: Mapping | None = None, *, hint: str = DEFAULT_HINT) -> str:
+    """``"done"``, ``"missing"`` or ``"damaged"``: the one rule of "done", read only.
 
     Parameters
     ----------
@@ -64,32 +71,36 @@ def stage_done(path, config: Mapping | None = None, *, hint: str = DEFAULT_HINT)
     hint : str
         What the user can do when the file holds another config (for the error).
 
-    Returns
-    -------
-    bool
-        False for a missing file, and for a damaged one, which is renamed ``NAME.corrupt``.
-
     Raises
     ------
-    spinsa.io.SpinsaFileError
-        ``path`` is not a file of spinsa (foreign, not HDF5, a newer schema).
     ConfigChangedError
         The file is intact but stores another config.
+    spinsa.io.SpinsaFileError
+        ``path`` is not a file of spinsa (foreign, not HDF5, a newer schema).
     """
     path = Path(path)
     try:
         io.verify(path)
     except io.SpinsaFileError as err:
-        if err.reason == "corrupt":
-            path.replace(path.with_name(path.name + ".corrupt"))
-        elif err.reason != "missing":  # a file spinsa did not write is never touched
-            raise
-        return False
+        if err.reason in ("missing", "corrupt"):
+            return err.reason.replace("corrupt", "damaged")
+        raise  # a file spinsa did not write is never taken for a stage, nor touched
     if config is not None:
         differences = config_differences(io.read(path).config, config)
         if differences:
             raise ConfigChangedError(path, differences, hint)
-    return True
+    return "done"
+
+
+def stage_done(path, config: Mapping | None = None, *, hint: str = DEFAULT_HINT) -> bool:
+    """Whether ``path`` holds a finished stage of ``config`` (:func:`stage_state`); a
+    damaged file is renamed ``NAME.corrupt`` first, so that the stage runs again and
+    nothing that could still be inspected is overwritten."""
+    path = Path(path)
+    state = stage_state(path, config, hint=hint)
+    if state == "damaged":
+        path.replace(path.with_name(path.name + ".corrupt"))
+    return state == "done"
 
 
 def format_duration(seconds: float) -> str:

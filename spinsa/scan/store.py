@@ -48,19 +48,19 @@ class PointStore:
         return self.path / f"{key}.h5"
 
     def done(self, key: str) -> bool:
-        """Whether the point ``key`` has a complete file whose checksums all hold; a torn or
-        changed one (a killed copy, a full disk, a flipped bit) is renamed
-        ``KEY.h5.corrupt``, so that the point runs again."""
-        from spinsa import io
+        """Whether the point ``key`` is finished, by the one rule of every pipeline
+        (:func:`spinsa.experiments.stages.stage_done`; the file is named by the hash of its
+        config): a torn or changed file (a killed copy, a full disk, a flipped bit) is
+        renamed ``KEY.h5.corrupt``, so that the point runs again."""
+        from spinsa.experiments.stages import stage_done
 
-        try:
-            io.verify(self.file(key))
-        except io.SpinsaFileError as err:
-            if err.reason != "missing":
-                self.file(key).replace(self.path / f"{key}.h5.corrupt")
-                self.renamed.append(key)
-            return False
-        return True
+        path = self.file(key)
+        damaged = path.exists()
+        if stage_done(path):
+            return True
+        if damaged:
+            self.renamed.append(key)
+        return False
 
     def error(self, key: str) -> str | None:
         """The error and traceback of a point that failed, None if it has not."""
