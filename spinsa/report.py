@@ -376,6 +376,62 @@ def _notebook_lines(model: str, nb: dict, attrs: dict, data: dict) -> list[str]:
     return lines
 
 
+def _stage_time_lines(stage_times: dict, models) -> list[str]:
+    """The table of the stages' wall times, in the order they run."""
+    order = ["data"] + [f"fit:{m}" for m in models]
+    order += [f"eval:{m}:{t}" for m in models for t in TASKS]
+    order += [f"notebook:{m}" for m in models] + ["assemble", "baselines", "figures"]
+    rank = {k: i for i, k in enumerate(order)}
+    times = sorted(stage_times.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+    if not times:
+        return []
+    lines = ["", "## Wall time of the stages", "", "| stage | seconds |", "|---|---|"]
+    lines += [f"| {k} | {fmt(float(v), 1)} |" for k, v in times if isinstance(v, (int, float))]
+    total = sum(float(v) for _, v in times if np.isfinite(float(v)))
+    return lines + [
+        f"| total | {fmt(total, 1)} ({total / 60:.1f} min) |",
+        "",
+        "(stages of an earlier, interrupted run report the time they took then; "
+        "fits and evaluations report their own compute time)",
+    ]
+
+
+def _model_lines(models, exp: dict, model_attrs: dict) -> list[str]:
+    """One line per model: its embedding, fit recipe and result, and dynamics."""
+    lines = []
+    for m in models:
+        e, a = exp[m], model_attrs[m]
+        fit = e["fit"]
+        recipe = (
+            f"{fit['backend']}"
+            + (f", preset {fit['preset']}" if fit.get("preset") else "")
+            + (
+                f", {fit['optimizer']} lr {fit['lr']:g}, batch {fit['batch_size']}, "
+                f"{fit['epochs']} epochs"
+                if fit["backend"] == "torch"
+                else f", {fit['max_iter']} iterations at most"
+            )
+            + f", constraint {fit['constraint']}"
+            + (", standardised features" if fit.get("standardize") else "")
+            + (f", scores clamped at {fit['score_clamp']:g}" if fit.get("score_clamp") else "")
+        )
+        dyn_m = e["dynamics"]
+        dyn_text = (
+            f"eq. 1 (norm {dyn_m['norm']}, gamma = {dyn_m['gamma']:g}, {dyn_m['update']})"
+            if dyn_m["preset"] == "design"
+            else "the published notebook's (features standardised across tokens, scores clamped "
+            "at 20, x <- x + h/2, tokens divided by the mean token norm)"
+        )
+        lines.append(
+            f"- **{m}**: embedding scale {e['embedding']['scale']}; fit {recipe}: "
+            f"L = {fmt(a.get('fit_loss', math.nan))} (from "
+            f"{fmt(a.get('fit_initial_loss', math.nan))}), {a.get('fit_n_steps')} steps in "
+            f"{fmt(a.get('fit_wall_time', math.nan), 1)} s on {a.get('fit_device')}; "
+            f"dynamics {dyn_text}, T = {dyn_m['steps']}"
+        )
+    return lines
+
+
 def write_reproduce_report(
     h5_path,
     out_path,
@@ -413,11 +469,6 @@ def write_reproduce_report(
     n_train = model_attrs[models[0]].get("n_train")
     n_test = data["n_test"]
     stage_times = {**(info.attrs.get("stage_times", {}) or {}), **(timings or {})}
-    order = ["data"] + [f"fit:{m}" for m in models]
-    order += [f"eval:{m}:{t}" for m in models for t in TASKS]
-    order += [f"notebook:{m}" for m in models] + ["assemble", "baselines", "figures"]
-    rank = {k: i for i, k in enumerate(order)}
-    stage_times = dict(sorted(stage_times.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
     lines = [
         "# Reproduction: bare self-attention as an attractor network on MNIST",
@@ -449,36 +500,7 @@ def write_reproduce_report(
         "Models:",
         "",
     ]
-    for m in models:
-        e, a = exp[m], model_attrs[m]
-        fit = e["fit"]
-        recipe = (
-            f"{fit['backend']}"
-            + (f", preset {fit['preset']}" if fit.get("preset") else "")
-            + (
-                f", {fit['optimizer']} lr {fit['lr']:g}, batch {fit['batch_size']}, "
-                f"{fit['epochs']} epochs"
-                if fit["backend"] == "torch"
-                else f", {fit['max_iter']} iterations at most"
-            )
-            + f", constraint {fit['constraint']}"
-            + (", standardised features" if fit.get("standardize") else "")
-            + (f", scores clamped at {fit['score_clamp']:g}" if fit.get("score_clamp") else "")
-        )
-        dyn_m = e["dynamics"]
-        dyn_text = (
-            f"eq. 1 (norm {dyn_m['norm']}, gamma = {dyn_m['gamma']:g}, {dyn_m['update']})"
-            if dyn_m["preset"] == "design"
-            else "the published notebook's (features standardised across tokens, scores clamped "
-            "at 20, x <- x + h/2, tokens divided by the mean token norm)"
-        )
-        lines.append(
-            f"- **{m}**: embedding scale {e['embedding']['scale']}; fit {recipe}: "
-            f"L = {fmt(a.get('fit_loss', math.nan))} (from "
-            f"{fmt(a.get('fit_initial_loss', math.nan))}), {a.get('fit_n_steps')} steps in "
-            f"{fmt(a.get('fit_wall_time', math.nan), 1)} s on {a.get('fit_device')}; "
-            f"dynamics {dyn_text}, T = {dyn_m['steps']}"
-        )
+    lines += _model_lines(models, exp, model_attrs)
     lines += ["", "## The numbers", "", "| | " + " | ".join(models) + " |"]
     lines.append("|---|" + "---|" * len(models))
     for task, title in TASK_TITLES.items():
@@ -515,20 +537,7 @@ def write_reproduce_report(
         lines += ["", *baseline_report_lines(baselines, h5_path, summaries)]
     if figures:
         lines += ["", "## Figures", "", *figure_lines(figures)]
-    if stage_times:
-        lines += ["", "## Wall time of the stages", "", "| stage | seconds |", "|---|---|"]
-        lines += [
-            f"| {k} | {fmt(float(v), 1)} |"
-            for k, v in stage_times.items()
-            if isinstance(v, (int, float))
-        ]
-        total = sum(float(v) for v in stage_times.values() if np.isfinite(float(v)))
-        lines += [
-            f"| total | {fmt(total, 1)} ({total / 60:.1f} min) |",
-            "",
-            "(stages of an earlier, interrupted run report the time they took then; "
-            "fits and evaluations report their own compute time)",
-        ]
+    lines += _stage_time_lines(stage_times, models)
     lines.append("")
     atomic_write_text(out_path, "\n".join(lines))
     return out_path

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from spinsa._config import parse_assignments
+from spinsa._files import refuse_existing
 from spinsa.cli._common import UsageError, add_progress_flag
 
 __all__ = [
@@ -183,8 +184,8 @@ def _cmd_train(args) -> int:
 
     config = _train_config(args)
     out = args.out
-    if out.exists() and not args.overwrite and not args.estimate:
-        raise FileExistsError(f"{out} already exists; pass --overwrite to replace it")
+    if not args.overwrite and not args.estimate:
+        refuse_existing(out, "--overwrite")
     if args.patterns is not None:
         shape, load = _pattern_source(args.patterns, args.key)
         source = {"data.path": str(args.patterns.resolve()), "data.key": args.key}

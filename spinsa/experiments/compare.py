@@ -36,7 +36,8 @@ import numpy as np
 
 from spinsa import analysis, io
 from spinsa._checks import check_count
-from spinsa._config import flatten
+from spinsa._config import config_differences, flatten
+from spinsa._files import refuse_existing
 from spinsa.damico import standardize_features
 from spinsa.experiments.pipeline import RUN_KIND, load_images, read_run
 from spinsa.experiments.stages import Pipeline
@@ -104,20 +105,16 @@ def _read_runs(paths):
 def _check_same_data(paths, configs, infos) -> None:
     """Refuse runs whose couplings live on different spins: another data set, embedding
     or shape of J (only ``data.n_test`` may differ)."""
-    first = flatten(configs[0].to_dict())
     shape = infos[0].datasets["J"][0]
     for path, config, info in zip(paths[1:], configs[1:], infos[1:], strict=True):
-        flat = flatten(config.to_dict())
-        for key in sorted(
-            k for k in set(first) | set(flat) if k.startswith(("data.", "embedding."))
-        ):
-            if key in FREE_DATA_KEYS or first.get(key) == flat.get(key):
-                continue
-            raise ValueError(
-                f"{path} differs from {paths[0]} in {key} ({flat.get(key)!r} vs "
-                f"{first.get(key)!r}): its couplings act on other spins; compare runs trained "
-                "with the same [data] and [embedding] sections (only data.n_test may differ)"
-            )
+        differences = config_differences(config.to_dict(), configs[0].to_dict())
+        for key, (here, there) in differences.items():
+            if key.startswith(("data.", "embedding.")) and key not in FREE_DATA_KEYS:
+                raise ValueError(
+                    f"{path} differs from {paths[0]} in {key} ({here!r} vs {there!r}): its "
+                    "couplings act on other spins; compare runs trained with the same [data] "
+                    "and [embedding] sections (only data.n_test may differ)"
+                )
         if info.datasets["J"][0] != shape:
             raise ValueError(
                 f"{path} has couplings of shape {info.datasets['J'][0]}, {paths[0]} of shape "
@@ -202,11 +199,8 @@ def compare_runs(
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"{out} is a file; give a directory for the comparison (-o)")
     h5, report = out / H5_NAME, out / REPORT_NAME
-    if not overwrite and (h5.exists() or report.exists()):
-        raise FileExistsError(
-            f"{out} already holds a comparison ({H5_NAME}, {REPORT_NAME}); pass overwrite=True "
-            "(spinsa compare --overwrite) to replace it, or choose another directory"
-        )
+    for path in (h5, report) if not overwrite else ():
+        refuse_existing(path, "overwrite=True (spinsa compare --overwrite)")
     infos, configs = _read_runs(paths)
     _check_same_data(paths, configs, infos)
     names = _labels(infos)

@@ -46,6 +46,7 @@ import spinsa
 from spinsa import io
 from spinsa._checks import check_choice, check_count
 from spinsa._config import config_to_dict, flatten
+from spinsa._files import refuse_existing
 from spinsa._progress import progress as progress_bar
 from spinsa.analysis.summary import summarize_arrays
 from spinsa.couplings import frobenius_norm, hebbian_couplings
@@ -357,6 +358,51 @@ def state_at(config: ExperimentConfig, J, x0, mask, steps: int) -> np.ndarray:
     return state[0]
 
 
+class _Recorder:
+    """The callback of the dynamics in :func:`evaluate_task`: decodes every state and keeps
+    its errors, its correlation with the mean image, the mean step size, the examples and
+    the final images, in buffers over all test images, one chunk of images at a time."""
+
+    def __init__(self, emb, clean, mean_img, steps: int, n_ex: int, ex_times, bar):
+        P, shape = clean.shape[0], emb.image_shape
+        self.emb, self.clean, self.mean_img, self.steps, self.bar = emb, clean, mean_img, steps, bar
+        self.n_ex, self.ex_times = n_ex, ex_times
+        self.errs = {k: np.full((steps + 1, P), np.nan) for k in PIXELS}
+        self.corr = np.full((steps + 1, P), np.nan)
+        self.change = np.zeros(max(steps, 0))
+        self.examples = np.zeros((ex_times.size, n_ex, *shape), dtype=np.float32)
+        self.finals = np.empty((P, *shape), dtype=np.float32)
+        self.inputs = np.empty((P, *shape), dtype=np.float32)
+
+    def start(self, sl: slice, pmask, x0) -> None:
+        """A new chunk of images ``sl`` (pixel mask ``pmask``) starting from ``x0``."""
+        self.sl, self.pmask, self.prev = sl, pmask, x0
+        self.last = [x0]  # the last four states: fixed point or 2-cycle at the end
+        self(0, x0)
+
+    def __call__(self, t: int, x) -> None:
+        sl, P = self.sl, self.clean.shape[0]
+        dec = self.emb.decode_pixels(x)
+        e = reconstruction_errors(dec, self.clean[sl], self.pmask)
+        for k in self.errs:
+            self.errs[k][t, sl] = getattr(e, k)
+        self.corr[t, sl] = _correlation(dec, self.mean_img)
+        if t == 0:
+            self.inputs[sl] = dec
+        else:
+            step = float(np.linalg.norm(x - self.prev, axis=2).mean(axis=1).sum())
+            self.change[t - 1] += step / P
+            self.prev = x
+            self.last = [*self.last[-3:], x]
+            self.bar.update(dec.shape[0])
+        where = np.flatnonzero(self.ex_times == t)
+        hi = min(sl.stop, self.n_ex)
+        if where.size and sl.start < hi:
+            self.examples[where[0], sl.start : hi] = dec[: hi - sl.start]
+        if t == self.steps:
+            self.finals[sl] = dec
+
+
 def evaluate_task(
     config: ExperimentConfig,
     J: np.ndarray,
@@ -408,51 +454,21 @@ def evaluate_task(
     train_px = emb.pixel_space(images.train)
     mean_img = train_px.mean(axis=0, dtype=np.float64)
 
-    errs = {k: np.full((steps + 1, P), np.nan) for k in PIXELS}
-    corr = np.full((steps + 1, P), np.nan)
-    change = np.zeros(max(steps, 0))
     n_ex = min(config.tasks.n_examples, P)
     ex_times = np.array([t for t in config.tasks.example_times if t <= steps], dtype=np.int64)
-    examples = np.zeros((ex_times.size, n_ex, *shape), dtype=np.float32)
-    finals = np.empty((P, *shape), dtype=np.float32)
-    periods = np.zeros(P, dtype=np.int64)
-    inputs = np.empty((P, *shape), dtype=np.float32)
     desc = f"{config.name}: {task}"
     bar = progress_bar(P * steps, desc, "img-step", enabled=progress, unit_scale=True)
-
+    rec = _Recorder(emb, clean_all, mean_img, steps, n_ex, ex_times, bar)
+    periods = np.zeros(P, dtype=np.int64)
     for start in range(0, P, chunk_size):
         sl = slice(start, min(start + chunk_size, P))
         mask = None if mask_all is None else mask_all[sl]
-        pmask = None if pmask_all is None else pmask_all[sl]
-        x0 = x0_all[sl]
-        prev = [x0]
-        last = [x0]  # the last four states: fixed point or 2-cycle at the end
-
-        def record(t, x, sl=sl, pmask=pmask, prev=prev, last=last):
-            dec = emb.decode_pixels(x)
-            e = reconstruction_errors(dec, clean_all[sl], pmask)
-            for k in errs:
-                errs[k][t, sl] = getattr(e, k)
-            corr[t, sl] = _correlation(dec, mean_img)
-            if t == 0:
-                inputs[sl] = dec
-            else:
-                change[t - 1] += float(np.linalg.norm(x - prev[0], axis=2).mean(axis=1).sum()) / P
-                prev[0] = x
-                last[:] = [*last[-3:], x]
-                bar.update(dec.shape[0])
-            where = np.flatnonzero(ex_times == t)
-            hi = min(sl.stop, n_ex)
-            if where.size and sl.start < hi:
-                examples[where[0], sl.start : hi] = dec[: hi - sl.start]
-            if t == steps:
-                finals[sl] = dec
-
-        record(0, x0)
-        run_dynamics(config, J, x0, mask, steps, record)
-        periods[sl] = _final_periods(last, steps)
+        rec.start(sl, None if pmask_all is None else pmask_all[sl], x0_all[sl])
+        run_dynamics(config, J, x0_all[sl], mask, steps, rec)
+        periods[sl] = _final_periods(rec.last, steps)
     bar.close()
-
+    errs, corr, change, finals, inputs = rec.errs, rec.corr, rec.change, rec.finals, rec.inputs
+    examples = rec.examples
     final_mean = finals.mean(axis=0, dtype=np.float64)
 
     def make_references():
@@ -509,8 +525,8 @@ def _new_file(path, overwrite: bool) -> Path:
     """``path``, refused before any work if it exists (unless ``overwrite``) or its
     directory does not."""
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+    if not overwrite:
+        refuse_existing(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot write {path}: directory {path.parent} does not exist")
     return path

@@ -301,6 +301,39 @@ def _run_dask(client, tasks: list[_Task], retries, threads, resources, finish) -
         raise
 
 
+def _where(cluster, scheduler, workers, threads_per_point, client) -> str:
+    """Where the scan runs (client, scheduler or the cluster's name), after checking the
+    options and that what it needs is installed, before anything is written."""
+    check_choice(cluster, "cluster", CLUSTERS)
+    for name, value in (("workers", workers), ("threads_per_point", threads_per_point)):
+        if value is not None:
+            check_count(value, name, 1)
+    where = "client" if client is not None else "scheduler" if scheduler is not None else cluster
+    if where not in ("serial", "client"):
+        require("dask.distributed", "running a scan on Dask (else: --cluster serial)")
+    if where in JOBQUEUE_CLASSES:
+        require("dask_jobqueue", f"--cluster {cluster}")
+    return where
+
+
+def _say_todo(say, spec, sd, points, tasks, renamed) -> None:
+    """What is done and what is left, and which files were set aside as damaged."""
+    n_todo = sum(not t.is_fit for t in tasks)  # distinct points
+    n_fits = len(tasks) - n_todo
+    n_unique = len({p.key for p in points})
+    if renamed:
+        say(
+            f"{len(renamed)} file(s) torn or failing a checksum, set aside as KEY.h5.corrupt "
+            f"in {sd.path}: run again"
+        )
+    shared = f" ({n_unique} distinct: the point kind ignores some axes there)"
+    say(
+        f"{spec.name}: {len(points)} points{shared if n_unique < len(points) else ''}, "
+        f"{n_unique - n_todo} done, {n_todo} to run"
+        + (f" after {n_fits} fits (one per distinct fit config)" if n_fits else "")
+    )
+
+
 def run_scan(
     scan: ScanSpec | str | os.PathLike,
     out: str | os.PathLike,
@@ -351,18 +384,10 @@ def run_scan(
     """
     t0 = time.perf_counter()
     spec = scan if isinstance(scan, ScanSpec) else load_scan(scan)
-    check_choice(cluster, "cluster", CLUSTERS)
     retries = check_count(spec.retries if retries is None else retries, "retries")
-    for name, value in (("workers", workers), ("threads_per_point", threads_per_point)):
-        if value is not None:
-            check_count(value, name, 1)
+    where = _where(cluster, scheduler, workers, threads_per_point, client)
     kind = point_kind(spec.point) if kind is None else kind
     points = spec.points(kind)
-    where = "client" if client is not None else "scheduler" if scheduler is not None else cluster
-    if where not in ("serial", "client"):  # refused before anything is written
-        require("dask.distributed", "running a scan on Dask (else: --cluster serial)")
-    if where in JOBQUEUE_CLASSES:
-        require("dask_jobqueue", f"--cluster {cluster}")
     say = log or (lambda message: None)
     sd = ScanDir(out)
     if sd.prepare(spec, [p.key for p in points], force=force):
@@ -371,20 +396,8 @@ def run_scan(
     store.clean()
     fits.clean()
     tasks = _tasks(points, kind, store, fits)
-    n_todo = sum(not t.is_fit for t in tasks)  # distinct points
-    n_fits = len(tasks) - n_todo
-    n_unique = len({p.key for p in points})
-    if store.renamed or fits.renamed:
-        say(
-            f"{len(store.renamed) + len(fits.renamed)} file(s) torn or failing a checksum, set "
-            f"aside as KEY.h5.corrupt in {sd.path}: run again"
-        )
-    shared = f" ({n_unique} distinct: the point kind ignores some axes there)"
-    say(
-        f"{spec.name}: {len(points)} points{shared if n_unique < len(points) else ''}, "
-        f"{n_unique - n_todo} done, {n_todo} to run"
-        + (f" after {n_fits} fits (one per distinct fit config)" if n_fits else "")
-    )
+    _say_todo(say, spec, sd, points, tasks, store.renamed + fits.renamed)
+    n_fits = sum(t.is_fit for t in tasks)
     failed: list[str] = []
     spent = {True: 0.0, False: 0.0}  # seconds in fits, in points
     slots, window = 1, 0.0
