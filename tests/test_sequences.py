@@ -9,6 +9,7 @@ from spinsa.sequences.data import split_series, synthetic_series, windows
 from spinsa.sequences.encoding import SeriesEmbedding
 from spinsa.sequences.forecast import best_step, fit_forecaster
 from spinsa.sequences.references import fit_ar, persistence, reference_forecasts
+from tests.damage import flip_byte
 
 
 # ---------------------------------------------------------------- data
@@ -163,6 +164,26 @@ def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
     again = io.read(out / "sequences.h5").attrs["scores"]
     for name in scores:
         assert again[name]["mse"] == pytest.approx(scores[name]["mse"], rel=1e-6)
+
+
+def test_sequences_run_refuses_other_settings_and_redoes_a_damaged_stage(tmp_path, capsys):
+    csv = _daily_csv(tmp_path / "series.csv")
+    out = tmp_path / "out"
+    argv = ["sequences", "run", "--quick", "--csv", str(csv), "--context", "10", "--steps", "3"]
+    argv += ["--no-baselines", "--no-progress", "-o", str(out)]
+    assert main(argv) == 0
+    scores = io.read(out / "sequences.h5").attrs["scores"]
+    capsys.readouterr()
+    assert main([*argv, "--lam-eval", "2"]) == EXIT_CODES["usage"]
+    err = capsys.readouterr().err
+    assert "lam_eval = 1.0 there, 2.0 now" in err and "--overwrite" in err
+    assert io.read(out / "sequences.h5").attrs["scores"] == scores  # nothing replaced
+    flip_byte(out / "fit.h5", "J")  # a bad disk: the stage is set aside and redone
+    assert main(argv) == 0
+    assert (out / "fit.h5.corrupt").exists()
+    assert io.read(out / "sequences.h5").attrs["scores"] == scores
+    assert main([*argv, "--lam-eval", "2", "--overwrite"]) == 0
+    assert io.read(out / "sequences.h5").config["lam_eval"] == 2.0
 
 
 def test_sequences_run_refuses_bad_input(tmp_path, capsys):
