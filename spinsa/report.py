@@ -514,7 +514,7 @@ def write_reproduce_report(
     lines += ["", *_reference_lines(models, summaries)]
     lines += ["", "## The paper's claims, as stated", ""]
     lines += [
-        "Verdicts follow fixed rules (`spinsa.experiments.reproduce.assess_claims`) that "
+        "Verdicts follow fixed rules (`spinsa.report.assess_claims`) that "
         "compare each model with itself, not with the references above; a claim holds when "
         "all its conditions are met, partly when some are. A rise or fall counts when it "
         "exceeds 3 combined standard errors. Masked: best t (t >= 1) is 1 or 2, below the "
