@@ -121,6 +121,215 @@ def _seed_rng(torch: Any, device: Any, seed: int) -> None:
         torch.default_generator.manual_seed(seed)
 
 
+def _adamw(torch: Any, model: Any, config: Any, no_decay: tuple[str, ...], fused: bool) -> Any:
+    """AdamW on the trainable parameters, with weight decay on matrices only: not on biases,
+    LayerNorm nor ``no_decay``."""
+    named = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
+    decay = {k for k, p in named if p.ndim >= 2 and k.rsplit(".", 1)[-1] not in no_decay}
+    groups = [
+        {"params": [p for k, p in named if k in decay], "weight_decay": config.weight_decay},
+        {"params": [p for k, p in named if k not in decay], "weight_decay": 0.0},
+    ]
+    # fused: one kernel per step on the GPU; betas (0.9, 0.999), the defaults
+    return torch.optim.AdamW(groups, lr=config.lr, fused=fused)
+
+
+class _Run:
+    """The state of one call of :func:`train`: the model, its optimiser and schedule, the RNG
+    of the order, the history and the best weights, and the checkpoint that holds them all."""
+
+    def __init__(
+        self,
+        model: Any,
+        config: Any,
+        *,
+        data: Mapping[str, np.ndarray],
+        identity: Mapping[str, Any],
+        fmt: str,
+        checkpoint: str | os.PathLike | None,
+        lr_factor: Callable[[int], float] | None,
+        no_decay: tuple[str, ...],
+        validate: Callable[[], float] | None,
+        patience: int,
+        extra_history: tuple[str, ...],
+    ) -> None:
+        torch = import_torch()
+        self.model, self.config, self.validate, self.patience = model, config, validate, patience
+        self.device = next(model.parameters()).device
+        self.cuda = self.device.type == "cuda"
+        self.path = Path(checkpoint) if checkpoint is not None else None
+        self.data, self.identity, self.fmt = data, identity, fmt
+        self.n = len(next(iter(data.values())))
+        self.saved_data = {
+            "sha256": _fingerprint(data),
+            "shapes": [list(a.shape) for a in data.values()],
+        }
+        self.saved_config = config_to_dict(config)
+        self.optimizer = _adamw(torch, model, config, no_decay, fused=self.cuda)
+        self.scheduler = None
+        if lr_factor is not None:
+            self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        keys = ("step_loss", "step_lr", "epoch_loss", "epoch_seconds", *extra_history)
+        self.history: dict[str, list] = {k: [] for k in keys + (("val_loss",) if validate else ())}
+        self.best_epoch, self.best_model = -1, None
+
+    def stopped_early(self) -> bool:
+        """``patience`` epochs without a lower validation loss."""
+        best, history = self.best_epoch, self.history
+        return best >= 0 and len(history["val_loss"]) - 1 - best >= self.patience
+
+    def finished(self) -> bool:
+        return len(self.history["epoch_loss"]) >= self.config.epochs or self.stopped_early()
+
+    def save(self) -> None:
+        """Write the checkpoint (atomically)."""
+        torch, device = import_torch(), self.device
+        state = {
+            "format": self.fmt,
+            "identity": dict(self.identity),
+            "config": self.saved_config,
+            "data": self.saved_data,
+            "epoch": len(self.history["epoch_loss"]),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
+            "best_epoch": self.best_epoch,
+            "best_model": self.best_model,
+            "stopped_early": self.stopped_early(),
+            "rng_order": self.generator.get_state(),
+            "rng_device": torch.cuda.get_rng_state(device) if self.cuda else torch.get_rng_state(),
+            "device_type": device.type,
+            "history": {k: torch.from_numpy(np.array(v)) for k, v in self.history.items()},
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.path) as tmp:
+            torch.save(state, tmp)
+
+    def resume(self, neutral: tuple[str, ...]) -> None:
+        """Continue from the checkpoint, after refusing one of another config, identity or data."""
+        path = self.path
+        ckpt = read_checkpoint(path, self.fmt, map_location=self.device)
+        diffs = config_differences(
+            {**ckpt["identity"], **ckpt["config"]}, {**self.identity, **self.saved_config}, neutral
+        )
+        if diffs:
+            raise ValueError(
+                f"checkpoint {path} was written with another config: " + describe_differences(diffs)
+            )
+        if ckpt["data"]["sha256"] != self.saved_data["sha256"]:
+            raise ValueError(
+                f"checkpoint {path} was trained on other data (shapes "
+                f"{ckpt['data']['shapes']}); pass the same {', '.join(self.data)} to resume, "
+                "or delete it"
+            )
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(ckpt["scheduler"])
+        self.generator.set_state(ckpt["rng_order"].cpu())
+        self.history = {k: v.tolist() for k, v in ckpt["history"].items()}
+        self.best_epoch, self.best_model = int(ckpt["best_epoch"]), ckpt["best_model"]
+        self._restore_device_rng(ckpt)
+
+    def _restore_device_rng(self, ckpt: dict[str, Any]) -> None:
+        """The device RNG as saved; a new stream when the checkpoint is of another device."""
+        torch, device = import_torch(), self.device
+        if ckpt["device_type"] == device.type:
+            if self.cuda:
+                torch.cuda.set_rng_state(ckpt["rng_device"].cpu(), device)
+            else:
+                torch.set_rng_state(ckpt["rng_device"].cpu())
+        else:  # a CUDA generator's state does not fit a CPU one, and vice versa
+            warnings.warn(  # 5: this, resume, train, its caller, and that one's caller (as before)
+                f"checkpoint {self.path} was written on {ckpt['device_type']}, resuming on "
+                f"{device.type}: masks, noise and dropout are redrawn from a new stream",
+                stacklevel=5,
+            )
+            _seed_rng(torch, device, self.config.seed + 1 + 1_000_003 * int(ckpt["epoch"]))
+
+    def run_epochs(
+        self,
+        step: Callable,
+        end: int,
+        grad_clip: float,
+        per_example: bool,
+        desc: str,
+        progress: bool,
+    ) -> None:
+        """Train up to epoch ``end`` (or until finished), checkpointing as configured."""
+        start = len(self.history["epoch_loss"])
+        total = max(0, end - start) * -(-self.n // self.config.batch_size)
+        with progress_bar(total, desc, "step", enabled=progress) as bar:
+            for epoch in range(start, end):
+                if self.finished():
+                    break
+                t0 = time.perf_counter()
+                step_loss, sizes = self._steps(step, grad_clip, bar)
+                postfix = self._record_epoch(epoch, step_loss, sizes, per_example)
+                self.history["epoch_seconds"].append(time.perf_counter() - t0)
+                bar.set_postfix(postfix)
+                done = epoch + 1
+                if self.path is not None and (
+                    done % self.config.checkpoint_every == 0 or done == end or self.finished()
+                ):
+                    self.save()
+
+    def finish(self) -> tuple[dict[str, list], int, bool]:
+        """Load the best weights (with ``validate``), set eval mode; what :func:`train` returns."""
+        if self.best_model is not None:
+            self.model.load_state_dict(self.best_model)
+        self.model.eval()
+        return self.history, self.best_epoch, self.stopped_early()
+
+    def _steps(self, step: Callable, grad_clip: float, bar: Any) -> tuple[np.ndarray, list[int]]:
+        """One epoch's AdamW steps in a new order: the loss and size of every minibatch."""
+        torch, model, optimizer = import_torch(), self.model, self.optimizer
+        model.train()
+        perm = torch.randperm(self.n, generator=self.generator).to(self.device)
+        losses, sizes, bs = [], [], self.config.batch_size
+        for i in range(0, self.n, bs):
+            idx = perm[i : i + bs]
+            self.history["step_lr"].append(optimizer.param_groups[0]["lr"])
+            loss = step(idx, self.generator, self.history)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            optimizer.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
+            losses.append(loss.detach())
+            sizes.append(len(idx))
+            bar.update(1)
+        return torch.stack(losses).double().cpu().numpy(), sizes  # one sync per epoch
+
+    def _record_epoch(
+        self, epoch: int, step_loss: np.ndarray, sizes: list[int], per_example: bool
+    ) -> dict[str, Any]:
+        """Append the epoch's losses, validate and keep the best weights; the bar's postfix."""
+        history = self.history
+        history["step_loss"].extend(step_loss.tolist())
+        if per_example:
+            weighted = 0.0
+            for loss_k, size in zip(step_loss.tolist(), sizes, strict=True):
+                weighted += loss_k * size  # in order, as a running float64 sum
+            history["epoch_loss"].append(weighted / self.n)
+        else:
+            history["epoch_loss"].append(float(step_loss.mean()))
+        postfix = {"epoch": epoch + 1, "loss": f"{history['epoch_loss'][-1]:.4g}"}
+        if self.validate is not None:
+            val = self.validate()
+            history["val_loss"].append(val)
+            postfix["val"] = f"{val:.4g}"
+            if self.best_epoch < 0 or val < history["val_loss"][self.best_epoch]:
+                self.best_epoch = epoch
+                self.best_model = {
+                    k: v.detach().clone() for k, v in self.model.state_dict().items()
+                }
+        return postfix
+
+
 def train(
     model: Any,
     step: Callable[[Any, Any, dict], Any],
@@ -199,147 +408,25 @@ def train(
         True when ``patience`` epochs passed without a lower validation loss.
     """
     torch = import_torch()
-    device = next(model.parameters()).device
-    cuda = device.type == "cuda"
-    path = Path(checkpoint) if checkpoint is not None else None
     end = config.epochs
     if stop_after is not None:
         end = min(end, check_count(stop_after, "stop_after", 1))
-    n, bs = len(next(iter(data.values()))), config.batch_size
-    saved_data = {"sha256": _fingerprint(data), "shapes": [list(a.shape) for a in data.values()]}
-    saved_config = config_to_dict(config)
-
-    named = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
-    decay = {k for k, p in named if p.ndim >= 2 and k.rsplit(".", 1)[-1] not in no_decay}
-    groups = [  # weight decay on matrices only: not on biases, LayerNorm nor no_decay
-        {"params": [p for k, p in named if k in decay], "weight_decay": config.weight_decay},
-        {"params": [p for k, p in named if k not in decay], "weight_decay": 0.0},
-    ]
-    # fused: one kernel per step on the GPU; betas (0.9, 0.999), the defaults
-    optimizer = torch.optim.AdamW(groups, lr=config.lr, fused=cuda)
-    scheduler = None
-    if lr_factor is not None:
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    generator = torch.Generator().manual_seed(config.seed)
-    keys = ("step_loss", "step_lr", "epoch_loss", "epoch_seconds", *extra_history)
-    history: dict[str, list] = {k: [] for k in keys + (("val_loss",) if validate else ())}
-    best_epoch, best_model = -1, None
-
-    def stopped_early() -> bool:  # patience epochs without a lower validation loss
-        return best_epoch >= 0 and len(history["val_loss"]) - 1 - best_epoch >= patience
-
-    def finished() -> bool:
-        return len(history["epoch_loss"]) >= config.epochs or stopped_early()
-
-    def save() -> None:
-        state = {
-            "format": fmt,
-            "identity": dict(identity),
-            "config": saved_config,
-            "data": saved_data,
-            "epoch": len(history["epoch_loss"]),
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": None if scheduler is None else scheduler.state_dict(),
-            "best_epoch": best_epoch,
-            "best_model": best_model,
-            "stopped_early": stopped_early(),
-            "rng_order": generator.get_state(),
-            "rng_device": torch.cuda.get_rng_state(device) if cuda else torch.get_rng_state(),
-            "device_type": device.type,
-            "history": {k: torch.from_numpy(np.array(v)) for k, v in history.items()},
-        }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as tmp:
-            torch.save(state, tmp)
-
-    with torch.random.fork_rng(devices=[device] if cuda else []):
-        _seed_rng(torch, device, config.seed + 1)
-        if path is not None and path.exists():
-            ckpt = read_checkpoint(path, fmt, map_location=device)
-            diffs = config_differences(
-                {**ckpt["identity"], **ckpt["config"]}, {**identity, **saved_config}, neutral
-            )
-            if diffs:
-                raise ValueError(
-                    f"checkpoint {path} was written with another config: "
-                    + describe_differences(diffs)
-                )
-            if ckpt["data"]["sha256"] != saved_data["sha256"]:
-                raise ValueError(
-                    f"checkpoint {path} was trained on other data (shapes "
-                    f"{ckpt['data']['shapes']}); pass the same {', '.join(data)} to resume, "
-                    "or delete it"
-                )
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            if scheduler is not None:
-                scheduler.load_state_dict(ckpt["scheduler"])
-            generator.set_state(ckpt["rng_order"].cpu())
-            history = {k: v.tolist() for k, v in ckpt["history"].items()}
-            best_epoch, best_model = int(ckpt["best_epoch"]), ckpt["best_model"]
-            if ckpt["device_type"] == device.type:
-                if cuda:
-                    torch.cuda.set_rng_state(ckpt["rng_device"].cpu(), device)
-                else:
-                    torch.set_rng_state(ckpt["rng_device"].cpu())
-            else:  # a CUDA generator's state does not fit a CPU one, and vice versa
-                warnings.warn(
-                    f"checkpoint {path} was written on {ckpt['device_type']}, resuming on "
-                    f"{device.type}: masks, noise and dropout are redrawn from a new stream",
-                    stacklevel=3,
-                )
-                _seed_rng(torch, device, config.seed + 1 + 1_000_003 * int(ckpt["epoch"]))
-
-        start = len(history["epoch_loss"])
-        total = max(0, end - start) * -(-n // bs)
-        with progress_bar(total, desc, "step", enabled=progress) as bar:
-            for epoch in range(start, end):
-                if finished():
-                    break
-                t0 = time.perf_counter()
-                model.train()
-                perm = torch.randperm(n, generator=generator).to(device)
-                losses, sizes = [], []
-                for i in range(0, n, bs):
-                    idx = perm[i : i + bs]
-                    history["step_lr"].append(optimizer.param_groups[0]["lr"])
-                    loss = step(idx, generator, history)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if grad_clip > 0:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-                    optimizer.step()
-                    if scheduler is not None:
-                        scheduler.step()
-                    losses.append(loss.detach())
-                    sizes.append(len(idx))
-                    bar.update(1)
-                step_loss = torch.stack(losses).double().cpu().numpy()  # one sync per epoch
-                history["step_loss"].extend(step_loss.tolist())
-                if per_example:
-                    weighted = 0.0
-                    for loss_k, size in zip(step_loss.tolist(), sizes, strict=True):
-                        weighted += loss_k * size  # in order, as a running float64 sum
-                    history["epoch_loss"].append(weighted / n)
-                else:
-                    history["epoch_loss"].append(float(step_loss.mean()))
-                postfix = {"epoch": epoch + 1, "loss": f"{history['epoch_loss'][-1]:.4g}"}
-                if validate is not None:
-                    val = validate()
-                    history["val_loss"].append(val)
-                    postfix["val"] = f"{val:.4g}"
-                    if best_epoch < 0 or val < history["val_loss"][best_epoch]:
-                        best_epoch = epoch
-                        best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                history["epoch_seconds"].append(time.perf_counter() - t0)
-                bar.set_postfix(postfix)
-                done = epoch + 1
-                if path is not None and (
-                    done % config.checkpoint_every == 0 or done == end or finished()
-                ):
-                    save()
-    if best_model is not None:
-        model.load_state_dict(best_model)
-    model.eval()
-    return history, best_epoch, stopped_early()
+    run = _Run(
+        model,
+        config,
+        data=data,
+        identity=identity,
+        fmt=fmt,
+        checkpoint=checkpoint,
+        lr_factor=lr_factor,
+        no_decay=no_decay,
+        validate=validate,
+        patience=patience,
+        extra_history=extra_history,
+    )
+    with torch.random.fork_rng(devices=[run.device] if run.cuda else []):
+        _seed_rng(torch, run.device, config.seed + 1)
+        if run.path is not None and run.path.exists():
+            run.resume(neutral)
+        run.run_epochs(step, end, grad_clip, per_example, desc, progress)
+    return run.finish()

@@ -397,6 +397,74 @@ def _merge_cycle_phases(labels, phases, period, reps_unit, q_min, absolute):
     return np.where(labels >= 0, root[np.maximum(labels, 0)], -1)
 
 
+def _run_and_classify(J, lam, x0s, steps: int, max_period: int, tol: float, dynamics):
+    """Run the dynamics, keeping only the last max_period + 1 states and the lagged distances:
+    the cycles, the final states (P, N, d) and the last max_period phases (K, P, N, d)."""
+    K, P = max_period, x0s.shape[0]
+    ring = np.empty((K + 1, *x0s.shape), dtype=x0s.dtype)
+    ring[0] = x0s
+    D = np.full((K, steps + 1, P), np.nan, dtype=np.float64)
+    buf = np.empty(P, dtype=x0s.dtype)
+
+    def track(t, x):
+        x = np.ascontiguousarray(x, dtype=ring.dtype)
+        ring[t % (K + 1)] = x
+        for k in range(1, min(K, t) + 1):
+            _kernels.token_max_distance(x, ring[(t - k) % (K + 1)], buf)
+            D[k - 1, t] = buf
+
+    run(x0s, J, lam, steps, record_every=steps, callback=track, **dynamics)
+    cycles = _classify(D, np.arange(steps + 1), max_period, tol)
+    final = ring[steps % (K + 1)]
+    phases = np.stack([ring[(steps - j) % (K + 1)] for j in range(K)])
+    return cycles, final, phases
+
+
+def _cluster_attractors(final, phases, period, q_min: float, absolute: bool):
+    """Cluster the final states of the converged trajectories, merging phases of one cycle:
+    labels (P,), representatives (C,) and sizes (C,) as in :func:`_relabel`."""
+    labels = _leader(_unit_rows(final), q_min, absolute, period > 0)
+    if labels.max(initial=-1) >= 0:
+        labels, reps, _ = _relabel(labels)
+        labels = _merge_cycle_phases(
+            labels, phases, period, _unit_rows(final[reps]), q_min, absolute
+        )
+    return _relabel(labels)
+
+
+def _compare_with_training(states, patterns, embedding, images, absolute: bool) -> dict:
+    """The fields of :class:`AttractorReport` that compare the attractors ``states`` (C, N, d)
+    with the training patterns and images."""
+    fields: dict = {}
+    if patterns is not None and len(states):
+        mean = np.broadcast_to(mean_pattern(patterns), states.shape)
+        fields["overlap_mean"] = target_overlaps(states, mean).astype(np.float64)
+        near = nearest_patterns(states, patterns, absolute=absolute)
+        fields["nearest_index"] = near.index
+        fields["nearest_overlap"] = near.overlap.astype(np.float64)
+    if embedding is not None and len(states):
+        train = np.asarray(images) if images is not None else embedding.decode(patterns)
+        decoded = embedding.decode(states)
+        mean_img = np.broadcast_to(train.mean(axis=0), decoded.shape)
+        fields["corr_mean"] = pixel_correlations(decoded, mean_img)
+        if patterns is not None:
+            fields["corr_nearest"] = pixel_correlations(decoded, train[fields["nearest_index"]])
+    return fields
+
+
+def _group_fractions(groups, labels: np.ndarray, n_attractors: int) -> dict:
+    """Per group of initial conditions, the fraction of its members in each basin."""
+    names, inverse = np.unique(groups, return_inverse=True)
+    share = np.zeros((names.size, n_attractors + 1))  # column 0: unconverged
+    np.add.at(share, (inverse, labels + 1), 1)
+    share /= share.sum(axis=1, keepdims=True)
+    return dict(
+        group_fractions=share[:, 1:],
+        group_unconverged=share[:, 0],
+        group_names=tuple(map(str, names)),
+    )
+
+
 def find_attractors(
     J,
     lam: float,
@@ -470,58 +538,13 @@ def find_attractors(
     if embedding is not None and patterns is None and images is None:
         raise ValueError("embedding needs patterns or images to compare the attractors with")
 
-    # run, keeping the last max_period + 1 states and the lagged distances
-    K = max_period
-    ring = np.empty((K + 1, *x0s.shape), dtype=x0s.dtype)
-    ring[0] = x0s
-    D = np.full((K, steps + 1, P), np.nan, dtype=np.float64)
-    buf = np.empty(P, dtype=x0s.dtype)
-
-    def track(t, x):
-        x = np.ascontiguousarray(x, dtype=ring.dtype)
-        ring[t % (K + 1)] = x
-        for k in range(1, min(K, t) + 1):
-            _kernels.token_max_distance(x, ring[(t - k) % (K + 1)], buf)
-            D[k - 1, t] = buf
-
     dynamics = dict(gamma=gamma, norm=norm, update=update, seed=seed, progress=progress)
-    run(x0s, J, lam, steps, record_every=steps, callback=track, **dynamics)
-    cycles = _classify(D, np.arange(steps + 1), max_period, tol)
-    final = ring[steps % (K + 1)]
-    phases = np.stack([ring[(steps - j) % (K + 1)] for j in range(K)])
-
-    # cluster the final states of the converged trajectories, merge phases of one cycle
-    converged = cycles.period > 0
-    labels = _leader(_unit_rows(final), q_min, absolute, converged)
-    if labels.max(initial=-1) >= 0:
-        labels, reps, _ = _relabel(labels)
-        labels = _merge_cycle_phases(
-            labels, phases, cycles.period, _unit_rows(final[reps]), q_min, absolute
-        )
-    labels, reps, sizes = _relabel(labels)
+    cycles, final, phases = _run_and_classify(J, lam, x0s, steps, max_period, tol, dynamics)
+    labels, reps, sizes = _cluster_attractors(final, phases, cycles.period, q_min, absolute)
     reps_states = final[reps]
-
-    fields: dict = {}
-    if patterns is not None and reps.size:
-        mean = np.broadcast_to(mean_pattern(patterns), reps_states.shape)
-        fields["overlap_mean"] = target_overlaps(reps_states, mean).astype(np.float64)
-        near = nearest_patterns(reps_states, patterns, absolute=absolute)
-        fields["nearest_index"] = near.index
-        fields["nearest_overlap"] = near.overlap.astype(np.float64)
-    if embedding is not None and reps.size:
-        train = np.asarray(images) if images is not None else embedding.decode(patterns)
-        decoded = embedding.decode(reps_states)
-        mean_img = np.broadcast_to(train.mean(axis=0), decoded.shape)
-        fields["corr_mean"] = pixel_correlations(decoded, mean_img)
-        if patterns is not None:
-            fields["corr_nearest"] = pixel_correlations(decoded, train[fields["nearest_index"]])
+    fields = _compare_with_training(reps_states, patterns, embedding, images, absolute)
     if groups is not None:
-        names, inverse = np.unique(groups, return_inverse=True)
-        share = np.zeros((names.size, reps.size + 1))  # column 0: unconverged
-        np.add.at(share, (inverse, labels + 1), 1)
-        share /= share.sum(axis=1, keepdims=True)
-        fields.update(group_fractions=share[:, 1:], group_unconverged=share[:, 0])
-        fields["group_names"] = tuple(map(str, names))
+        fields.update(_group_fractions(groups, labels, reps.size))
     return AttractorReport(
         labels=labels,
         period=cycles.period,

@@ -159,6 +159,102 @@ def _total_steps(P: int, config: FitConfig) -> int:
     return config.max_iter
 
 
+def _check_factored(config: FitConfig, J0, d: int) -> None:
+    """Factored couplings start from random factors of a rank that fits in d."""
+    if config.couplings == "full":
+        return
+    if J0 is not None:
+        raise ValueError(
+            f"couplings={config.couplings!r} starts from random factors, not from J0; "
+            "leave J0 out (the fit keeps the norm the config's init or norm gives)"
+        )
+    if config.rank is not None and config.rank > d:
+        raise ValueError(
+            f"rank must be <= d = {d} (a d x d block has rank <= d), got {config.rank}"
+        )
+
+
+def _check_J0(J0, N: int, d: int, dtype) -> np.ndarray:
+    """A checked copy of J0 with zero diagonal blocks (a warning if they were not)."""
+    J0 = check_couplings(J0, N, d, dtype=dtype, name="J0").copy()
+    diag = J0[np.arange(N), np.arange(N)]
+    if np.any(diag != 0):
+        warnings.warn(
+            "J0 has non-zero diagonal blocks J0[i, i]; they are set to zero",
+            UserWarning,
+            stacklevel=3,  # the caller of fit_pseudolikelihood
+        )
+        J0[np.arange(N), np.arange(N)] = 0.0
+    return J0
+
+
+def _checkpoint_path(checkpoint) -> Path | None:
+    """``checkpoint`` as a path in a directory that exists, or None."""
+    if checkpoint is None:
+        return None
+    checkpoint = Path(checkpoint)
+    if not checkpoint.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot checkpoint to {checkpoint}: directory {checkpoint.parent} does not exist"
+        )
+    return checkpoint
+
+
+def _saved_state(checkpoint: Path, config: FitConfig, fingerprint: str, N: int, d: int):
+    """The state in an existing checkpoint, refused if not of this config, data and shape."""
+    state = load_checkpoint(checkpoint, config, fingerprint)
+    dtype = config.np_dtype
+    if state.J.shape != (N, N, d, d) or state.J.dtype != dtype:
+        raise ValueError(
+            f"checkpoint {checkpoint} holds couplings of shape "
+            f"{state.J.shape} {state.J.dtype}, not ({N}, {N}, {d}, {d}) "
+            f"{dtype}"
+        )
+    return state
+
+
+def _new_state(J0, N: int, d: int, config: FitConfig) -> FitState:
+    """The state of a new fit: J0 (default: random from ``init`` and ``seed``) brought to the
+    norm(s) kept, and the generator of the loop."""
+    init_seq, loop_seq = np.random.SeedSequence(config.seed).spawn(2)
+    if J0 is None:
+        J0 = initial_couplings(N, d, config.init, np.random.default_rng(init_seq), config.np_dtype)
+    targets = _targets(J0, config)
+    J0 = _apply_targets(J0, targets, config.constraint)
+    return FitState(
+        J=np.ascontiguousarray(J0),
+        targets=targets,
+        rng_state=np.random.default_rng(loop_seq).bit_generator.state,
+    )
+
+
+def _solve(xi, state, config, checkpoint, fingerprint, callback, progress) -> None:
+    """Run the backend on ``state`` to the end, with a progress bar and a last checkpoint."""
+    run = _Run(
+        state, config, checkpoint, fingerprint, callback, progress, _total_steps(len(xi), config)
+    )
+    try:
+        BACKENDS[config.backend](xi, state, config, run)
+    finally:
+        run.bar.close()
+    run.end_of_epoch(checkpoint_now=True)
+
+
+def _result(state: FitState, config: FitConfig) -> FitResult:
+    return FitResult(
+        J=state.J,
+        config=config,
+        **{k: getattr(state, k) for k in HISTORY},
+        wall_time=state.wall_time,
+        device=state.device,
+        converged=state.converged,
+        message=state.message,
+        resumed_from=state.resumed_from,
+        n_samples_seen=int(round(state.n_samples_seen)),
+        factors={k: state.extra[k] for k in ("K", "Q") if k in state.extra},
+    )
+
+
 def fit_pseudolikelihood(
     xi,
     J0=None,
@@ -229,86 +325,25 @@ def fit_pseudolikelihood(
     if lam is not None:
         options["lam"] = lam
     config = _build_config(config, preset, options)
-    dtype = config.np_dtype
     if config.backend == "torch":  # fail early, before any work: torch missing, CUDA absent
         resolve_device(config.device)
-    xi = check_patterns(xi, config.unit_spins, dtype=dtype)
+    xi = check_patterns(xi, config.unit_spins, dtype=config.np_dtype)
     if config.standardize:
         xi = standardize_features(xi)
     P, N, d = xi.shape
-
     if config.check_memory:
         estimate_memory(P, N, d, config=config).check()
+    _check_factored(config, J0, d)
 
-    if config.couplings != "full":
-        if J0 is not None:
-            raise ValueError(
-                f"couplings={config.couplings!r} starts from random factors, not from J0; "
-                "leave J0 out (the fit keeps the norm the config's init or norm gives)"
-            )
-        if config.rank is not None and config.rank > d:
-            raise ValueError(
-                f"rank must be <= d = {d} (a d x d block has rank <= d), got {config.rank}"
-            )
     fingerprint = data_fingerprint(xi)
     if J0 is not None:
-        J0 = check_couplings(J0, N, d, dtype=dtype, name="J0").copy()
-        diag = J0[np.arange(N), np.arange(N)]
-        if np.any(diag != 0):
-            warnings.warn(
-                "J0 has non-zero diagonal blocks J0[i, i]; they are set to zero",
-                UserWarning,
-                stacklevel=2,
-            )
-            J0[np.arange(N), np.arange(N)] = 0.0
+        J0 = _check_J0(J0, N, d, config.np_dtype)
         fingerprint += ":" + data_fingerprint(J0)
-
-    state = None
-    if checkpoint is not None:
-        checkpoint = Path(checkpoint)
-        if not checkpoint.parent.is_dir():
-            raise FileNotFoundError(
-                f"cannot checkpoint to {checkpoint}: directory {checkpoint.parent} does not exist"
-            )
-        if checkpoint.exists():
-            state = load_checkpoint(checkpoint, config, fingerprint)
-            if state.J.shape != (N, N, d, d) or state.J.dtype != dtype:
-                raise ValueError(
-                    f"checkpoint {checkpoint} holds couplings of shape "
-                    f"{state.J.shape} {state.J.dtype}, not ({N}, {N}, {d}, {d}) "
-                    f"{dtype}"
-                )
-    if state is None:
-        init_seq, loop_seq = np.random.SeedSequence(config.seed).spawn(2)
-        if J0 is None:
-            J0 = initial_couplings(N, d, config.init, np.random.default_rng(init_seq), dtype)
-        targets = _targets(J0, config)
-        J0 = _apply_targets(J0, targets, config.constraint)
-        state = FitState(
-            J=np.ascontiguousarray(J0),
-            targets=targets,
-            rng_state=np.random.default_rng(loop_seq).bit_generator.state,
-        )
-
+    checkpoint = _checkpoint_path(checkpoint)
+    if checkpoint is not None and checkpoint.exists():
+        state = _saved_state(checkpoint, config, fingerprint, N, d)
+    else:
+        state = _new_state(J0, N, d, config)
     if not state.finished:
-        run = _Run(
-            state, config, checkpoint, fingerprint, callback, progress, _total_steps(P, config)
-        )
-        try:
-            BACKENDS[config.backend](xi, state, config, run)
-        finally:
-            run.bar.close()
-        run.end_of_epoch(checkpoint_now=True)
-
-    return FitResult(
-        J=state.J,
-        config=config,
-        **{k: getattr(state, k) for k in HISTORY},
-        wall_time=state.wall_time,
-        device=state.device,
-        converged=state.converged,
-        message=state.message,
-        resumed_from=state.resumed_from,
-        n_samples_seen=int(round(state.n_samples_seen)),
-        factors={k: state.extra[k] for k in ("K", "Q") if k in state.extra},
-    )
+        _solve(xi, state, config, checkpoint, fingerprint, callback, progress)
+    return _result(state, config)
