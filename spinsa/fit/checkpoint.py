@@ -22,13 +22,13 @@ interrupted, and checkpoints between segments, so a resumed fit retraces the uni
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from spinsa import io
+from spinsa._config import config_differences
 from spinsa.fit.result import HISTORY
 
 __all__ = ["FitState", "save_checkpoint", "load_checkpoint"]
@@ -79,10 +79,6 @@ def data_fingerprint(xi: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _comparable(config_dict: dict) -> dict:
-    return {k: v for k, v in json.loads(json.dumps(config_dict)).items() if k not in RESUME_FREE}
-
-
 def save_checkpoint(path, state: FitState, config, fingerprint: str) -> None:
     """Write ``state`` atomically to ``path`` (replacing the previous checkpoint)."""
     arrays: dict[str, Any] = {
@@ -120,10 +116,9 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
     info = io.read(path)
     if info.kind != CHECKPOINT_KIND:
         raise ValueError(f"{path} is a spinsa file of kind {info.kind!r}, not a fit checkpoint")
-    saved, now = _comparable(info.config), _comparable(config.to_dict())
-    diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    diff = config_differences(info.config, config.to_dict(), ignore=RESUME_FREE)
     if diff:
-        shown = ", ".join(f"{k}: {saved.get(k)!r} -> {now.get(k)!r}" for k in diff)
+        shown = ", ".join(f"{k}: {saved!r} -> {now!r}" for k, (saved, now) in diff.items())
         raise ValueError(
             f"checkpoint {path} was written by a fit with other options ({shown}); "
             "delete it or give another checkpoint path to start afresh"
