@@ -14,8 +14,11 @@
 * :mod:`~spinsa.experiments.reproduce`: :func:`reproduce`, resumable stage by stage;
 * :mod:`~spinsa.experiments.analyze`: :func:`analyze_run`, every analysis of a run file;
 * :mod:`~spinsa.experiments.compare`: :func:`compare_runs`, several run files side by side;
+* :mod:`~spinsa.experiments.sequences`: :func:`run_sequences`, the sequence benchmark;
+* :mod:`~spinsa.experiments.stages`: the stage engine under all of them (one rule of "done");
 * reading results back: :mod:`spinsa.io.results`; the numbers of a report:
-  :mod:`spinsa.analysis.summary`; the notebook's dynamics: :mod:`spinsa.damico`.
+  :mod:`spinsa.analysis.summary`; the reports themselves: :mod:`spinsa.report`; the
+  notebook's dynamics: :mod:`spinsa.damico`.
 
 Importing this package imports neither torch nor matplotlib.
 """

@@ -12,5 +12,5 @@ masked prediction of the last token.
 - :mod:`~spinsa.sequences.forecast`: the bare self-attention as a forecaster;
 - :mod:`~spinsa.sequences.models`, :mod:`~spinsa.sequences.train`: RNN, transformer encoder
   and S4D in torch (imported on first use);
-- :mod:`~spinsa.sequences.pipeline`: ``spinsa sequences run``.
+- ``spinsa sequences run`` is :mod:`spinsa.experiments.sequences` (an orchestrator, a floor up).
 """
