@@ -82,10 +82,6 @@ def figure_lines(figures) -> list[str]:
     return [f"![{Path(f).stem}]({Path(f).name})" for f in figures]
 
 
-def _holds(ok: bool) -> str:
-    return "holds" if ok else "does not hold"
-
-
 # ---------------------------------------------------------------------------- reproduce
 # ---------------------------------------------------------------------------- report
 def _best(s: dict) -> str:

@@ -263,8 +263,7 @@ def reproduce(
     for path in out_dir.glob(TEMP_GLOB):  # left by a writer killed outright (one run a dir)
         path.unlink(missing_ok=True)
 
-    run = _Reproduction(cfg, out_dir, bl_spec, quick=quick, progress=progress, fetch=fetch)
-    run.say = say
+    run = _Reproduction(cfg, out_dir, bl_spec, quick=quick, progress=progress, fetch=fetch, say=say)
     plan = run.plan(Pipeline("spinsa reproduce", say=say))
     size = "configured" if config is not None else ("quick" if quick else "paper-size")
     plan.say_plan(f"{len(run.experiments)} model(s), {size} run in {out_dir}")
@@ -282,9 +281,11 @@ def reproduce(
 class _Reproduction:
     """The stages of one reproduce run (:meth:`plan`) and what each of them does."""
 
-    def __init__(self, cfg: ReproduceConfig, out_dir: Path, bl_spec, *, quick, progress, fetch):
+    def __init__(
+        self, cfg: ReproduceConfig, out_dir: Path, bl_spec, *, quick, progress, fetch, say
+    ):
         self.cfg, self.out_dir, self.bl_spec = cfg, out_dir, bl_spec
-        self.quick, self.progress, self.fetch = quick, progress, fetch
+        self.quick, self.progress, self.fetch, self.say = quick, progress, fetch, say
         self.experiments = cfg.experiments()
         self.notebook_models = [n for n, e in self.experiments.items() if _has_notebook_check(e)]
         self.h5 = out_dir / H5_NAME
@@ -292,8 +293,7 @@ class _Reproduction:
         self.bl_path = out_dir / _baselines.BASELINES_NAME if bl_spec is not None else None
         self.figures = self._figures()
         self._images: dict[Any, pipeline.Images] = {}
-        self.timings: dict[str, float] = {}
-        self.say: Callable[[str], None] = print
+        self.timings: dict[str, float] = {}  # the pipeline's measured times, once planned
 
     def file_of(self, stage: str) -> Path:
         """The file of a stage: ``"eval:x:masked"`` -> ``eval-x-masked.h5``."""

@@ -44,6 +44,7 @@ __all__ = ["SequenceConfig", "run_sequences", "SEQUENCES_KIND"]
 
 SEQUENCES_KIND = "sequences"
 BASELINES = ("rnn", "transformer", "s4d")  # spinsa.sequences.models, which needs torch
+OVERWRITE_HINT = "pass --overwrite (overwrite=True) to start afresh there, or choose another --out"
 FIT_KIND = "sequences-fit"
 MODEL_KIND = "sequences-model"
 # seconds of one epoch of each backprop model per training window of 50 values (8,590
@@ -374,12 +375,13 @@ def run_sequences(
     run = _Run(config, Path(out_dir), progress, say)
     out = run.out
     out.mkdir(parents=True, exist_ok=True)
-    if overwrite:
-        for pattern in ("fit.h5", "*.ckpt*", "sequences.h5", "report.md", "*.png", "*.corrupt"):
-            for path in out.glob(pattern):
-                path.unlink()
-        for name in BASELINES:
-            (out / f"{name}.h5").unlink(missing_ok=True)
+    h5 = out / "sequences.h5"
+    figure_files = tuple(out / f for f in ("forecasts.png", "spin_error.png"))
+    if overwrite:  # this command's own files only
+        own = [out / "fit.h5", h5, out / "report.md", *figure_files]
+        own += [out / f"{name}.h5" for name in BASELINES]
+        for path in [*own, *out.glob("*.ckpt*"), *out.glob("*.corrupt")]:
+            path.unlink(missing_ok=True)
     rows = run.splits.rows
     say(
         f"{run.series.source} {run.series.column}: {run.series.values.size} rows, train / val / "
@@ -397,12 +399,10 @@ def run_sequences(
             config={**run.stage_config(_TRAIN_FIELDS), "model": name},
             estimate=config.epochs * windows_per_epoch * _EPOCH_SECONDS[name],
         )  # fmt: skip
-    h5 = out / "sequences.h5"
     deps = ("fit", *(f"train:{n}" for n in config.baselines))
     plan.add(
         "evaluate", lambda: write_results(run), output=h5, config=config_to_dict(config), deps=deps
     )
-    figure_files = tuple(out / f for f in ("forecasts.png", "spin_error.png"))
     plan.add("figures", lambda: plot_sequences(h5, out), files=figure_files, deps=("evaluate",))
     plan.add(
         "report", lambda: write_sequences_report(h5, out / "report.md", figure_files),
@@ -412,6 +412,3 @@ def run_sequences(
     plan.run()
     plan.say_times()
     return h5
-
-
-OVERWRITE_HINT = "pass --overwrite (overwrite=True) to start afresh there, or choose another --out"
