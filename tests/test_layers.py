@@ -17,6 +17,7 @@ LAYERS = [
      "spinsa._progress", "spinsa._torch", "spinsa.kernels"],
     # the model: spins, couplings, dynamics, tasks, the simple references
     ["spinsa.model", "spinsa.couplings", "spinsa.embedding", "spinsa.tasks", "spinsa.damico",
+     "spinsa.vmf",
      "spinsa.references"],
     # files on disk and data sets
     ["spinsa.io", "spinsa.datasets"],

@@ -25,35 +25,29 @@ that aligns every h_i with xi_i), so the fit adds an L2 penalty (l2/2) |J|^2 (th
 is unique) or fixes |J|. For a single pattern the optimum is exactly along the Hebbian
 couplings; :func:`twobody_vs_hebbian` follows how it departs from them as P grows.
 
-Numerics. log I_nu(kappa) is evaluated as log ive(nu, kappa) + kappa with the exponentially
-scaled Bessel function of scipy, so large kappa never overflows; for small kappa (and
-wherever ive underflows, at large nu) the power series of I_nu(kappa) / kappa^nu is summed
-instead, so kappa -> 0 gives log Z_d(0) = log(area of S^{d-1}) exactly; for kappa >= 1e8
-(where scipy's ive gives up) Hankel's large-argument expansion is used. Everything is float64.
+Numerics: log Z_d and A_d come from :mod:`spinsa.vmf` (stable from kappa = 0 to 1e300).
 The diagonal blocks J_ii are ignored (treated as zero), as everywhere in spinsa.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 from scipy.optimize import minimize
 
 from spinsa._checks import (
     check_choice,
     check_count,
     check_couplings,
-    check_finite,
     check_positive,
     check_spins,
 )
 from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.hebbian import coupling_cosine, coupling_matrix, pair_cosines
 from spinsa.couplings import hebbian_couplings, zero_diagonal
+from spinsa.vmf import log_partition, log_sphere_area, mean_resultant_length
 
 __all__ = [
     "TwoBodyFit",
@@ -69,149 +63,6 @@ __all__ = [
     "twobody_nll_and_grad",
     "twobody_vs_hebbian",
 ]
-
-_SERIES_TERMS = 20  # enough for z = kappa^2 / 4 <= nu + 1: term k <= 1/k!
-_IVE_FLOOR = 1e-290  # below this, ive is (close to) underflowing: use the series
-_HANKEL_FROM = 1e8  # large-argument expansion from here (and kappa >> nu^2)
-_MAX_SERIES_TERMS = 10**6
-
-
-def log_sphere_area(d: int) -> float:
-    """log of the area of S^{d-1}: log(2 pi^{d/2} / Gamma(d/2)).  (d = 1: log 2, two points.)"""
-    d = check_count(d, "d", 1)
-    return math.log(2.0) + 0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d)
-
-
-def _series_small(z: np.ndarray, nu: float) -> np.ndarray:
-    """sum_k z^k / (k! (nu+1)_k) for z <= nu + 1 (all terms positive, fast convergence)."""
-    total = np.ones_like(z)
-    term = np.ones_like(z)
-    for k in range(1, _SERIES_TERMS + 1):
-        term = term * z / (k * (nu + k))
-        total += term
-    return total
-
-
-def _log_series_any(z: np.ndarray, nu: float) -> np.ndarray:
-    """log sum_k z^k / (k! (nu+1)_k) for any z >= 0, summed in logs (slow path)."""
-    kstar = float(np.max((-nu + np.sqrt(nu * nu + 4.0 * z)) / 2.0, initial=0.0))
-    n_terms = int(kstar + 12.0 * math.sqrt(kstar + 1.0) + 40)
-    if n_terms > _MAX_SERIES_TERMS:
-        raise ValueError(
-            f"log I_nu(kappa) out of range: nu = {nu} and kappa = {2 * math.sqrt(z.max()):.3g} "
-            "are both too large for the series and for scipy's ive"
-        )
-    logz = np.log(np.maximum(z, np.finfo(np.float64).tiny))
-    acc = np.zeros_like(z)  # log of the k = 0 term
-    logt = np.zeros_like(z)
-    for k in range(1, n_terms + 1):
-        logt = logt + logz - math.log(k) - math.log(nu + k)
-        acc = np.logaddexp(acc, logt)
-    return np.where(z > 0, acc, 0.0)
-
-
-def _hankel_sum(nu: float, kappa: np.ndarray) -> np.ndarray:
-    """sqrt(2 pi kappa) I_nu(kappa) e^{-kappa} from Hankel's expansion, for kappa >> nu^2."""
-    mu = 4.0 * nu * nu
-    term = np.ones_like(kappa)
-    total = np.ones_like(kappa)
-    for j in range(1, 31):
-        term = term * (-(mu - (2 * j - 1) ** 2) / (8.0 * j * kappa))
-        total += term
-        if np.all(np.abs(term) < 1e-17):
-            break
-    return total
-
-
-def _log_bessel(nu: float, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """f_nu(kappa) = log(I_nu(kappa) / kappa^nu) and f_{nu+1}(kappa) - f_nu(kappa), 1-d kappa.
-
-    Both are finite at kappa = 0 (the difference is -log(2 (nu + 1)) there). The regimes of
-    the module docstring are chosen so that nu and nu + 1 share one: the series for
-    kappa <= 2 sqrt(nu + 1), Hankel's expansion for kappa >= max(1e8, 100 ((nu + 1)^2 + 1)).
-    The difference comes from the ratio of the two Bessel functions, never from two large
-    logarithms, so A_d(kappa) = kappa exp(difference) keeps full relative precision.
-    """
-    f = np.empty_like(kappa)
-    dlog = np.empty_like(kappa)
-    head = -nu * math.log(2.0) - math.lgamma(nu + 1.0)
-    shift = -math.log(2.0) - math.log(nu + 1.0)
-    small = kappa <= 2.0 * math.sqrt(nu + 1.0)
-    if small.any():
-        z = 0.25 * kappa[small] ** 2
-        s0, s1 = _series_small(z, nu), _series_small(z, nu + 1.0)
-        f[small] = head + np.log(s0)
-        dlog[small] = shift + np.log(s1 / s0)
-    huge = ~small & (kappa >= max(_HANKEL_FROM, 100.0 * ((nu + 1.0) ** 2 + 1.0)))
-    if huge.any():
-        k = kappa[huge]
-        t0, t1 = _hankel_sum(nu, k), _hankel_sum(nu + 1.0, k)
-        f[huge] = np.log(t0) - 0.5 * np.log(2.0 * np.pi * k) + k - nu * np.log(k)
-        dlog[huge] = np.log(t1 / t0) - np.log(k)
-    mid = np.flatnonzero(~small & ~huge)
-    v0, v1 = special.ive(nu, kappa[mid]), special.ive(nu + 1.0, kappa[mid])
-    ok = np.isfinite(v0) & np.isfinite(v1) & (v0 > _IVE_FLOOR) & (v1 > _IVE_FLOOR)
-    k = kappa[mid[ok]]
-    f[mid[ok]] = np.log(v0[ok]) + k - nu * np.log(k)
-    dlog[mid[ok]] = np.log(v1[ok] / v0[ok]) - np.log(k)
-    if not ok.all():  # ive underflows (large nu): the series, summed in logs
-        z = 0.25 * kappa[mid[~ok]] ** 2
-        l0, l1 = _log_series_any(z, nu), _log_series_any(z, nu + 1.0)
-        f[mid[~ok]] = head + l0
-        dlog[mid[~ok]] = shift + l1 - l0
-    return f, dlog
-
-
-def _bessel_of(kappa, d: int):
-    """Checked d and kappa (>= 0), and f, dlog of :func:`_log_bessel` in kappa's shape."""
-    d = check_count(d, "d", 1)
-    kappa = np.asarray(kappa, dtype=np.float64)
-    check_finite(kappa, "kappa")
-    if np.any(kappa < 0):
-        raise ValueError("kappa must be >= 0 (it is beta |h|)")
-    f, dlog = _log_bessel(0.5 * d - 1.0, kappa.reshape(-1))
-    return d, kappa, f.reshape(kappa.shape), dlog.reshape(kappa.shape)
-
-
-def log_partition(kappa, d: int) -> np.ndarray:
-    """log Z_d(kappa), the von Mises-Fisher normaliser on S^{d-1}.
-
-    Parameters
-    ----------
-    kappa : array_like, any shape
-        Concentrations beta |h| >= 0.
-    d : int
-        Spin dimension (d = 1 gives the Ising case, Z_1 = 2 cosh kappa).
-
-    Returns
-    -------
-    ndarray of float64, shape of ``kappa``
-        (d/2) log(2 pi) + log I_{d/2-1}(kappa) - (d/2 - 1) log kappa; finite for every
-        kappa >= 0, equal to :func:`log_sphere_area` at 0 and ~ kappa - ((d-1)/2) log kappa
-        for large kappa.
-    """
-    d, _, f, _ = _bessel_of(kappa, d)
-    f += 0.5 * d * math.log(2.0 * math.pi)  # in place: a 0-d kappa gives a 0-d array
-    return f
-
-
-def mean_resultant_length(kappa, d: int) -> np.ndarray:
-    """A_d(kappa) = I_{d/2}(kappa) / I_{d/2-1}(kappa) = d log Z_d / d kappa = E[x . mu].
-
-    Parameters
-    ----------
-    kappa, d
-        As in :func:`log_partition`.
-
-    Returns
-    -------
-    ndarray of float64, shape of ``kappa``, values in [0, 1)
-        ~ kappa / d for small kappa, 1 - (d - 1) / (2 kappa) for large kappa.
-    """
-    _, kappa, _, ratio = _bessel_of(kappa, d)
-    np.exp(ratio, out=ratio)  # A_d(kappa) / kappa, 1/d at kappa = 0
-    ratio *= kappa
-    return ratio
 
 
 def twobody_log_density(x, h, beta: float = 1.0) -> np.ndarray:
@@ -272,9 +123,9 @@ def _nll_and_grad_matrix(X: np.ndarray, M: np.ndarray, N: int, d: int, beta: flo
     H = X @ M.T
     h = H.reshape(P, N, d)
     kappa = beta * np.linalg.norm(h, axis=-1).reshape(-1)
-    f, dlog = _log_bessel(0.5 * d - 1.0, kappa)
-    logZ_sum = f.sum() + kappa.size * 0.5 * d * math.log(2.0 * math.pi)
-    R = np.exp(dlog).reshape(P, N, 1)
+    logZ_sum = log_partition(kappa, d).sum()
+    A = mean_resultant_length(kappa, d)
+    R = np.divide(A, kappa, out=np.full_like(A, 1.0 / d), where=kappa > 0).reshape(P, N, 1)
     loss = (logZ_sum - beta * np.vdot(X, H)) / P
     g = beta * (beta * R * h - X.reshape(P, N, d))
     G = g.reshape(P, N * d).T @ X / P
