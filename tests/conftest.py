@@ -8,6 +8,17 @@ def rng():
     return np.random.default_rng(20240601)
 
 
+@pytest.fixture(scope="session")
+def run_file(tmp_path_factory):
+    """The run file of the one tiny experiment (``tiny_configs.TINY``: the fit and both
+    evaluations), written once for the session: tests read it and never change it."""
+    from tiny_configs import TINY
+
+    from spinsa.experiments import run_experiment
+
+    return run_experiment(TINY, tmp_path_factory.mktemp("run") / "run.h5")
+
+
 @pytest.fixture
 def one_torch_thread():
     """torch on one thread for the test: tiny models run fastest so, and they do not fight

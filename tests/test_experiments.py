@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_configs import SHARED, TINY, TINY_TOML
 
 import spinsa
 import spinsa.datasets
@@ -26,37 +27,6 @@ from spinsa.tasks import pixel_mask, reconstruction_errors
 
 REPO = Path(__file__).resolve().parents[1]
 
-TINY = """
-name = "tiny"
-[data]
-dataset = "synthetic"
-n_train = 120
-n_test = 24
-image_size = 12
-seed = 3
-[embedding]
-patch = 2
-[fit]
-backend = "lbfgs"
-lam = 5.0
-max_iter = 4
-[dynamics]
-steps = 4
-[tasks]
-n_examples = 3
-example_times = [0, 1, 3, 100]
-"""
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return ExperimentConfig.from_toml(TINY)
-
-
-@pytest.fixture(scope="module")
-def run_file(tiny, tmp_path_factory):
-    return run_experiment(tiny, tmp_path_factory.mktemp("run") / "run.h5")
-
 
 # ------------------------------------------------------------------------------- config
 def test_default_config_is_the_paper_setting():
@@ -66,17 +36,17 @@ def test_default_config_is_the_paper_setting():
     assert c.tasks.mask_fraction == 0.3 and c.tasks.noise_variance == 0.7
 
 
-def test_dict_round_trip(tiny):
-    assert ExperimentConfig.from_dict(tiny.to_dict()) == tiny
-    damico = tiny.with_overrides({"fit.preset": "damico2024", "fit.epochs": 2})
+def test_dict_round_trip():
+    assert ExperimentConfig.from_dict(TINY.to_dict()) == TINY
+    damico = TINY.with_overrides({"fit.preset": "damico2024", "fit.epochs": 2})
     assert ExperimentConfig.from_dict(damico.to_dict()) == damico
 
 
-def test_toml_from_file_and_text(tiny, tmp_path):
+def test_toml_from_file_and_text(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text(TINY)
-    assert ExperimentConfig.from_toml(path) == tiny
-    assert ExperimentConfig.from_toml(str(path)) == tiny
+    path.write_text(TINY_TOML)
+    assert ExperimentConfig.from_toml(path) == TINY
+    assert ExperimentConfig.from_toml(str(path)) == TINY
 
 
 @pytest.mark.parametrize(
@@ -107,25 +77,25 @@ def test_patch_that_does_not_tile_fails_before_any_data(monkeypatch):
         ExperimentConfig.from_toml("[embedding]\npatch = 2\nd = 4\n")
 
 
-def test_with_overrides_by_dotted_key(tiny):
-    c = tiny.with_overrides({"fit.lam": 2.0, "dynamics.steps": 7, "name": "x"})
+def test_with_overrides_by_dotted_key():
+    c = TINY.with_overrides({"fit.lam": 2.0, "dynamics.steps": 7, "name": "x"})
     assert (c.fit.lam, c.dynamics.steps, c.name) == (2.0, 7, "x")
-    assert c.fit.max_iter == tiny.fit.max_iter  # the rest is kept
+    assert c.fit.max_iter == TINY.fit.max_iter  # the rest is kept
     with pytest.raises(ValueError, match="unknown key 'lamda'.*known keys: backend, lam"):
-        tiny.with_overrides({"fit.lamda": 2.0})
+        TINY.with_overrides({"fit.lamda": 2.0})
     with pytest.raises(ValueError, match="unknown key 'model.x'"):
-        tiny.with_overrides({"model.x": 1})
+        TINY.with_overrides({"model.x": 1})
 
 
-def test_fit_preset_override_rebuilds_the_fit_section(tiny):
-    c = tiny.with_overrides({"fit.preset": "damico2024", "fit.epochs": 3})
+def test_fit_preset_override_rebuilds_the_fit_section():
+    c = TINY.with_overrides({"fit.preset": "damico2024", "fit.epochs": 3})
     assert c.fit == FitConfig.from_preset("damico2024", epochs=3)
 
 
-def test_n_train_and_per_class_exclude_each_other(tiny):
+def test_n_train_and_per_class_exclude_each_other():
     with pytest.raises(ValueError, match="exclusive"):
         ExperimentConfig.from_toml("[data]\nn_train = 10\nper_class = 1\n")
-    c = tiny.with_overrides({"data.per_class": 5})
+    c = TINY.with_overrides({"data.per_class": 5})
     assert (c.data.per_class, c.data.n_train) == (5, None)
 
 
@@ -149,7 +119,7 @@ def test_bad_values(text, match):
 
 def test_reproduce_config_models_and_their_overrides():
     cfg = ReproduceConfig.from_toml(
-        TINY.replace('name = "tiny"\n', "")
+        SHARED
         + "[models.a]\n[models.b]\nfit = { preset = 'damico2024', epochs = 1 }\n"
         + "dynamics = { preset = 'damico2024' }\n"
     )
@@ -183,11 +153,11 @@ def test_every_shipped_config_parses():
 
 
 # ------------------------------------------------------------------------------- pipeline
-def test_run_file_layout(run_file, tiny):
+def test_run_file_layout(run_file):
     info = io.read(run_file)
     assert info.kind == "experiment"
-    assert read_run_config(run_file) == tiny
-    N, d, P, T = 36, 8, 24, 4
+    assert read_run_config(run_file) == TINY
+    N, d, P, T = 36, 8, 20, 4
     assert info.datasets["J"][0] == (N, N, d, d)
     for task in ("masked", "denoise"):
         arrays, attrs = read_evaluation(run_file, task)
@@ -197,8 +167,8 @@ def test_run_file_layout(run_file, tiny):
             assert arrays["mean"][k].shape == (T + 1,)
         assert arrays["mean_image_corr"].shape == (T + 1, P)
         assert arrays["step_change"].shape == (T,)
-        assert arrays["examples"]["images"].shape == (3, 3, 12, 12)  # t = 0, 1, 3 (<= T)
-        assert arrays["examples"]["times"].tolist() == [0, 1, 3]
+        assert arrays["examples"]["images"].shape == (2, 2, 12, 12)  # t = 0, 1 (<= T)
+        assert arrays["examples"]["times"].tolist() == [0, 1]
         assert attrs["task"] == task and attrs["steps"] == T and attrs["n_test"] == P
         assert np.isfinite(arrays["errors"]["all"]).all()
     masked, _ = read_evaluation(run_file, "masked")
@@ -215,15 +185,15 @@ def test_means_and_sems_follow_from_the_per_image_errors(run_file):
     np.testing.assert_allclose(arrays["sem"]["all"], sem, rtol=1e-5)
 
 
-def test_errors_match_a_direct_computation(tiny, run_file):
+def test_errors_match_a_direct_computation(run_file):
     """Stored errors = decode every recorded state of spinsa.run and compare, by hand."""
-    emb = tiny.make_embedding()
-    test = load_images(tiny, train=False)
+    emb = TINY.make_embedding()
+    test = load_images(TINY, train=False)
     images = test.test
     J = io.read_array(run_file, "J")
     mask = np.zeros((images.shape[0], emb.n_tokens), bool)  # image k's own stream
     for p, k in enumerate(test.test_index):
-        chosen = np.random.default_rng([tiny.tasks.seed, 0, k]).permutation(emb.n_tokens)
+        chosen = np.random.default_rng([TINY.tasks.seed, 0, k]).permutation(emb.n_tokens)
         mask[p, chosen[: int(0.3 * emb.n_tokens)]] = True
     x = emb.encode(images)
     x[mask] = 0
@@ -240,25 +210,25 @@ def test_errors_match_a_direct_computation(tiny, run_file):
     np.testing.assert_allclose(arrays["mean_image_corr"][-1, 5], r, rtol=1e-4)
 
 
-def test_mean_train_image_is_the_mean_of_the_training_images(tiny, run_file):
-    train_images = load_images(tiny, test=False).train
+def test_mean_train_image_is_the_mean_of_the_training_images(run_file):
+    train_images = load_images(TINY, test=False).train
     np.testing.assert_allclose(
         io.read_array(run_file, "data/mean_train_image"), train_images.mean(axis=0), atol=1e-5
     )
 
 
-def test_chunking_does_not_change_results(tiny, run_file):
-    images = load_images(tiny)
+def test_chunking_does_not_change_results(run_file):
+    images = load_images(TINY)
     J = io.read_array(run_file, "J")
-    a = evaluate_task(tiny, J, images, "denoise", chunk_size=1000)
-    b = evaluate_task(tiny, J, images, "denoise", chunk_size=7)
+    a = evaluate_task(TINY, J, images, "denoise", chunk_size=1000)
+    b = evaluate_task(TINY, J, images, "denoise", chunk_size=7)
     np.testing.assert_allclose(a.errors.all, b.errors.all, rtol=1e-6)
     np.testing.assert_allclose(a.step_change, b.step_change, rtol=1e-5)
     np.testing.assert_array_equal(a.examples, b.examples)
 
 
-def test_async_dynamics_do_not_depend_on_chunking(tiny, run_file):
-    cfg = tiny.with_overrides({"dynamics.update": "async", "dynamics.steps": 2})
+def test_async_dynamics_do_not_depend_on_chunking(run_file):
+    cfg = TINY.with_overrides({"dynamics.update": "async", "dynamics.steps": 2})
     images = load_images(cfg)
     J = io.read_array(run_file, "J")
     a = evaluate_task(cfg, J, images, "masked", chunk_size=1000)
@@ -266,19 +236,19 @@ def test_async_dynamics_do_not_depend_on_chunking(tiny, run_file):
     np.testing.assert_allclose(a.errors.all, b.errors.all, rtol=1e-6)
 
 
-def test_run_experiment_is_deterministic(tiny, run_file, tmp_path):
-    again = run_experiment(tiny, tmp_path / "again.h5")
+def test_run_experiment_is_deterministic(run_file, tmp_path):
+    again = run_experiment(TINY, tmp_path / "again.h5")
     for name in ("J", "evaluation/masked/errors/all", "evaluation/denoise/errors/all"):
         np.testing.assert_array_equal(io.read_array(again, name), io.read_array(run_file, name))
 
 
-def test_run_experiment_refuses_an_existing_file(tiny, run_file):
+def test_run_experiment_refuses_an_existing_file(run_file):
     with pytest.raises(FileExistsError, match="overwrite"):
-        run_experiment(tiny, run_file)
+        run_experiment(TINY, run_file)
 
 
-def test_train_then_evaluate(tiny, tmp_path):
-    path = train(tiny, tmp_path / "t.h5", checkpoint=tmp_path / "t.ckpt.h5")
+def test_train_then_evaluate(tmp_path):
+    path = train(TINY, tmp_path / "t.h5", checkpoint=tmp_path / "t.ckpt.h5")
     assert not (tmp_path / "t.ckpt.h5").exists()
     assert "evaluation" not in io.read(path).groups
     evaluate(path, "masked", steps=2)
@@ -297,7 +267,7 @@ def test_train_then_evaluate(tiny, tmp_path):
         evaluate(_fit_only(tmp_path), "masked")
 
 
-def test_a_file_that_cannot_be_written_is_refused_before_the_fit(tiny, tmp_path, monkeypatch):
+def test_a_file_that_cannot_be_written_is_refused_before_the_fit(tmp_path, monkeypatch):
     from spinsa.experiments import pipeline
 
     def no_fit(*args, **kwargs):
@@ -306,7 +276,7 @@ def test_a_file_that_cannot_be_written_is_refused_before_the_fit(tiny, tmp_path,
     monkeypatch.setattr(pipeline, "fit_pseudolikelihood", no_fit)
     for make in (train, run_experiment):
         with pytest.raises(FileNotFoundError, match="does not exist"):
-            make(tiny, tmp_path / "missing" / "run.h5")
+            make(TINY, tmp_path / "missing" / "run.h5")
 
 
 def _fit_only(tmp_path):
@@ -314,18 +284,18 @@ def _fit_only(tmp_path):
     return io.write_file(tmp_path / "other.h5", {"a": np.zeros(2)}, kind="fit")
 
 
-def test_clamp_visible_keeps_visible_pixels(tiny, run_file):
-    cfg = tiny.with_overrides({"tasks.clamp_visible": True})
+def test_clamp_visible_keeps_visible_pixels(run_file):
+    cfg = TINY.with_overrides({"tasks.clamp_visible": True})
     ev = evaluate_task(cfg, io.read_array(run_file, "J"), load_images(cfg), "masked")
     vis = ev.errors.visible
     np.testing.assert_allclose(vis, np.broadcast_to(vis[0], vis.shape), atol=1e-6)
 
 
-def test_damico_dynamics_in_the_pipeline(tiny, run_file):
-    cfg = tiny.with_overrides({"embedding.scale": "damico2024", "dynamics.preset": "damico2024"})
+def test_damico_dynamics_in_the_pipeline(run_file):
+    cfg = TINY.with_overrides({"embedding.scale": "damico2024", "dynamics.preset": "damico2024"})
     images = load_images(cfg)
     ev = evaluate_task(cfg, io.read_array(run_file, "J"), images, "masked")
-    assert np.isfinite(ev.errors.all).all() and ev.errors.all.shape == (5, 24)
+    assert np.isfinite(ev.errors.all).all() and ev.errors.all.shape == (5, 20)
     # errors in its pixel space min(2p, 1): the masked input's error is the masked pixels'
     pm = pixel_mask(cfg.tasks.inputs("masked", cfg.make_embedding(), images.test,
                                      images.test_index)[1], cfg.make_embedding())  # fmt: skip
@@ -353,12 +323,12 @@ def test_summary_numbers():
     assert s["coherence_T"] == pytest.approx(0.95)
 
 
-def test_config_is_a_frozen_dataclass(tiny):
+def test_config_is_a_frozen_dataclass():
     with pytest.raises(dataclasses.FrozenInstanceError):
-        tiny.name = "x"
+        TINY.name = "x"
 
 
-def test_references_are_stored_with_every_evaluation(tiny, run_file):
+def test_references_are_stored_with_every_evaluation(run_file):
     from spinsa.references import REFERENCES
 
     for task in ("masked", "denoise"):

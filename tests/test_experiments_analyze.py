@@ -8,6 +8,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+from tiny_configs import TINY
 
 import spinsa
 from spinsa import io
@@ -29,7 +30,7 @@ from spinsa.analysis import (
     trajectory_overlaps,
 )
 from spinsa.analysis.hebbian import compare_with_hebbian, strength_maps
-from spinsa.experiments import ExperimentConfig, analyze_run
+from spinsa.experiments import analyze_run
 from spinsa.experiments.analyze import ANALYSES, AnalysisSettings, load_run_inputs
 from spinsa.experiments.pipeline import evaluate, load_images, train
 from spinsa.plotting import plot_run
@@ -62,23 +63,12 @@ EXPECTED = {
 }
 
 
-def tiny_config(**dynamics) -> ExperimentConfig:
-    return ExperimentConfig.from_dict(
-        {
-            "name": "tiny",
-            "data": {"dataset": "synthetic", "n_train": 40, "n_test": 20, "image_size": 8},
-            "embedding": {"patch": 2},
-            "fit": {"backend": "lbfgs", "max_iter": 3},
-            "dynamics": {"steps": 5, **dynamics},
-        }
-    )
-
-
 @pytest.fixture(scope="module")
-def run_file(tmp_path_factory):
-    """A run file from the experiments pipeline (N = 16 tokens, d = 8), analysed once."""
+def analyzed(tmp_path_factory):
+    """A run file of the tiny experiment (N = 36 tokens, d = 8), fitted only (no
+    evaluations, so its figures are the analyses'), analysed once."""
     path = tmp_path_factory.mktemp("driver") / "run.h5"
-    train(tiny_config(), path)
+    train(TINY, path)
     written = analyze_run(path, **SMALL)
     return path, written
 
@@ -87,7 +77,7 @@ def run_file(tmp_path_factory):
 def fresh(tmp_path):
     """A run file without analyses."""
     path = tmp_path / "fresh.h5"
-    train(tiny_config(), path)
+    train(TINY, path)
     return path
 
 
@@ -128,8 +118,8 @@ def decoded_errors(inputs, states, mask):
 # --------------------------------------------------------------------------- writing
 
 
-def test_every_group_is_written_with_its_parameters(run_file):
-    path, written = run_file
+def test_every_group_is_written_with_its_parameters(analyzed):
+    path, written = analyzed
     expected = [f"{name}/{sub}" for name in ANALYSES for sub in EXPECTED[name]]
     assert sorted(written) == sorted(expected)
     assert list_analyses(path) == sorted(expected)
@@ -143,10 +133,10 @@ def test_every_group_is_written_with_its_parameters(run_file):
     assert attrs["tasks"] == ["masked", "denoise"]
 
 
-def test_inputs_are_the_configs_data(run_file):
-    path, _ = run_file
+def test_inputs_are_the_configs_data(analyzed):
+    path, _ = analyzed
     inputs = load_run_inputs(path, SMALL["n_test"])
-    config = tiny_config().with_overrides({"data.n_test": SMALL["n_test"]})
+    config = TINY.with_overrides({"data.n_test": SMALL["n_test"]})
     images = load_images(config)
     np.testing.assert_array_equal(inputs.test_images, images.test)
     np.testing.assert_array_equal(inputs.train_images, images.train)
@@ -165,10 +155,10 @@ def test_inputs_are_the_configs_data(run_file):
 
 
 @pytest.mark.parametrize("task", ["masked", "denoise"])
-def test_analyze_and_evaluate_see_identical_task_inputs(run_file, tmp_path, task):
+def test_analyze_and_evaluate_see_identical_task_inputs(analyzed, tmp_path, task):
     # spinsa evaluate and spinsa analyze of one run file: the same corrupted images, so the
     # same errors at every t (the analysis keeps them for the fitted J in hebbian/errors_*)
-    path, _ = run_file
+    path, _ = analyzed
     out = evaluate(path, task, SMALL["steps"], n_test=SMALL["n_test"], out=tmp_path / "e.h5")
     evaluated = io.read_array(out, f"evaluation/{task}/errors/all")
     analysed = load_analysis(path, f"hebbian/errors_{task}")
@@ -179,8 +169,8 @@ def test_analyze_and_evaluate_see_identical_task_inputs(run_file, tmp_path, task
 # --------------------------------------------------------------------------- same numbers
 
 
-def test_overlaps_equal_the_in_memory_analysis(run_file):
-    path, _ = run_file
+def test_overlaps_equal_the_in_memory_analysis(analyzed):
+    path, _ = analyzed
     inputs = load_run_inputs(path, SMALL["n_test"])
     T = SMALL["steps"]
     traj = full_trajectory(inputs, inputs.J, inputs.test_patterns, T)
@@ -208,8 +198,8 @@ def test_overlaps_equal_the_in_memory_analysis(run_file):
     np.testing.assert_allclose(got.nearest_overlap[0], 1.0, rtol=1e-5)
 
 
-def test_lifetimes_equal_the_in_memory_analysis(run_file):
-    path, _ = run_file
+def test_lifetimes_equal_the_in_memory_analysis(analyzed):
+    path, _ = analyzed
     inputs = load_run_inputs(path, SMALL["n_test"])
     T = SMALL["steps"]
     per = {"error": [], "overlap": []}
@@ -230,8 +220,8 @@ def test_lifetimes_equal_the_in_memory_analysis(run_file):
         )
 
 
-def test_attractors_equal_the_in_memory_analysis(run_file):
-    path, _ = run_file
+def test_attractors_equal_the_in_memory_analysis(analyzed):
+    path, _ = analyzed
     inputs = load_run_inputs(path, SMALL["n_test"])
     seed, n = SMALL["seed"], SMALL["n_attractor_starts"]
     N, d = inputs.J.shape[0], inputs.J.shape[2]
@@ -257,13 +247,13 @@ def test_attractors_equal_the_in_memory_analysis(run_file):
     got = load_analysis(path, "attractors/report")
     same(expected, got)
     images = load_analysis(path, "attractors/images").images
-    assert images.shape == (got.n_attractors, 8, 8)
+    assert images.shape == (got.n_attractors, *TINY.data.image_shape)
     if got.n_attractors:
         np.testing.assert_allclose(images, inputs.embedding.decode(got.states), atol=1e-6)
 
 
-def test_hebbian_equals_the_in_memory_analysis(run_file):
-    path, _ = run_file
+def test_hebbian_equals_the_in_memory_analysis(analyzed):
+    path, _ = analyzed
     inputs = load_run_inputs(path, SMALL["n_test"])
     positions = inputs.embedding.token_positions("center")
     expected = compare_with_hebbian(inputs.J, inputs.patterns, positions=positions)
@@ -273,7 +263,7 @@ def test_hebbian_equals_the_in_memory_analysis(run_file):
     same(strength_vs_distance(K, positions), load_analysis(path, "hebbian/distance_hebbian"))
     same(coupling_spectrum(inputs.J), load_analysis(path, "hebbian/spectrum"))
     same(coupling_spectrum(K), load_analysis(path, "hebbian/spectrum_hebbian"))
-    same(strength_maps(K, (4, 4)), load_analysis(path, "hebbian/maps_hebbian"))
+    same(strength_maps(K, inputs.embedding.grid_shape), load_analysis(path, "hebbian/maps_hebbian"))
     T = SMALL["steps"]
     for task in ("masked", "denoise"):
         x0, mask = inputs.starts(task)
@@ -292,8 +282,8 @@ def test_hebbian_equals_the_in_memory_analysis(run_file):
                 )
 
 
-def test_patches_equal_the_in_memory_analysis(run_file):
-    path, _ = run_file
+def test_patches_equal_the_in_memory_analysis(analyzed):
+    path, _ = analyzed
     inputs = load_run_inputs(path, SMALL["n_test"])
     T = SMALL["steps"]
     x0, mask = inputs.starts("masked")
@@ -344,7 +334,7 @@ def test_notebook_dynamics_are_followed(tmp_path):
     from spinsa.damico import damico_run
 
     path = tmp_path / "damico.h5"
-    train(tiny_config(preset="damico2024"), path)
+    train(TINY.with_overrides({"dynamics.preset": "damico2024"}), path)
     analyze_run(path, only=["overlaps"], n_test=6, steps=4)
     inputs = load_run_inputs(path, 6)
     m = [target_overlaps(inputs.test_patterns, inputs.test_patterns)]
@@ -363,9 +353,9 @@ def test_notebook_dynamics_are_followed(tmp_path):
 # --------------------------------------------------------------------------- refusals
 
 
-def test_existing_analyses_are_kept_unless_overwrite(run_file, tmp_path):
+def test_existing_analyses_are_kept_unless_overwrite(analyzed, tmp_path):
     path = tmp_path / "copy.h5"
-    shutil.copy(run_file[0], path)
+    shutil.copy(analyzed[0], path)
     before = load_analysis(path, "overlaps/test")
     with pytest.raises(FileExistsError, match="overlaps"):
         analyze_run(path, only="overlaps", **SMALL)
@@ -409,8 +399,8 @@ def test_foreign_and_other_files_are_refused(tmp_path):
 # --------------------------------------------------------------------------- figures, CLI
 
 
-def test_plot_run_writes_every_figure(run_file, tmp_path):
-    path, _ = run_file
+def test_plot_run_writes_every_figure(analyzed, tmp_path):
+    path, _ = analyzed
     paths = plot_run(path, tmp_path / "figs")
     names = sorted(p.name for p in paths)
     assert names == sorted(
@@ -445,10 +435,10 @@ def test_cli_analyze_then_plot(fresh, tmp_path, capsys):
     assert "2 figures" in capsys.readouterr().out
 
 
-def test_stored_results_load_in_a_fresh_interpreter(run_file):
+def test_stored_results_load_in_a_fresh_interpreter(analyzed):
     # every result type is registered by spinsa.analysis itself: reading a run file's
     # analyses needs no import of spinsa.experiments
-    path, _ = run_file
+    path, _ = analyzed
     code = (
         "import sys; from spinsa.analysis import list_analyses, load_analysis; "
         f"[load_analysis({str(path)!r}, n) for n in list_analyses({str(path)!r})]; "

@@ -7,32 +7,7 @@ import numpy as np
 import pytest
 
 from spinsa import io, plotting
-from spinsa.experiments import ExperimentConfig, run_experiment
 from spinsa.references import REFERENCES
-
-TINY = """
-name = "tiny"
-[data]
-dataset = "synthetic"
-n_train = 100
-n_test = 12
-image_size = 12
-[embedding]
-patch = 4
-[fit]
-backend = "lbfgs"
-max_iter = 2
-[dynamics]
-steps = 3
-[tasks]
-n_examples = 2
-"""
-
-
-@pytest.fixture(scope="module")
-def run_file(tmp_path_factory):
-    config = ExperimentConfig.from_toml(TINY)
-    return run_experiment(config, tmp_path_factory.mktemp("plot") / "run.h5")
 
 
 def test_error_figure_draws_the_stored_curves(run_file):
@@ -41,10 +16,10 @@ def test_error_figure_draws_the_stored_curves(run_file):
     assert len(axes) == 2
     masked_line = axes[0].get_lines()[0]
     mean = io.read_array(run_file, "evaluation/masked/mean/all")
-    np.testing.assert_array_equal(masked_line.get_xdata(), [1, 2, 3])  # from t = 1
+    np.testing.assert_array_equal(masked_line.get_xdata(), [1, 2, 3, 4])  # from t = 1
     np.testing.assert_allclose(masked_line.get_ydata(), mean[1:])
     denoise_line = axes[1].get_lines()[0]
-    np.testing.assert_array_equal(denoise_line.get_xdata(), [0, 1, 2, 3])
+    np.testing.assert_array_equal(denoise_line.get_xdata(), [0, 1, 2, 3, 4])
     assert "masked prediction" in axes[0].get_title()
     assert len(axes[0].collections) == 1  # the standard-error band
     # the references: one level per stored reference, at its mean over the test images
@@ -62,7 +37,7 @@ def test_notebook_view_is_one_minus_the_stored_errors(run_file):
     lines = fig.get_axes()[0].get_lines()
     for line, part in zip(lines[:3], ("all", "masked", "visible"), strict=True):
         mean = io.read_array(run_file, f"evaluation/masked/mean/{part}")
-        np.testing.assert_array_equal(line.get_xdata(), [0, 1, 2])  # q = t - 1
+        np.testing.assert_array_equal(line.get_xdata(), [0, 1, 2, 3])  # q = t - 1
         np.testing.assert_allclose(line.get_ydata(), 1 - mean[1:])
 
 

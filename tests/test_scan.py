@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 from damage import flip_byte
+from tiny_configs import TINY
 
 import spinsa
 from spinsa import experiments, io
@@ -825,10 +826,7 @@ def test_lifetime_and_gain_of_a_constructed_error_curve():
 def test_a_fit_file_of_another_config_is_refused(tmp_path):
     from spinsa.experiments.pipeline import evaluate_fit
 
-    config = experiments.ExperimentConfig.from_dict(
-        {"data": {"dataset": "synthetic", "per_class": 1, "n_test": 2, "image_size": 8},
-         "fit": {"backend": "lbfgs", "max_iter": 1}, "dynamics": {"steps": 1}}
-    )  # fmt: skip
+    config = TINY
     experiments.train(config, tmp_path / "fit.h5")
     other = config.with_overrides({"fit.lam": 2.0, "dynamics.gamma": 0.5})
     with pytest.raises(ValueError, match="differs in fit.lam"):

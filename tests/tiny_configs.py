@@ -1,4 +1,11 @@
-"""Tiny synthetic experiment configurations shared by the reproduce tests (seconds to run)."""
+"""The one tiny synthetic experiment of the tests (seconds to run).
+
+``SHARED`` holds its sections as TOML (reproduce configs add ``[models.<name>]`` tables to
+it); ``TINY`` is the same as an :class:`ExperimentConfig`. A test that needs another size
+derives it explicitly, ``TINY.with_overrides({...})``, so that there is one definition.
+"""
+
+from spinsa.experiments import ExperimentConfig
 
 SHARED = """
 [data]
@@ -18,4 +25,6 @@ steps = 4
 n_examples = 2
 """
 ONE_MODEL = SHARED + "[models.design]\n"
+TINY_TOML = 'name = "tiny"\n' + SHARED
+TINY = ExperimentConfig.from_toml(TINY_TOML)
 PNG = b"\x89PNG\r\n\x1a\n"  # the first bytes of every PNG file

@@ -6,12 +6,9 @@ that imports what it needs lazily, so ``spinsa --help`` stays fast. This package
 layer: nothing in spinsa imports it.
 
 Every error a user can meet becomes one or two lines on standard error — what went wrong,
-then what to do — and an exit status (:data:`EXIT_CODES`): 2 bad usage or input (or a
-missing optional dependency), 3 data sets (missing, corrupt, not downloadable), 4 files
-(missing, unreadable, corrupt, not writable, existing), 5 resources (memory), 130
-interrupted. ``spinsa --debug`` or ``SPINSA_DEBUG=1`` shows the traceback instead. Warnings
-are one line each, too. An exception outside these classes is a bug: it keeps its traceback
-and exit status 1.
+then what to do — and an exit status (:data:`EXIT_CODES`, explained in docs/cli.md);
+warnings are one line each, too. An exception outside these classes is a bug: it keeps its
+traceback and exit status 1.
 """
 
 from __future__ import annotations

@@ -500,11 +500,6 @@ def add_compare(sub) -> None:
 def _cmd_compare(args) -> int:
     from spinsa.experiments.compare import compare_runs
 
-    if len(args.runs) < 2:
-        raise UsageError(
-            f"spinsa compare needs at least two run files, got {len(args.runs)}: "
-            "spinsa compare A.h5 B.h5 [C.h5 ...] -o OUT_DIR"
-        )
     t0 = time.perf_counter()
     result = compare_runs(
         args.runs,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from spinsa._config import parse_assignments
+from spinsa.cli._common import add_progress_flag
 from spinsa.plotting.scan import REDUCTIONS
 from spinsa.scan.results import COLLECTED_FILE
 from spinsa.scan.run import CLUSTERS
@@ -74,7 +75,7 @@ def add_scan(sub) -> None:
     r.add_argument("--threads-per-point", type=int, help="default: cores per worker")
     r.add_argument("--retries", type=int, help="re-runs of a point that raises")
     r.add_argument("--force", action="store_true", help="take OUT over from another scan")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flag(r)
     _add_set(r)
     r.set_defaults(func=_cmd_run)
 
@@ -225,9 +226,6 @@ def draw_figures(ds, out_dir: Path, table: dict, args) -> None:
     fixed = {**table.get("fix", {}), **parse_assignments(getattr(args, "fix", None), "--fix")}
     for path in draw_scan_figures(ds, out_dir, {**table, **options, "fix": fixed}):
         print(f"  {path}")
-
-
-_STATUSES = ("done", "failed", "pending", "damaged")
 
 
 def _point_status(store, key: str) -> str:

@@ -167,14 +167,6 @@ class RunInputs:
         return self.config.tasks.inputs(task, self.embedding, self.test_images, self.test_index)
 
 
-def _read_run(path):
-    """A run file's info and config; other files, and run files without /J, are refused."""
-    info, config = read_run(path, kinds=(RUN_KIND,))
-    if "J" not in info.datasets:
-        raise ValueError(f"{path} holds no couplings /J")
-    return info, config
-
-
 def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
     """The couplings, config and images of a run file (see :class:`RunInputs`).
 
@@ -191,7 +183,7 @@ def load_run_inputs(path: str | os.PathLike, n_test: int = 200) -> RunInputs:
     """
     path = Path(path)
     n_test = check_count(n_test, "n_test", 1)
-    return _load_inputs(path, _read_run(path)[1], n_test)
+    return _load_inputs(path, read_run(path, (RUN_KIND,), couplings=True)[1], n_test)
 
 
 def _load_inputs(path: Path, config, n_test: int) -> RunInputs:
@@ -505,7 +497,7 @@ def analyze_run(
     values = {"n_test": n_test, "steps": steps, "seed": seed, **settings}
     cfg = config_from_dict(AnalysisSettings, values, "the analysis settings")
     path = Path(path)
-    info, config = _read_run(path)
+    info, config = read_run(path, (RUN_KIND,), couplings=True)
     present = [n for n in names if f"{ROOT}/{n}" in info.groups]
     if present and not overwrite:
         raise FileExistsError(

@@ -55,19 +55,8 @@ FREE_DATA_KEYS = ("data.n_test",)
 
 @dataclass(frozen=True)
 class ComparisonResult:
-    """What :func:`compare_runs` wrote.
-
-    Attributes
-    ----------
-    out_dir : Path
-    h5 : Path
-        ``compare.h5``.
-    report : Path
-        ``report.md``.
-    figures : tuple of Path
-    names : tuple of str
-        The models' labels, in the order of the run files.
-    """
+    """What :func:`compare_runs` wrote: the directory, ``compare.h5``, ``report.md`` and the
+    figures, and the models' labels (``names``) in the order of the run files."""
 
     out_dir: Path
     h5: Path
@@ -88,18 +77,6 @@ def _labels(infos) -> tuple[str, ...]:
             label = f"{name}-{n}"
         out.append(label)
     return tuple(out)
-
-
-def _read_runs(paths):
-    """Each run file's info and config; refused unless a run file with couplings."""
-    infos, configs = [], []
-    for path in paths:
-        info, config = read_run(path, kinds=(RUN_KIND,))
-        if "J" not in info.datasets:
-            raise ValueError(f"{path} holds no couplings /J; give run files from spinsa train")
-        infos.append(info)
-        configs.append(config)
-    return infos, configs
 
 
 def _check_same_data(paths, configs, infos) -> None:
@@ -130,15 +107,6 @@ def _differing(configs, names) -> dict[str, list]:
     ]
     keys = sorted(set().union(*flats) - {"name"})
     return {k: [f.get(k) for f in flats] for k in keys if len({repr(f.get(k)) for f in flats}) > 1}
-
-
-def _common(values, what: str, notes: list[str], names) -> Any:
-    """The runs' common value of a setting, or the first run's with a note saying so."""
-    if len({repr(v) for v in values}) == 1:
-        return values[0]
-    pairs = ", ".join(f"{n}: {v!r}" for n, v in zip(names, values, strict=True))
-    notes.append(f"The runs differ in {what} ({pairs}); the comparison uses {values[0]!r}.")
-    return values[0]
 
 
 def _evaluation(path: Path, task: str) -> dict:
@@ -201,7 +169,7 @@ def compare_runs(
     h5, report = out / H5_NAME, out / REPORT_NAME
     for path in (h5, report) if not overwrite else ():
         refuse_existing(path, "overwrite=True (spinsa compare --overwrite)")
-    infos, configs = _read_runs(paths)
+    infos, configs = zip(*(read_run(p, (RUN_KIND,), couplings=True) for p in paths), strict=True)
     _check_same_data(paths, configs, infos)
     names = _labels(infos)
     out.mkdir(parents=True, exist_ok=True)
@@ -240,10 +208,7 @@ class _Comparison:
         self.figures: list[Path] = []
         self.spins: dict[str, np.ndarray] = {}
         fits = [c.fit for c in configs]
-
-        def common(values, what):
-            return _common(values, what, self.notes, names)
-
+        common = self.common
         self.lam_train = float(common([f.lam for f in fits], "λ_train (fit.lam)"))
         self.standardize = bool(common([f.standardize for f in fits], "fit.standardize"))
         self.clamp = common([f.score_clamp for f in fits], "fit.score_clamp")
@@ -261,6 +226,15 @@ class _Comparison:
         self.emb = self.config.make_embedding()
         self.features = "standardised spins" if self.standardize else "raw spins"
         self.Js = [io.read_array(p, "J") for p in paths]
+
+    def common(self, values, what: str) -> Any:
+        """The runs' common value of a setting, or the first run's with a note saying so."""
+        if len({repr(v) for v in values}) > 1:
+            pairs = ", ".join(f"{n}: {v!r}" for n, v in zip(self.names, values, strict=True))
+            self.notes.append(
+                f"The runs differ in {what} ({pairs}); the comparison uses {values[0]!r}."
+            )
+        return values[0]
 
     def seen(self, x: np.ndarray) -> np.ndarray:
         """The spins as the fits saw them (standardised when the fits standardised)."""

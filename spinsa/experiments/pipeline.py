@@ -4,28 +4,8 @@
 (``kind = "experiment"``); :func:`evaluate` adds ``/evaluation/<task>`` to it (or writes it
 to a file of its own); :func:`run_experiment` does both in memory and writes the run file
 once, the unit of work of a phase scan. Errors are computed on the fly (a callback decodes
-every state), so memory stays O(P N d + T P), never O(T P N d). Run file layout::
-
-    /J                                   (N, N, d, d) float32
-    /fit/history/{step_loss, step_grad_norm, step_norm, epoch_loss, epoch_grad_norm}
-    /fit/factors/{K, Q}                  factorised couplings only (J is their expansion)
-    /data/mean_train_image               (H, W), in the space the errors are measured in
-    /evaluation/<task>/times             (T + 1,) int64, 0 .. T
-    /evaluation/<task>/errors/{all, masked, visible}   (T + 1, P) float32, per test image
-    /evaluation/<task>/{mean, sem}/{all, masked, visible}   (T + 1,) over images
-    /evaluation/<task>/references/<name>/{all, masked, visible}   (P,) float32, the errors
-                                         of spinsa.references on the same inputs
-    /evaluation/<task>/mean_image_corr   (T + 1, P) correlation of each decoded state with
-                                         the mean training image (and its _mean, _sem)
-    /evaluation/<task>/step_change       (T,) mean over images and tokens of |x_i(t) - x_i(t-1)|
-    /evaluation/<task>/final_mean_image  (H, W) mean over test images of the state at t = T
-    /evaluation/<task>/final_coherence   (P,) correlation of each final image with that mean
-    /evaluation/<task>/final_nearest_corr  (P,) correlation of each final image with the
-                                         training image it is most correlated with
-    /evaluation/<task>/final_period      (P,) int64: 1 when the run ended on a fixed point,
-                                         2 on a 2-cycle, 0 neither (spinsa.analysis.find_cycles
-                                         over the last four states, tol CYCLE_TOL)
-    /evaluation/<task>/examples/{images (k, n, H, W), times (k,), index (n,), clean (n, H, W)}
+every state), so memory stays O(P N d + T P), never O(T P N d). The run file's layout:
+docs/files.md, 'An experiment's run file'.
 
 Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`),
 on the task inputs of :meth:`TasksSection.inputs`, the same in every evaluation and analysis.
@@ -45,7 +25,7 @@ import numpy as np
 import spinsa
 from spinsa import io
 from spinsa._checks import check_choice, check_count
-from spinsa._config import config_to_dict, flatten
+from spinsa._config import config_differences, config_to_dict
 from spinsa._files import refuse_existing
 from spinsa._progress import progress as progress_bar
 from spinsa.analysis.summary import summarize_arrays
@@ -140,7 +120,7 @@ def load_images(
 @dataclass(frozen=True, eq=False)
 class TaskEvaluation:
     """Everything kept from the dynamics on one task: the arrays of ``/evaluation/<task>``
-    (laid out in the docstring of :mod:`spinsa.experiments.pipeline`).
+    (laid out in docs/files.md).
 
     Attributes
     ----------
@@ -532,8 +512,9 @@ def _new_file(path, overwrite: bool) -> Path:
     return path
 
 
-def read_run(path, kinds=(RUN_KIND, EVALUATION_KIND)):
-    """The file's :class:`~spinsa.io.RunFile` and config; other kinds of file are refused."""
+def read_run(path, kinds=(RUN_KIND, EVALUATION_KIND), *, couplings: bool = False):
+    """The file's :class:`~spinsa.io.RunFile` and config; other kinds of file are refused,
+    and with ``couplings`` a file without ``/J``."""
     info = io.read(path)  # refuses foreign and broken files with a SpinsaFileError
     if info.kind not in kinds:
         hint = " A reproduce directory keeps each model's run file as fit-<model>.h5 next to it."
@@ -542,6 +523,8 @@ def read_run(path, kinds=(RUN_KIND, EVALUATION_KIND)):
             f"{RUN_KIND!r}) written by spinsa train or run_experiment."
             + (hint if info.kind == "reproduce" else "")
         )
+    if couplings and "J" not in info.datasets:
+        raise ValueError(f"{path} holds no couplings /J; give run files from spinsa train")
     return info, ExperimentConfig.from_dict(info.config)
 
 
@@ -737,9 +720,8 @@ def evaluate_fit(
     """
     out_path = _new_file(out_path, overwrite)
     info, fitted = read_run(fit_path, kinds=(RUN_KIND,))
-    want, have = (flatten(c.training_config().to_dict()) for c in (config, fitted))
-    if want != have:
-        differ = sorted(k for k in want if want[k] != have.get(k))
+    differ = config_differences(fitted.training_config(), config.training_config())
+    if differ:
         raise ValueError(
             f"{fit_path} holds a fit of another config (it differs in {', '.join(differ)}); "
             "fit this config's couplings with spinsa train"
@@ -778,7 +760,7 @@ def run_experiment(
     Returns
     -------
     Path
-        ``out_path``; its layout is in the module docstring.
+        ``out_path``; its layout: docs/files.md.
     """
     for task in tasks:
         check_choice(task, "tasks[...]", TASKS)

@@ -171,31 +171,9 @@ def _task_quantities(task: str, arrays: dict) -> dict[str, Any]:
 
 
 def summarize_experiment(path: os.PathLike) -> dict[str, Any]:
-    """The phase-diagram quantities of an experiment point's file (or of any run file).
-
-    Per task (``masked``, ``denoise``), with e(t) the mean error over the test images over
-    all pixels (:func:`spinsa.analysis.summary.summarize_arrays`), named ``<task>.<name>``:
-
-    - ``error``, ``error_sem`` (over ``t``): e(t) and its standard error;
-    - ``best_t``, ``best_error``, ``best_sem``: the minimum of e(t) (over t >= 1 for the
-      masked task, whose t = 0 is the masked input) and where; ``error_T``: e(T);
-    - ``reference_error``, ``reference_sem``: the best simple predictor of ``references``;
-      ``ref_gain_z`` = (reference - best error) / combined standard error, and
-      ``transient_memory`` = 1 when it exceeds 3 (docs/model.md, 'References');
-    - ``lifetime``: where a memory exists, how long the gain stays above 3 standard errors
-      around its peak (:func:`spinsa.analysis.summary.significant_gain_lifetime`), from
-      ``t_enter`` to ``t_leave``; 0 and NaN where none does. ``lifetime_censored`` = 1
-      when the memory still lives at T: the lifetime is a lower bound (0 when it is alive
-      at the last record only);
-    - ``final_mean_overlap``, ``final_nearest_overlap``: the pixel correlation of the
-      final states with the mean training image and with their nearest training image;
-    - ``fixed_point_fraction``, ``cycle_fraction``: the share of runs that ended on a fixed
-      point or a 2-cycle; ``final_step``: the mean token step size at T (the last three
-      are NaN for files written before spinsa recorded them).
-
-    And the fit's ``fit_loss``, ``fit_norm`` and ``hebbian_cosine`` (the cosine of J with
-    the Hebbian couplings of the training spins) when the file records them.
-    """
+    """The phase-diagram quantities of an experiment point's file (or of any run file): per
+    task, ``<task>.<name>`` (from :func:`spinsa.analysis.summary.summarize_arrays`), and the
+    fit's; every one is listed in docs/scans.md, 'An experiment scan'."""
     from spinsa import io
     from spinsa.io.results import read_evaluation
 

@@ -88,20 +88,10 @@ def collect(
     *,
     include: Sequence[str] | None = None,
 ):
-    """Gather the results of a scan into one ``xarray.Dataset``.
-
-    - Which arrays: the numeric 0-d and 1-d arrays of the point file's ``/summary`` group,
-      or, without one, of the point kind's ``summarize`` (:func:`summarize_experiment`).
-    - Scalars (0-d) become variables over the scan's dimensions (those named like an axis
-      are left out: the axis holds their values); curves (1-d) get one more:
-      ``t`` when a 1-d ``t`` of the same length sits beside them (the union of the points'
-      times; NaN beyond a shorter point's end), else ``<name>_index``.
-    - A missing, failed or corrupt point is NaN (integers become floats then); ``status``
-      says ``"done"``, ``"failed"``, ``"missing"`` or ``"corrupt"`` (its file is torn or a
-      checksum fails, with a warning; ``spinsa scan run`` runs it again) for every point,
-      ``key`` names its file.
-    - Every axis is a coordinate: a grid axis by its values, a zipped group by its label
-      (or 0, 1, ...), each zipped key along it; values that are not scalars by their JSON.
+    """Gather the results of a scan into one ``xarray.Dataset``: the numeric 0-d and 1-d
+    arrays of every point file's ``/summary`` group (without one, of the point kind's
+    ``summarize``), laid out as docs/scans.md, '3. Collect', says; axis values that are not
+    scalars are coordinates by their JSON.
 
     Parameters
     ----------

@@ -1,16 +1,9 @@
 """Running a scan: one task per point, in this process or on Dask, resumable.
 
-Where the points run, and with how many threads for numba, torch and OpenMP/BLAS (so that
-the points running at the same time share the cores without oversubscribing them):
-
-- ``"serial"``: one point at a time in this process, with every core;
-- ``"local"``: a Dask ``LocalCluster`` of ``workers`` processes (default: one per core), one
-  point each at a time, with ``cores // workers`` threads;
-- ``"slurm"``, ``"pbs"``, ``"sge"``, ``"lsf"``: dask-jobqueue jobs of ``cores`` cores running
-  ``processes`` workers each (the ``[cluster]`` table), one point at a time per worker (a
-  Dask resource), ``cores // processes`` threads each;
-- ``scheduler=`` or ``client=``: the workers are yours; a point gets ``threads_per_point``
-  threads, or its host's cores divided by the Dask threads of all the workers there.
+Where the points run (``cluster``: ``"serial"``, ``"local"``, a batch system through
+dask-jobqueue; or a ``scheduler`` or ``client`` of yours) and with how many threads for
+numba, torch and OpenMP/BLAS, so that the points running at once share the cores without
+oversubscribing them: docs/scans.md, '2. Run', and docs/scans-slurm.md.
 """
 
 from __future__ import annotations
@@ -349,13 +342,9 @@ def run_scan(
     kind: PointKind | None = None,
     log: Callable[[str], None] | None = None,
 ) -> ScanReport:
-    """Run every point of a scan that has no finished file yet.
-
-    A point that raises is run again up to ``retries`` times, then recorded as failed
-    (``points/KEY.error``) and the scan goes on. A worker that dies mid-point has its point
-    rescheduled by the Dask scheduler (after Dask's ``allowed-failures``, 3, deaths it
-    fails). A client killed mid-scan leaves every finished file intact: run again, and only
-    the missing points run.
+    """Run every point of a scan that has no finished file yet; what happens to a point
+    that raises, a worker that dies or a client killed mid-scan: docs/scans.md, 'Nothing
+    lost'.
 
     Parameters
     ----------
@@ -365,7 +354,7 @@ def run_scan(
         The scan directory (:mod:`spinsa.scan.store`), created if needed.
     cluster : {"local", "serial", "slurm", "pbs", "sge", "lsf"}
     scheduler, workers, threads_per_point
-        See :func:`open_client` and the module docstring.
+        See :func:`open_client`.
     retries : int, optional
         Default: the scan's ``retries``.
     force : bool
@@ -527,9 +516,9 @@ def open_client(
     Yields
     ------
     client, threads, resources, description
-        The client; the threads of every point (``threads_per_point``, default: see the
-        module docstring); the Dask resources every point asks for (or None); one line for
-        the user (workers, threads, dashboard).
+        The client; the threads of every point (``threads_per_point``, default: see
+        docs/scans.md); the Dask resources every point asks for (or None); one line for the
+        user (workers, threads, dashboard).
     """
     if client is not None:
         threads = threads_per_point or threads_from_workers(client)

@@ -40,15 +40,9 @@ def _is_int(value: Any) -> bool:
 
 
 def axis_values(spec: Any, name: str, *, unique: bool = True) -> tuple:
-    """The values of the axis ``name`` from its TOML specification ``spec``.
-
-    ``[v0, v1, ...]`` or ``{values = [...]}``: these values; ``{start, stop, num}``: ``num``
-    values from ``start`` to ``stop`` inclusive, evenly spaced (integers when both ends are
-    integers and every value is one); ``{..., log = true}``: geometrically spaced;
-    ``{..., int = true}``: rounded to integers; ``{range = n}``, ``{range = [a, b]}``,
-    ``{range = [a, b, step]}``: the integers of Python's ``range`` (seeds as an axis).
-    Returns a non-empty tuple; ``unique`` refuses repeats (a zipped key may repeat values).
-    """
+    """The values of the axis ``name`` from its TOML specification ``spec`` (the forms:
+    docs/scans.md, 'Scan files'), a non-empty tuple; ``unique`` refuses repeats (a zipped
+    key may repeat values)."""
     if isinstance(spec, Mapping):
         unknown = sorted(set(spec) - set(AXIS_KEYS))
         if unknown:

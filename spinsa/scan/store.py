@@ -1,14 +1,6 @@
-"""A scan directory: the scan's record and a content-addressed store of point files.
-
-::
-
-    DIR/
-      scan.json          the scan (base config, axes, point kind), its hash, its point keys,
-                         the sha256 of them all
-      points/KEY.h5      one spinsa file per finished point (KEY: hash of its config)
-      points/KEY.error   a point that failed on every try: its error and traceback
-      fits/KEY.h5        the fits that points share (KEY: hash of the fit config), with
-                         fits/KEY.ckpt.h5 while one runs and fits/KEY.error if it failed
+"""A scan directory: the scan's record (``scan.json``, with the sha256 of its content) and
+content-addressed stores of point files (``points/KEY.h5``, ``fits/KEY.h5``, KEY the hash of
+the config); the layout: docs/scans.md, 'What lands in the scan directory'.
 
 A point is finished when its file is a readable spinsa file whose checksums hold. Files are
 written under a temporary name and renamed when complete, and a point is seeded by its
