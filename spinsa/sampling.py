@@ -11,6 +11,8 @@ Every function takes ``rng``: None, an int seed, a ``numpy.random.SeedSequence``
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from spinsa._checks import check_choice, check_couplings, check_finite, check_positive, check_spins
@@ -43,6 +45,15 @@ def generator_states(rng, n: int) -> np.ndarray:
     if np.any(np.all(states == 0, axis=1)):  # pragma: no cover - probability 2^-256
         raise RuntimeError("an all-zero generator state was drawn; use another seed")
     return states
+
+
+@lru_cache(maxsize=32)
+def _logz_table(d: int) -> np.ndarray:
+    """(log Z_d, A_d) on the heat-bath kernels' grid, shape (n, 2); read-only, one per d."""
+    table = np.empty((int(_k.TABLE_TOP / _k.TABLE_STEP) + 1, 2))
+    _k.logz_table(float(d), table)
+    table.flags.writeable = False
+    return table
 
 
 def sample_vmf(mu, kappa, rng=None) -> np.ndarray:
@@ -128,5 +139,6 @@ def site_resample(x, J, lam, sites, rng=None, model="attention") -> np.ndarray:
     if np.any((sites < 0) | (sites >= N)):
         raise ValueError(f"sites must lie in [0, {N}), got min {sites.min()}, max {sites.max()}")
     X = np.array(x, dtype=np.float64)
-    _k.resample_sites(X, J, lam, MODELS[model], sites.astype(np.int64), generator_states(rng, P))
+    states = generator_states(rng, P)
+    _k.resample_sites(X, J, lam, MODELS[model], sites.astype(np.int64), states, _logz_table(x.shape[2]))
     return X.astype(x.dtype, copy=False)
