@@ -220,7 +220,30 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
     return out
 
 
-BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd")
+def bench_gibbs(P=256, N=196, d=8, sweeps=10, repeat=2):
+    """One heat-bath Gibbs sweep of the attention model (``spinsa.sampling.gibbs``, P chains,
+    one record per ``sweeps`` sweeps) against one synchronous dynamics step (``spinsa.step``)
+    of P samples; "plain" is the sweep, so the printed ratio is sweep / step."""
+    import spinsa
+    from spinsa import sampling
+
+    x0, J = _spins_and_couplings(P, N, d)
+    flops = 4.0 * P * N**2 * d**2
+
+    def run_sweeps():
+        sampling.gibbs(J, 1.0, P, sweeps, thin=sweeps, x0=x0.astype(np.float64), rng=0)
+
+    spinsa.step(x0[:8], J, 1.0)
+    sampling.gibbs(J, 1.0, 2, 1, x0=x0[:2].astype(np.float64))  # compile or load
+    step = min_wall_time(lambda: spinsa.step(x0, J, 1.0), repeat + 1)
+    sweep = min_wall_time(run_sweeps, repeat) / sweeps
+    return {
+        "fast": Timing("spinsa.step (sync)", step, flops / step / 1e9),
+        "plain": Timing("Gibbs sweep", sweep, flops / sweep / 1e9),
+    }
+
+
+BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd", "gibbs")
 
 
 def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
@@ -260,6 +283,10 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         Pc = 2048 if quick else 10_000
         title = f"a CD-1 epoch against a PL epoch: N=196, d=8, P={Pc}, batch 256, float32"
         runs.append((title, bench_cd_epoch(P=Pc), "CD-1 / PL"))
+    if "gibbs" in only:
+        Pg, sweeps = (64, 3) if quick else (256, 10)
+        title = f"a Gibbs sweep against a dynamics step: N=196, d=8, P={Pg} chains"
+        runs.append((title, bench_gibbs(P=Pg, sweeps=sweeps), "sweep / step"))
     return runs
 
 
@@ -283,6 +310,8 @@ def speed_targets(runs) -> list[tuple[str, bool]]:
             check("notebook's dynamics within 25 % of the design's", ratio, ratio <= 1.25, "x")
         elif title.startswith("a CD-1 epoch"):
             check("a CD-1 epoch <= 3x a PL epoch, same batch size", ratio, ratio <= 3, "x")
+        elif title.startswith("a Gibbs sweep"):
+            check("a Gibbs sweep <= 3x a synchronous dynamics step", ratio, ratio <= 3, "x")
         elif title.startswith("objective") and "P=10000" in title:
             fast = res["fast"].seconds
             check("objective + gradient at P = 10,000 <= 1.6 s", fast, fast <= 1.6, " s")

@@ -1,0 +1,537 @@
+"""Monte Carlo sampling of the attention model and the two-body model at a temperature
+(docs/sampling.md).
+
+- :func:`sample_vmf`: von Mises-Fisher draws on S^{d-1} (d = 1 is the Ising case);
+- :func:`site_resample`: redraw one chosen site per sample from its conditional;
+- :func:`gibbs`: heat-bath chains (the attention model at beta = lam, the two-body model at
+  any beta); :func:`metropolis`: the attention model's energy at any beta;
+- :func:`diagnostics`: integrated autocorrelation time, effective sample size and R-hat of
+  a recorded observable (ArviZ, loaded on first use).
+
+Chains run ``burn_in`` sweeps, then record every ``thin`` sweeps; with ``checkpoint=path``
+the state is written atomically (:mod:`spinsa.io`) every ``checkpoint_every`` records, and a
+run that was killed resumes from it to the same result as an uninterrupted one.
+
+Every function takes ``rng``: None, an int seed, a ``numpy.random.SeedSequence`` or a
+``numpy.random.Generator``. It is turned into one xoshiro256** state per chain or sample
+(:func:`generator_states`), so that results do not depend on the number of threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from spinsa import io
+from spinsa._checks import (
+    check_choice,
+    check_count,
+    check_couplings,
+    check_finite,
+    check_positive,
+    check_spins,
+)
+from spinsa._config import config_differences
+from spinsa._progress import progress as progress_bar
+from spinsa.kernels import sampling as _k
+from spinsa.model import energy as attention_energy
+
+__all__ = [
+    "MODELS",
+    "ChainConfig",
+    "Chains",
+    "Diagnostics",
+    "diagnostics",
+    "generator_states",
+    "gibbs",
+    "metropolis",
+    "sample_vmf",
+    "site_resample",
+    "twobody_energy",
+]
+
+MODELS = {"attention": _k.ATTENTION, "twobody": _k.TWOBODY}
+
+
+def generator_states(rng, n: int) -> np.ndarray:
+    """``n`` independent xoshiro256** states, shape (n, 4) uint64, from ``rng``.
+
+    The rows are 4 n words of one ``SeedSequence``'s ``generate_state`` (a hash of the seed,
+    so neighbouring rows are unrelated); a ``Generator`` contributes 128 bits of entropy,
+    drawn from it. An all-zero row (probability 2^-256) is refused.
+    """
+    if isinstance(rng, np.random.Generator):
+        seq = np.random.SeedSequence(rng.integers(0, 2**63, size=2).tolist())
+    elif isinstance(rng, np.random.SeedSequence):
+        seq = rng
+    elif rng is None or isinstance(rng, (int, np.integer)):
+        seq = np.random.SeedSequence(None if rng is None else int(rng))
+    else:
+        raise ValueError(
+            "rng must be None, an int seed, a numpy SeedSequence or a numpy Generator, "
+            f"got {type(rng).__name__}"
+        )
+    states = seq.generate_state(4 * int(n), np.uint64).reshape(int(n), 4)
+    if np.any(np.all(states == 0, axis=1)):  # pragma: no cover - probability 2^-256
+        raise RuntimeError("an all-zero generator state was drawn; use another seed")
+    return states
+
+
+@lru_cache(maxsize=32)
+def _logz_table(d: int) -> np.ndarray:
+    """(log Z_d, A_d) on the heat-bath kernels' grid, shape (n, 2); read-only, one per d."""
+    table = np.empty((int(_k.TABLE_TOP / _k.TABLE_STEP) + 1, 2))
+    _k.logz_table(float(d), table)
+    table.flags.writeable = False
+    return table
+
+
+def sample_vmf(mu, kappa, rng=None) -> np.ndarray:
+    """Draws from von Mises-Fisher laws on S^{d-1}, density e^{kappa mu . x} / Z_d(kappa).
+
+    Parameters
+    ----------
+    mu : array_like, shape (M, d)
+        Mean directions (normalised here; any direction where kappa = 0).
+    kappa : array_like, shape (M,) or scalar
+        Concentrations >= 0; 0 is the uniform law. d = 1: x = +-mu with
+        P(+mu) = e^kappa / (2 cosh kappa).
+    rng : None, int, SeedSequence or Generator
+
+    Returns
+    -------
+    ndarray of float64, shape (M, d)
+        Unit vectors; E[x . mu] = A_d(kappa) (:func:`spinsa.vmf.mean_resultant_length`).
+    """
+    mu = np.array(mu, dtype=np.float64, ndmin=2)
+    if mu.ndim != 2 or mu.shape[1] < 1:
+        raise ValueError(f"mu must have shape (n_draws, d), got shape {mu.shape}")
+    check_finite(mu, "mu")
+    kappa = np.broadcast_to(np.asarray(kappa, dtype=np.float64), mu.shape[:1]).copy()
+    check_finite(kappa, "kappa")
+    if np.any(kappa < 0):
+        raise ValueError("kappa must be >= 0 (a concentration)")
+    norms = np.linalg.norm(mu, axis=1)
+    if np.any((norms == 0) & (kappa > 0)):
+        raise ValueError("mu has a zero row where kappa > 0: a mean direction needs a length")
+    unit = np.zeros_like(mu)
+    unit[:, 0] = 1.0  # any direction serves the uniform law
+    nz = norms > 0
+    unit[nz] = mu[nz] / norms[nz, None]
+    out = np.empty_like(unit)
+    _k.sample_vmf_many(unit, kappa, generator_states(rng, mu.shape[0]), out)
+    return out
+
+
+def _check_model_inputs(x, J, lam, model, lam_name="lam"):
+    model = check_choice(model, "model", tuple(MODELS))
+    x = check_spins(x)
+    J = check_couplings(J, x.shape[1], x.shape[2])
+    lam = check_positive(lam, lam_name)
+    return x, J, lam, model
+
+
+def site_resample(x, J, lam, sites, rng=None, model="attention") -> np.ndarray:
+    """A copy of ``x`` in which spin ``sites[p]`` of each sample p is redrawn from its
+    conditional law given the other spins of that sample.
+
+    - ``model="attention"``: the density of x_i proportional to e^{-lam e_i(x)}, a mixture
+      over j != i of vMF(h_ij / |h_ij|, lam |h_ij|) with weights Z_d(lam |h_ij|),
+      h_ij = J_ij x_j (a zero h_ij is the uniform component); beta = lam.
+    - ``model="twobody"``: vMF(h_i / |h_i|, lam |h_i|), h_i = sum_{j != i} J_ij x_j, with
+      ``lam`` read as the inverse temperature beta.
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+        Spins; only the redrawn site must be a unit vector afterwards (the others are used
+        as they are).
+    J : array_like, shape (N, N, d, d)
+        Couplings (diagonal blocks ignored).
+    lam : float
+        lam > 0 (beta for the two-body model).
+    sites : array_like of int, shape (P,)
+        The site to redraw in each sample, 0 <= sites[p] < N.
+    rng : None, int, SeedSequence or Generator
+        One generator state per sample is drawn from it.
+    model : {"attention", "twobody"}
+
+    Returns
+    -------
+    ndarray, shape (P, N, d), the dtype of ``x``
+    """
+    x, J, lam, model = _check_model_inputs(x, J, lam, model)
+    P, N, _ = x.shape
+    sites = np.asarray(sites)
+    if sites.shape != (P,) or not np.issubdtype(sites.dtype, np.integer):
+        raise ValueError(
+            f"sites must be integers of shape ({P},) (one per sample), got "
+            f"{sites.dtype} of shape {sites.shape}"
+        )
+    if np.any((sites < 0) | (sites >= N)):
+        raise ValueError(f"sites must lie in [0, {N}), got min {sites.min()}, max {sites.max()}")
+    X = np.array(x, dtype=np.float64)
+    states = generator_states(rng, P)
+    _k.resample_sites(
+        X, J, lam, MODELS[model], sites.astype(np.int64), states, _logz_table(x.shape[2])
+    )
+    return X.astype(x.dtype, copy=False)
+
+
+# ------------------------------------------------------------------ chains
+SCANS = {"random": _k.RANDOM, "systematic": _k.SYSTEMATIC}
+METHODS = ("gibbs", "metropolis")
+CHAIN_KIND = "chains"
+_STEP_RANGE = (1e-3, 4.0)  # Metropolis step sizes stay in here while they adapt
+
+
+@dataclass(frozen=True)
+class ChainConfig:
+    """What a set of chains is: the model, the sampler, the schedule and the seed.
+
+    ``beta`` is the inverse temperature of the sampled law; ``lam`` the softmax's (the
+    attention model's energy e_i(x; J, lam)); heat-bath Gibbs of the attention model needs
+    beta = lam. Records are taken after ``burn_in`` sweeps, every ``thin`` sweeps,
+    ``n_sweeps // thin`` of them.
+    """
+
+    model: str = "attention"
+    method: str = "gibbs"
+    beta: float = 1.0
+    lam: float = 1.0
+    n_chains: int = 4
+    n_sweeps: int = 100
+    burn_in: int = 0
+    thin: int = 1
+    scan: str = "random"
+    seed: int = 0
+    step: float = 0.5  # Metropolis: the initial proposal scale
+    target_acceptance: float = 0.4  # Metropolis: what the step adapts to during burn-in
+
+    def __post_init__(self):
+        check_choice(self.model, "model", tuple(MODELS))
+        check_choice(self.method, "method", METHODS)
+        check_choice(self.scan, "scan", tuple(SCANS))
+        for name in ("beta", "lam", "step"):
+            check_positive(getattr(self, name), name)
+        check_count(self.n_chains, "n_chains", 1)
+        check_count(self.n_sweeps, "n_sweeps", 0)
+        check_count(self.burn_in, "burn_in", 0)
+        check_count(self.thin, "thin", 1)
+        check_count(self.seed, "seed", 0)
+        if not 0 < self.target_acceptance < 1:
+            raise ValueError(f"target_acceptance must lie in (0, 1), got {self.target_acceptance}")
+        if self.method == "metropolis" and self.model != "attention":
+            raise ValueError(
+                "metropolis samples the attention model; for the two-body model "
+                "use gibbs (its heat bath is exact at any beta)"
+            )
+        if self.method == "gibbs" and self.model == "attention" and self.beta != self.lam:
+            raise ValueError(
+                f"heat-bath Gibbs of the attention model is exact only at beta = lam (got beta "
+                f"= {self.beta}, lam = {self.lam}); use metropolis for beta != lam"
+            )
+
+    @property
+    def n_records(self) -> int:
+        return self.n_sweeps // self.thin
+
+
+@dataclass(frozen=True)
+class Chains:
+    """Recorded states and observables of a set of chains.
+
+    Attributes
+    ----------
+    config : ChainConfig
+    records : ndarray, shape (n_records, n_chains, N, d)
+        The spins after sweep ``sweeps[r]`` (counted from the start, burn-in included).
+    sweeps : ndarray of int, shape (n_records,)
+    energies : ndarray, shape (n_records, n_chains)
+        E(x) = sum_i e_i(x; J, lam) (attention), or -1/2 sum_{i != j} x_i . J_ij x_j
+        (two-body: the Boltzmann energy for symmetric J, in units where the law is e^{-beta E}).
+    magnetisation : ndarray, shape (n_records, n_chains, d)
+        (1/N) sum_i x_i.
+    acceptance : ndarray, shape (n_records, n_chains)
+        Share of accepted moves in the sweeps since the previous record (1 for heat bath).
+    step : ndarray, shape (n_chains,)
+        Metropolis proposal scales after burn-in adaptation.
+    last : ndarray, shape (n_chains, N, d)
+        The chains' current spins; ``states`` (n_chains, 4) uint64 their generators.
+    """
+
+    config: ChainConfig
+    records: np.ndarray
+    sweeps: np.ndarray
+    energies: np.ndarray
+    magnetisation: np.ndarray
+    acceptance: np.ndarray
+    step: np.ndarray
+    last: np.ndarray
+    states: np.ndarray
+
+
+def twobody_energy(x, J) -> np.ndarray:
+    """E(x) = -1/2 sum_{i != j} x_i . J_ij x_j, shape (P,) for x (P, N, d) (diagonal ignored)."""
+    x, J = np.asarray(x, np.float64), np.asarray(J, np.float64)
+    N = J.shape[0]
+    off = J * (1 - np.eye(N))[:, :, None, None]
+    return -0.5 * np.einsum("pia,ijab,pjb->p", x, off, x, optimize=True)
+
+
+def _fingerprint(*arrays) -> str:
+    h = hashlib.sha1()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.shape}|{a.dtype.str}|".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+class _State:
+    """What a run carries from block to block (and what a checkpoint holds)."""
+
+    def __init__(self, cfg: ChainConfig, X: np.ndarray, states: np.ndarray):
+        R, C, (N, d) = cfg.n_records, cfg.n_chains, X.shape[1:]
+        self.X, self.states, self.done, self.n_rec = X, states, 0, 0
+        self.step = np.full(C, cfg.step)
+        self.records = np.empty((R, C, N, d))
+        self.sweeps = np.empty(R, np.int64)
+        self.energies = np.empty((R, C))
+        self.magnetisation = np.empty((R, C, d))
+        self.acceptance = np.empty((R, C))
+
+    ARRAYS = ("X", "states", "step", "records", "sweeps", "energies", "magnetisation",
+              "acceptance")  # fmt: skip
+
+    def save(self, path: Path, cfg: ChainConfig, fingerprint: str) -> None:
+        arrays = {k: getattr(self, k) for k in self.ARRAYS}
+        attrs = {"done": self.done, "n_rec": self.n_rec, "inputs_sha1": fingerprint}
+        io.write_file(path, {"chain": arrays}, attrs, kind=CHAIN_KIND, config=asdict(cfg),
+                      overwrite=True)  # fmt: skip
+
+    def load(self, path: Path, cfg: ChainConfig, fingerprint: str) -> None:
+        info = io.read(path)
+        diff = config_differences(info.config, asdict(cfg))
+        if info.kind != CHAIN_KIND or diff or info.attrs.get("inputs_sha1") != fingerprint:
+            why = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items()) or "J or x0"
+            raise ValueError(f"checkpoint {path} belongs to other chains ({why}); delete it or "
+                             "give another path to start afresh")  # fmt: skip
+        io.verify(path)
+        arrays, _ = io.read_group(path, "chain")
+        for k in self.ARRAYS:
+            setattr(self, k, np.ascontiguousarray(arrays[k]))
+        self.done, self.n_rec = int(info.attrs["done"]), int(info.attrs["n_rec"])
+
+
+def _observe(st: _State, cfg: ChainConfig, J: np.ndarray, accepted: np.ndarray, n: int):
+    r = st.n_rec
+    st.records[r] = st.X
+    st.sweeps[r] = st.done
+    if cfg.model == "attention":
+        st.energies[r] = attention_energy(st.X, J, cfg.lam)
+    else:
+        st.energies[r] = twobody_energy(st.X, J)
+    st.magnetisation[r] = st.X.mean(axis=1)
+    st.acceptance[r] = accepted / max(n, 1)
+    st.n_rec += 1
+
+
+def _block(st: _State, cfg: ChainConfig, J: np.ndarray, n_sweeps: int) -> np.ndarray:
+    """Advance every chain ``n_sweeps`` sweeps; the moves accepted by each chain."""
+    accepted = np.empty(cfg.n_chains, np.int64)
+    if cfg.method == "gibbs":
+        _k.gibbs_sweeps(st.X, J, cfg.beta, MODELS[cfg.model], SCANS[cfg.scan], n_sweeps,
+                        st.states, _logz_table(st.X.shape[2]))  # fmt: skip
+        accepted[:] = n_sweeps * st.X.shape[1]
+    else:
+        _k.metropolis_sweeps(st.X, J, cfg.lam, cfg.beta, SCANS[cfg.scan], n_sweeps, st.step,
+                             st.states, accepted)  # fmt: skip
+    return accepted
+
+
+def _run(cfg, J, x0, checkpoint, checkpoint_every, show, callback) -> Chains:
+    J = check_couplings(J)
+    N, d = J.shape[0], J.shape[2]
+    if N < 2:
+        raise ValueError(f"J must couple at least 2 sites, got N = {N}")
+    states = generator_states(cfg.seed, cfg.n_chains)
+    if x0 is None:
+        X = np.empty((cfg.n_chains, N, d))
+        _k.uniform_spins(X, states)
+    else:
+        X = np.array(check_spins(x0, "x0"), dtype=np.float64)
+        if X.shape != (cfg.n_chains, N, d):
+            raise ValueError(f"x0 must have shape (n_chains, N, d) = {(cfg.n_chains, N, d)}, "
+                             f"got {X.shape}")  # fmt: skip
+    fingerprint = _fingerprint(J, X)
+    st = _State(cfg, X, states)
+    path = None if checkpoint is None else Path(checkpoint)
+    if path is not None and path.exists():
+        st.load(path, cfg, fingerprint)
+    total = cfg.burn_in + cfg.n_records * cfg.thin
+    with progress_bar(total, f"{cfg.method} {cfg.model}", "sweep", enabled=show,
+                      initial=st.done) as bar:  # fmt: skip
+        while st.done < total:
+            burning = st.done < cfg.burn_in
+            n = min(cfg.thin, cfg.burn_in - st.done) if burning else cfg.thin
+            accepted = _block(st, cfg, J, n)
+            st.done += n
+            bar.update(n)
+            if burning and cfg.method == "metropolis":  # adapt only during burn-in
+                rate = accepted / (n * N)
+                st.step = np.clip(st.step * np.exp(2.0 * (rate - cfg.target_acceptance)),
+                                  *_STEP_RANGE)  # fmt: skip
+            if not burning:
+                _observe(st, cfg, J, accepted, n * N)
+                if callback is not None:
+                    callback(st.n_rec - 1, st.X)
+            if path is not None and (
+                st.done == total or (not burning and st.n_rec % checkpoint_every == 0)
+            ):
+                st.save(path, cfg, fingerprint)
+    return Chains(cfg, st.records, st.sweeps, st.energies, st.magnetisation, st.acceptance,
+                  st.step, st.X.copy(), st.states.copy())  # fmt: skip
+
+
+_RUN_DOC = """
+    x0 : array_like, shape (n_chains, N, d), optional
+        Starting spins (unit vectors); uniform on the sphere by default (drawn from the
+        chains' own generators).
+    rng : int, default 0
+        The seed; chain c draws from its own xoshiro256** stream (:func:`generator_states`),
+        so results do not depend on the number of threads.
+    progress : bool
+        A progress bar over sweeps (:mod:`spinsa._progress`).
+    checkpoint : path, optional
+        A spinsa HDF5 file (kind ``"chains"``) written atomically every ``checkpoint_every``
+        records and at the end; if it exists, the run resumes from it (its config, J and x0
+        must be the same: a ``ValueError`` says what differs).
+    callback : callable(record_index, X), optional
+        Called after each record with the chains' spins (n_chains, N, d).
+
+    Returns
+    -------
+    Chains
+"""
+
+
+def gibbs(J, beta, n_chains, n_sweeps, model="attention", scan="random", burn_in=0, thin=1,
+          x0=None, rng=0, progress=False, checkpoint=None, checkpoint_every=100,
+          callback: Callable[[int, np.ndarray], None] | None = None) -> Chains:  # fmt: skip
+    (
+        """Heat-bath Gibbs chains: each update redraws one site from its conditional.
+
+    ``model="attention"``: the vMF mixture of :func:`site_resample`, at beta = lam = ``beta``
+    (for N >= 3 the chain's stationary law depends on ``scan``: docs/sampling.md).
+    ``model="twobody"``: x_i ~ vMF(h_i / |h_i|, beta |h_i|), whose stationary law is
+    e^{-beta E} for symmetric J (J_ji = J_ij^T).
+
+    Parameters
+    ----------
+    J : array_like, shape (N, N, d, d)
+    beta : float
+        Inverse temperature (the attention model's lam).
+    n_chains, n_sweeps : int
+        Chains run side by side; sweeps (N site updates each) after burn-in.
+    model : {"attention", "twobody"}
+    scan : {"random", "systematic"}
+        Each update picks a uniform site, or sweeps sites 0 .. N-1 in order.
+    burn_in, thin : int
+        Sweeps before the first record; sweeps between records (n_sweeps // thin records).
+"""
+        + _RUN_DOC
+    )
+    cfg = ChainConfig(model=model, method="gibbs", beta=beta, lam=beta, n_chains=n_chains,
+                      n_sweeps=n_sweeps, burn_in=burn_in, thin=thin, scan=scan,
+                      seed=_seed(rng))  # fmt: skip
+    return _run(cfg, J, x0, checkpoint, check_count(checkpoint_every, "checkpoint_every", 1),
+                progress, callback)  # fmt: skip
+
+
+def metropolis(J, lam, beta, n_chains, n_sweeps, scan="random", burn_in=0, thin=1, step=0.5,
+               target_acceptance=0.4, x0=None, rng=0, progress=False, checkpoint=None,
+               checkpoint_every=100,
+               callback: Callable[[int, np.ndarray], None] | None = None) -> Chains:  # fmt: skip
+    (
+        """Metropolis chains of the attention model's law e^{-beta E(x)}, E = sum_i e_i(x; J, lam).
+
+    A move proposes x_i' = Norm(x_i + step g), g standard normal (the flip x_i' = -x_i for
+    d = 1), symmetric on the sphere, accepted with probability min(1, e^{-beta dE}). During
+    burn-in each chain's step adapts towards ``target_acceptance``; afterwards it is fixed,
+    so the recorded chain is a true Markov chain. Unlike heat-bath Gibbs this samples the
+    joint law at any beta, including beta = lam.
+
+    Parameters
+    ----------
+    J : array_like, shape (N, N, d, d)
+    lam, beta : float
+        The softmax's inverse temperature in e_i; the sampling inverse temperature.
+    n_chains, n_sweeps, scan, burn_in, thin
+        As in :func:`gibbs`.
+    step, target_acceptance : float
+        Initial proposal scale; the acceptance rate it adapts to during burn-in.
+"""
+        + _RUN_DOC
+    )
+    cfg = ChainConfig(model="attention", method="metropolis", beta=beta, lam=lam,
+                      n_chains=n_chains, n_sweeps=n_sweeps, burn_in=burn_in, thin=thin,
+                      scan=scan, seed=_seed(rng), step=step,
+                      target_acceptance=target_acceptance)  # fmt: skip
+    return _run(cfg, J, x0, checkpoint, check_count(checkpoint_every, "checkpoint_every", 1),
+                progress, callback)  # fmt: skip
+
+
+def _seed(rng) -> int:
+    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
+        raise ValueError(f"rng must be an int seed >= 0 (chains store it to resume), got {rng!r}")
+    return int(rng)
+
+
+# ------------------------------------------------------------------ diagnostics
+@dataclass(frozen=True)
+class Diagnostics:
+    """Convergence of one recorded observable across chains.
+
+    Attributes
+    ----------
+    tau : float
+        Integrated autocorrelation time in records: n_chains n_records / ess.
+    ess : float
+        Effective sample size (ArviZ's rank-normalised bulk ESS).
+    rhat : float
+        Rank-normalised split R-hat (ArviZ); near 1 when the chains agree.
+    """
+
+    tau: float
+    ess: float
+    rhat: float
+
+
+def diagnostics(values) -> Diagnostics:
+    """ESS, integrated autocorrelation time and R-hat of ``values`` (n_records, n_chains).
+
+    For example ``diagnostics(chains.energies)``. Needs ArviZ (``pip install
+    "spinsa[sampling]"``), imported on first use.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] < 4:
+        raise ValueError("values must have shape (n_records, n_chains) with at least 4 "
+                         f"records, got shape {values.shape}")  # fmt: skip
+    check_finite(values, "values")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            import arviz
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError('diagnostics need ArviZ: pip install "spinsa[sampling]"') from err
+    draws = values.T  # ArviZ: (chain, draw)
+    ess = float(arviz.ess(draws, method="bulk"))
+    rhat = float(arviz.rhat(draws, method="rank"))
+    return Diagnostics(tau=draws.size / ess, ess=ess, rhat=rhat)
