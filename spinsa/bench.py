@@ -220,7 +220,7 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
     return out
 
 
-BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd")
+BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd", "baseline")
 
 
 def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
@@ -242,6 +242,8 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         for Po in sizes if "objective" in only else []:
             title = f"objective + gradient on the GPU: N=196, d=8, P={Po}, float32"
             runs.append((title, bench_objective_device(P=Po, with_plain=plain), "ratio"))
+        if "baseline" in only:
+            runs.extend(_baseline_runs(quick, plain, device))
         return runs
     if "dynamics" in only:
         title = f"dynamics: N=196, d=8, P={P}, T={T}, float32"
@@ -260,6 +262,27 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         Pc = 2048 if quick else 10_000
         title = f"a CD-1 epoch against a PL epoch: N=196, d=8, P={Pc}, batch 256, float32"
         runs.append((title, bench_cd_epoch(P=Pc), "CD-1 / PL"))
+    if "baseline" in only:
+        runs.extend(_baseline_runs(quick, plain))
+    return runs
+
+
+def _baseline_runs(quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
+    """The training steps of the ViT and the recycled block at the default width (128,
+    batch 128; width 32, batch 64 with ``quick``), torch's threads as they are."""
+    torch = import_torch()
+    width, batch, n_steps = (32, 64, 2) if quick else (128, 128, 4)
+    if device == "cuda":  # a GPU's step is milliseconds: more of them, the paper's batch
+        batch, n_steps = (64, 4) if quick else (256, 20)
+    where = "on the GPU" if device == "cuda" else f"{torch.get_num_threads()} torch threads"
+    runs = []
+    for model in ("vit", "recycled"):
+        title = (
+            f"baseline training step: {model}, width {width}, batch {batch}, {n_steps} steps, "
+            f"masked, float32, {where}"
+        )
+        res = bench_baseline_step(model, width, batch, n_steps, with_plain=plain, device=device)
+        runs.append((title, res, "ratio"))
     return runs
 
 
@@ -281,6 +304,8 @@ def speed_targets(runs) -> list[tuple[str, bool]]:
             check("asynchronous sweep >= 5x a plain numpy loop", ratio, ratio >= 5, "x")
         elif title.startswith("the notebook"):
             check("notebook's dynamics within 25 % of the design's", ratio, ratio <= 1.25, "x")
+        elif title.startswith("baseline training step"):
+            check(f"{title.split(',')[0]} >= 5x the plain loop", ratio, ratio >= 5, "x")
         elif title.startswith("a CD-1 epoch"):
             check("a CD-1 epoch <= 3x a PL epoch, same batch size", ratio, ratio <= 3, "x")
         elif title.startswith("objective") and "P=10000" in title:
@@ -430,7 +455,7 @@ def plain_baseline_training(config, images, task: str = "masked"):
     Parameters
     ----------
     config : BaselineConfig
-        On the CPU; one epoch is run whatever ``config.epochs``.
+        Its ``device`` is used; one epoch is run whatever ``config.epochs``.
     images : ndarray, shape (P, H, W), float32
     task : {"masked", "denoise"}
 
@@ -441,12 +466,14 @@ def plain_baseline_training(config, images, task: str = "masked"):
     """
     import math
 
+    from spinsa._torch import resolve_device
     from spinsa.baselines.models import build_model
     from spinsa.baselines.train import lr_factor, mask_batch, noise_batch, sample_tau
     from spinsa.embedding import PatchEmbedding
 
     torch = import_torch()
-    model = build_model(config).train()
+    dev = resolve_device(config.device)
+    model = build_model(config).to(dev).train()
     named = list(model.named_parameters())
     groups = [
         {"params": [p for _, p in named if p.ndim >= 2], "weight_decay": config.weight_decay},
@@ -458,12 +485,12 @@ def plain_baseline_training(config, images, task: str = "masked"):
         optimizer, lambda s: lr_factor(config, s, per_epoch)
     )
     grid = PatchEmbedding(image_shape=config.image_shape, patch=config.patch)
-    index_map = torch.from_numpy(grid.token_index_map())
-    data, generator = torch.from_numpy(images), torch.Generator().manual_seed(config.seed)
+    index_map = torch.from_numpy(grid.token_index_map()).to(dev)
+    data, generator = torch.from_numpy(images).to(dev), torch.Generator().manual_seed(config.seed)
     losses, taus = [], []
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(config.seed + 1)
-        perm = torch.randperm(len(images), generator=generator)
+        perm = torch.randperm(len(images), generator=generator).to(dev)
         for i in range(0, len(images), config.batch_size):
             clean = data[perm[i : i + config.batch_size]]
             if task == "masked":
@@ -485,7 +512,9 @@ def plain_baseline_training(config, images, task: str = "masked"):
     return np.array(losses, dtype=np.float64), np.array(taus, dtype=np.int64)
 
 
-def bench_baseline_step(model="vit", width=128, batch=128, n_steps=4, repeat=2, with_plain=True):
+def bench_baseline_step(
+    model="vit", width=128, batch=128, n_steps=4, repeat=2, with_plain=True, device="cpu"
+):
     """Training steps of a baseline (forward, backward, clipping, AdamW) on the masked task:
     :func:`spinsa.baselines.train_baseline` against :func:`plain_baseline_training`.
 
@@ -494,12 +523,13 @@ def bench_baseline_step(model="vit", width=128, batch=128, n_steps=4, repeat=2, 
     the best of ``repeat`` (the plain loop: one, after a warm-up of one step). Flops per
     image: 3 × :func:`baseline_forward_flops` (the backward pass costs twice the forward), at
     the τ each step drew. Also returns images/s and the largest relative difference of the
-    two step losses.
+    two step losses. On ``device="cuda"`` both run there (the plain loop reads every loss
+    back at every step, as plain loops do).
     """
     from spinsa.baselines import BaselineConfig, train_baseline
 
     config = BaselineConfig(
-        model=model, width=width, batch_size=batch, epochs=1, device="cpu", progress=False
+        model=model, width=width, batch_size=batch, epochs=1, device=device, progress=False
     )
     images = np.random.default_rng(0).random((n_steps * batch, 28, 28), dtype=np.float32)
     train_baseline(config, images[:batch], "masked")  # warm-up: torch's first-call set-up
@@ -513,7 +543,7 @@ def bench_baseline_step(model="vit", width=128, batch=128, n_steps=4, repeat=2, 
     out = {"fast": Timing("train_baseline", seconds, flops / seconds / 1e9)}
     out["images_per_s"] = n / seconds
     if with_plain:
-        plain_baseline_training(config, images[:batch], "masked")
+        plain_baseline_training(config, images[:batch], "masked")  # its own warm-up
         t0 = time.perf_counter()
         losses, _ = plain_baseline_training(config, images, "masked")
         plain = time.perf_counter() - t0
