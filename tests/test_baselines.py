@@ -704,3 +704,20 @@ def test_resume_on_gpu(rng, tmp_path):
     model, _ = train_baseline(cfg, images, "denoise", checkpoint=path, resume=True)
     for p, q in zip(ref.parameters(), model.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow  # the matmul peak and four short trainings: about a minute on a busy machine
+def test_bench_cli_prints_the_baseline_step(tmp_path, capsys):
+    import json
+
+    from spinsa.cli import main
+
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--only", "baseline", "--quick", "--no-plain", "--json", str(path)]) == 0
+    assert "images_per_s" in capsys.readouterr().out
+    record = json.loads(path.read_text())
+    assert [b["title"].split(",")[0] for b in record["benchmarks"]] == [
+        "baseline training step: vit",
+        "baseline training step: recycled",
+    ]
+    assert all(b["images_per_s"] > 0 for b in record["benchmarks"])
