@@ -25,7 +25,7 @@ def add_bench(sub) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="smaller sizes (P=256, T=5; P=2048 only) for a smoke run",
+        help="smaller sizes (P=256, T=5; P=2048 only; baselines of width 32) for a smoke run",
     )
     p.add_argument(
         "--no-plain", action="store_true", help="skip the plain implementations (fast code only)"
