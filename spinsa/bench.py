@@ -9,7 +9,8 @@ much less so. Tests never assert on any of these numbers.
 
 Useful work is counted as in the issue tracker: a synchronous step costs 4 P N^2 d^2 flops
 (scores and fields, 2 d^2 each per pair); the objective and gradient cost the same per
-evaluation (scores, and the gradient's outer products).
+evaluation (scores, and the gradient's outer products). A baseline's training step costs
+3 times its forward pass's matmuls (:func:`baseline_forward_flops`).
 """
 
 from __future__ import annotations
