@@ -9,7 +9,8 @@ much less so. Tests never assert on any of these numbers.
 
 Useful work is counted as in the issue tracker: a synchronous step costs 4 P N^2 d^2 flops
 (scores and fields, 2 d^2 each per pair); the objective and gradient cost the same per
-evaluation (scores, and the gradient's outer products).
+evaluation (scores, and the gradient's outer products). A baseline's training step costs
+3 times its forward pass's matmuls (:func:`baseline_forward_flops`).
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def bench_gibbs(P=256, N=196, d=8, sweeps=10, repeat=2):
     }
 
 
-BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd", "gibbs")
+BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd", "gibbs", "baseline")
 
 
 def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
@@ -265,6 +266,8 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         for Po in sizes if "objective" in only else []:
             title = f"objective + gradient on the GPU: N=196, d=8, P={Po}, float32"
             runs.append((title, bench_objective_device(P=Po, with_plain=plain), "ratio"))
+        if "baseline" in only:
+            runs.extend(_baseline_runs(quick, plain, device))
         return runs
     if "dynamics" in only:
         title = f"dynamics: N=196, d=8, P={P}, T={T}, float32"
@@ -287,6 +290,27 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         Pg, sweeps = (64, 3) if quick else (256, 10)
         title = f"a Gibbs sweep against a dynamics step: N=196, d=8, P={Pg} chains"
         runs.append((title, bench_gibbs(P=Pg, sweeps=sweeps), "sweep / step"))
+    if "baseline" in only:
+        runs.extend(_baseline_runs(quick, plain))
+    return runs
+
+
+def _baseline_runs(quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
+    """The training steps of the ViT and the recycled block at the default width (128,
+    batch 128; width 32, batch 64 with ``quick``), torch's threads as they are."""
+    torch = import_torch()
+    width, batch, n_steps = (32, 64, 2) if quick else (128, 128, 4)
+    if device == "cuda":  # a GPU's step is milliseconds: more of them, the paper's batch
+        batch, n_steps = (64, 4) if quick else (256, 20)
+    where = "on the GPU" if device == "cuda" else f"{torch.get_num_threads()} torch threads"
+    runs = []
+    for model in ("vit", "recycled"):
+        title = (
+            f"baseline training step: {model}, width {width}, batch {batch}, {n_steps} steps, "
+            f"masked, float32, {where}"
+        )
+        res = bench_baseline_step(model, width, batch, n_steps, with_plain=plain, device=device)
+        runs.append((title, res, "ratio"))
     return runs
 
 
@@ -308,6 +332,8 @@ def speed_targets(runs) -> list[tuple[str, bool]]:
             check("asynchronous sweep >= 5x a plain numpy loop", ratio, ratio >= 5, "x")
         elif title.startswith("the notebook"):
             check("notebook's dynamics within 25 % of the design's", ratio, ratio <= 1.25, "x")
+        elif title.startswith("baseline training step"):
+            check(f"{title.split(',')[0]} >= 5x the plain loop", ratio, ratio >= 5, "x")
         elif title.startswith("a CD-1 epoch"):
             check("a CD-1 epoch <= 3x a PL epoch, same batch size", ratio, ratio <= 3, "x")
         elif title.startswith("a Gibbs sweep"):
@@ -378,3 +404,180 @@ def bench_dynamics_device(P=1000, N=196, d=8, steps=20, device="cuda", repeat=2)
     _on_device(torch, dev, lambda: plain_torch_run(x0[:8], J, 1.0, 1, device=dev))()
     t = min_wall_time(fn, repeat)
     return {"fast": Timing(f"plain torch ({dev.type})", t, flops / t / 1e9)}
+
+
+# ------------------------------------------------------------ a baseline training step
+def baseline_forward_flops(config, n_iter: int) -> float:
+    """Multiply-add flops of one image through a baseline's forward pass (matmuls only).
+
+    Per token, with D the width, a = patch² pixels, h the MLP's hidden width, N tokens and
+    D_v the value projection's width (2D with SwiGLU values, else D):
+    F_in and F_out 2aD each; per block applied, 2D(2D + D_v) for q, k, v, 2D² for the output
+    projection, 4Dh for the MLP, and 4ND for the scores q k^T and the weighted sum of values.
+    The blocks applied are ``n_iter`` (the recycled block's τ) or the ViT's ``n_blocks``.
+    LayerNorm, GELU, the softmax and the optimiser are not counted.
+    """
+    from spinsa.baselines.models import mlp_hidden_width
+
+    D, N, a = config.width, config.n_tokens, config.patch**2
+    h = mlp_hidden_width(D, config.mlp_ratio, config.value_activation)
+    value = 2 * D if config.value_activation == "swiglu" else D
+    blocks = config.n_blocks if config.model == "vit" else n_iter
+    per_block = 2 * D * (2 * D + value) + 2 * D * D + 4 * D * h + 4 * N * D
+    return float(N * (4 * a * D + blocks * per_block))
+
+
+def plain_baseline_forward(model, images, n_iter: int):
+    """The baselines' forward written out in plain torch: the old code path's reference.
+
+    Patches, F_in and the positions, then per block u = z + W_o softmax(q k^T / sqrt(D/H)) v
+    (the attention as an explicit softmax of the scores) and z' = u + W_2 GELU(W_1 LN2(u)),
+    then F_out(z - e). Serial blocks, no value activation, a linear head (the defaults).
+
+    Parameters
+    ----------
+    model : RecycledBlock or ViT
+        Its weights are used.
+    images : torch.Tensor, shape (B, H, W)
+    n_iter : int
+        τ of the recycled block (ignored by the ViT).
+
+    Returns
+    -------
+    torch.Tensor, shape (B, H, W)
+        The training output, not clipped.
+    """
+    torch = import_torch()
+    F = torch.nn.functional
+    from spinsa.baselines.models import ViT
+
+    blocks = list(model.blocks) if isinstance(model, ViT) else [model.block] * n_iter
+    if model.output != "clip" or any(
+        b.parallel or b.attn.value_activation != "none" for b in blocks
+    ):
+        raise ValueError("the plain forward covers serial blocks, no value activation, clip")
+    (B, H, W), p, D = images.shape, model.patch, model.width
+    x = images.reshape(B, H // p, p, W // p, p).permute(0, 1, 3, 2, 4).reshape(B, -1, p * p)
+    z = x @ model.f_in.weight.T + model.f_in.bias + model.positions
+    for blk in blocks:
+        attn, heads = blk.attn, blk.attn.heads
+        h = F.layer_norm(z, (D,), blk.norm1.weight, blk.norm1.bias)
+        q, k, v = (h @ attn.qkv.weight.T + attn.qkv.bias).split(D, dim=-1)
+        q, k, v = (t.reshape(B, -1, heads, D // heads).transpose(1, 2) for t in (q, k, v))
+        weights = torch.softmax(q @ k.transpose(-1, -2) / (D / heads) ** 0.5, dim=-1)
+        y = (weights @ v).transpose(1, 2).reshape(B, -1, D)
+        u = z + y @ attn.proj.weight.T + attn.proj.bias
+        h = F.layer_norm(u, (D,), blk.norm2.weight, blk.norm2.bias)
+        hidden = F.gelu(h @ blk.mlp.fc1.weight.T + blk.mlp.fc1.bias)
+        z = u + hidden @ blk.mlp.fc2.weight.T + blk.mlp.fc2.bias
+    y = (z - model.positions) @ model.f_out.weight.T + model.f_out.bias
+    return y.reshape(B, H // p, W // p, p, p).permute(0, 1, 3, 2, 4).reshape(B, H, W)
+
+
+def plain_baseline_training(config, images, task: str = "masked"):
+    """One epoch of a baseline written as a plain torch loop: the old code path.
+
+    The same draws as :func:`spinsa.baselines.train_baseline` (initial weights, order, τ,
+    masks or noise from the same seeds, in the same order) and the same maths, done the plain
+    way: :func:`plain_baseline_forward`, torch's default CPU AdamW (a loop over the tensors)
+    with the trainer's parameter groups and schedule, and gradient clipping tensor by tensor.
+
+    Parameters
+    ----------
+    config : BaselineConfig
+        Its ``device`` is used; one epoch is run whatever ``config.epochs``.
+    images : ndarray, shape (P, H, W), float32
+    task : {"masked", "denoise"}
+
+    Returns
+    -------
+    losses, taus : ndarray, shape (n_steps,)
+        The loss (float64) and τ (0 for the ViT) of every step.
+    """
+    import math
+
+    from spinsa._torch import resolve_device
+    from spinsa.baselines.models import build_model
+    from spinsa.baselines.train import lr_factor, mask_batch, noise_batch, sample_tau
+    from spinsa.embedding import PatchEmbedding
+
+    torch = import_torch()
+    dev = resolve_device(config.device)
+    model = build_model(config).to(dev).train()
+    named = list(model.named_parameters())
+    groups = [
+        {"params": [p for _, p in named if p.ndim >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for _, p in named if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=config.lr, foreach=False)
+    per_epoch = math.ceil(len(images) / config.batch_size)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(config, s, per_epoch)
+    )
+    grid = PatchEmbedding(image_shape=config.image_shape, patch=config.patch)
+    index_map = torch.from_numpy(grid.token_index_map()).to(dev)
+    data, generator = torch.from_numpy(images).to(dev), torch.Generator().manual_seed(config.seed)
+    losses, taus = [], []
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(config.seed + 1)
+        perm = torch.randperm(len(images), generator=generator).to(dev)
+        for i in range(0, len(images), config.batch_size):
+            clean = data[perm[i : i + config.batch_size]]
+            if task == "masked":
+                inputs = mask_batch(clean, config.n_masked, index_map, grid.n_tokens, None)[0]
+            else:
+                inputs = noise_batch(clean, config.noise_variance, None)
+            tau = 0
+            if config.model == "recycled":
+                tau = sample_tau(generator, config.tau_min, config.tau_max)
+            loss = torch.nn.functional.mse_loss(plain_baseline_forward(model, inputs, tau), clean)
+            optimizer.zero_grad()
+            loss.backward()
+            if config.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip, foreach=False)
+            optimizer.step()
+            scheduler.step()
+            losses.append(loss.item())
+            taus.append(tau)
+    return np.array(losses, dtype=np.float64), np.array(taus, dtype=np.int64)
+
+
+def bench_baseline_step(
+    model="vit", width=128, batch=128, n_steps=4, repeat=2, with_plain=True, device="cpu"
+):
+    """Training steps of a baseline (forward, backward, clipping, AdamW) on the masked task:
+    :func:`spinsa.baselines.train_baseline` against :func:`plain_baseline_training`.
+
+    Both run one epoch of ``n_steps`` steps on the same ``n_steps * batch`` random images,
+    with the same draws; the times are of the epochs alone (the trainer's ``epoch_seconds``),
+    the best of ``repeat`` (the plain loop: one, after a warm-up of one step). Flops per
+    image: 3 × :func:`baseline_forward_flops` (the backward pass costs twice the forward), at
+    the τ each step drew. Also returns images/s and the largest relative difference of the
+    two step losses. On ``device="cuda"`` both run there (the plain loop reads every loss
+    back at every step, as plain loops do).
+    """
+    from spinsa.baselines import BaselineConfig, train_baseline
+
+    config = BaselineConfig(
+        model=model, width=width, batch_size=batch, epochs=1, device=device, progress=False
+    )
+    images = np.random.default_rng(0).random((n_steps * batch, 28, 28), dtype=np.float32)
+    train_baseline(config, images[:batch], "masked")  # warm-up: torch's first-call set-up
+    seconds, history = np.inf, None
+    for _ in range(repeat):
+        history = train_baseline(config, images, "masked")[1]
+        seconds = min(seconds, float(history.epoch_seconds[0]))
+    taus = history.step_tau
+    flops = 3 * batch * sum(baseline_forward_flops(config, int(t)) for t in taus)
+    n = len(images)
+    out = {"fast": Timing("train_baseline", seconds, flops / seconds / 1e9)}
+    out["images_per_s"] = n / seconds
+    if with_plain:
+        plain_baseline_training(config, images[:batch], "masked")  # its own warm-up
+        t0 = time.perf_counter()
+        losses, _ = plain_baseline_training(config, images, "masked")
+        plain = time.perf_counter() - t0
+        out["plain"] = Timing("plain torch loop", plain, flops / plain / 1e9)
+        out["plain_images_per_s"] = n / plain
+        out["max_rel_diff"] = float(np.max(np.abs(history.step_loss - losses) / np.abs(losses)))
+    return out

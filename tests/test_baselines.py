@@ -4,7 +4,6 @@ The blocks are checked against hand-written float64 numpy formulas; training on 
 8x8 images runs on the CPU in seconds.
 """
 
-
 import numpy as np
 import pytest
 from scipy.special import erf
@@ -440,6 +439,67 @@ def test_tiny_block_overfits_a_few_images(rng):
     assert last < first / 10, (first, last)
 
 
+# --------------------------------------------------------------- the faster step, the old one
+
+
+@pytest.mark.parametrize("model", ["recycled", "vit"])
+def test_plain_forward_is_the_models_forward(rng, model):
+    """The bench's written-out forward (explicit softmax attention) is the models' forward
+    (scaled_dot_product_attention), for every τ."""
+    from spinsa.bench import plain_baseline_forward
+
+    net = build_model(tiny_config(model=model, n_blocks=3, seed=4))
+    images = torch.from_numpy(tiny_images(rng, P=5))
+    for tau in (1, 3):
+        with torch.no_grad():
+            fast, plain = net(images, tau), plain_baseline_forward(net, images, tau)
+        torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="serial blocks"):
+        plain_baseline_forward(build_model(tiny_config(parallel=True)), images, 1)
+
+
+@pytest.mark.parametrize("model", ["recycled", "vit"])
+@pytest.mark.parametrize("task", ["masked", "denoise"])
+def test_fast_training_step_gives_the_old_loss(rng, model, task):
+    """train_baseline (fused AdamW, clipping of all tensors at once, SDPA) gives every step the
+    loss of the old code path written as a plain loop (torch's default AdamW, a loop over the
+    tensors, explicit attention), same seed: equal to float32 rounding, step after step."""
+    from spinsa.bench import plain_baseline_training
+
+    images = tiny_images(rng, P=22)  # 6 steps, the last one short
+    cfg = tiny_config(model=model, epochs=1, warmup_epochs=0.5, grad_clip=0.5, seed=3)
+    _, hist = train_baseline(cfg, images, task)
+    losses, taus = plain_baseline_training(cfg, images, task)
+    assert len(losses) == 6
+    np.testing.assert_array_equal(hist.step_tau, taus)
+    np.testing.assert_allclose(hist.step_loss, losses, rtol=2e-5)
+    # the losses move: the comparison is of six different models, not one
+    assert np.ptp(losses) > 100 * 2e-5 * losses.max()
+
+
+@pytest.mark.parametrize("model", ["recycled", "vit"])
+def test_baseline_flops_are_torchs_count(model):
+    """baseline_forward_flops is what torch's flop counter counts in the forward pass,
+    written out with matmuls (the counter has no formula for the CPU's fused attention)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from spinsa.bench import baseline_forward_flops, plain_baseline_forward
+
+    cfg = tiny_config(model=model, n_blocks=3, width=16, heads=2, mlp_ratio=3.0)
+    net, images = build_model(cfg), torch.rand(3, 8, 8)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        plain_baseline_forward(net, images, 4)
+    assert counter.get_total_flops() == 3 * baseline_forward_flops(cfg, 4)
+
+
+def test_bench_baseline_step_runs_both_loops():
+    from spinsa.bench import bench_baseline_step
+
+    res = bench_baseline_step("recycled", width=16, batch=8, n_steps=2, repeat=1)
+    assert res["max_rel_diff"] < 1e-5
+    assert res["fast"].gflops > 0 and res["plain"].seconds > 0 and res["images_per_s"] > 0
+
+
 # --------------------------------------------------------------------------- checkpoints
 
 
@@ -644,3 +704,20 @@ def test_resume_on_gpu(rng, tmp_path):
     model, _ = train_baseline(cfg, images, "denoise", checkpoint=path, resume=True)
     for p, q in zip(ref.parameters(), model.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow  # the matmul peak and four short trainings: about a minute on a busy machine
+def test_bench_cli_prints_the_baseline_step(tmp_path, capsys):
+    import json
+
+    from spinsa.cli import main
+
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--only", "baseline", "--quick", "--no-plain", "--json", str(path)]) == 0
+    assert "images_per_s" in capsys.readouterr().out
+    record = json.loads(path.read_text())
+    assert [b["title"].split(",")[0] for b in record["benchmarks"]] == [
+        "baseline training step: vit",
+        "baseline training step: recycled",
+    ]
+    assert all(b["images_per_s"] > 0 for b in record["benchmarks"])

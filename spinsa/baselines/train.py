@@ -254,12 +254,12 @@ def train_baseline(
     grid = PatchEmbedding(image_shape=config.image_shape, patch=config.patch)
     index_map = torch.from_numpy(grid.token_index_map()).to(device)
     steps_per_epoch = math.ceil(images.shape[0] / config.batch_size)
-    recycled = config.model == "recycled"
+    recycled, n_masked = config.model == "recycled", config.n_masked
 
     def step(idx, generator, history):
         clean = data[idx]
         if task == "masked":  # masks and noise from torch's global RNG on the device
-            inputs, _ = mask_batch(clean, config.n_masked, index_map, grid.n_tokens, None)
+            inputs, _ = mask_batch(clean, n_masked, index_map, grid.n_tokens, None)
         else:
             inputs = noise_batch(clean, config.noise_variance, None)
         tau = sample_tau(generator, config.tau_min, config.tau_max) if recycled else 0
