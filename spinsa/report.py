@@ -31,7 +31,7 @@ from spinsa.analysis.summary import (
 )
 from spinsa.io.results import COMPARE_KIND, model_names, read_tree
 from spinsa.references import REFERENCES
-from spinsa.sequences.references import SPIN_MODEL, is_reference
+from spinsa.sequences.references import SPIN_MODELS, is_reference
 from spinsa.tasks import TASK_TITLES, TASKS, mean_sem
 
 __all__ = [
@@ -1006,7 +1006,7 @@ def write_compare_report(h5_path, out_path, figures: Sequence[str] = ()) -> Path
 # ---------------------------------------------------------------------------- sequences
 def _order(names, backprop=()) -> list[str]:
     """The spin model, the ``backprop`` models, then the references."""
-    first = [SPIN_MODEL, *backprop]
+    first = [*SPIN_MODELS.values(), *backprop]
     return [n for n in first if n in names] + sorted(n for n in names if n not in first)
 
 
@@ -1035,6 +1035,45 @@ def _attractor_lines(info) -> list[str]:
     ]
 
 
+_START_WORDS = {
+    "zero": "the token to predict starts as the zero spin (the masked start)",
+    "persistence": "the token to predict starts as the last observed value (the denoising "
+    "start; at t = 0 the forecast is persistence)",
+}
+
+
+def _persistence_lines(a: dict) -> list[str]:
+    """The verdict rows: does the dynamics, from each start, improve on persistence?"""
+    lines = [
+        "## Does the dynamics improve on persistence?",
+        "",
+        "A start beats persistence when its test MSE lies below persistence's by more than "
+        f"{SIGNIFICANT_Z:g} combined standard errors (z below; the paired z is beside it).",
+        "",
+        "| start | t (chosen on validation) | MSE | z vs persistence (paired) | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    scores = a["scores"]
+    for start, v in a["vs_persistence"].items():
+        s = scores[SPIN_MODELS[start]]
+        verdict = "beats persistence" if v["beats"] else "does not beat persistence"
+        lines.append(
+            f"| {start} | {a['best_t'][start]} | {pm(s['mse'], s['mse_sem'])} | "
+            f"{fmt(v['z'], 1)} ({fmt(v['paired_z'], 1)}) | {verdict} |"
+        )
+    return [*lines, ""]
+
+
+def _fit_words(a: dict) -> str:
+    """How the fit ended, in the words of the reports (no verdict from an unconverged fit
+    is drawn here: the numbers are those of the couplings as they are)."""
+    converged = a.get("fit_converged")
+    if converged is None:
+        return ""
+    state = "converged" if converged else "not converged"
+    return f" The fit {state}: {a.get('fit_message', '')}."
+
+
 def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     """Write ``report.md`` of a ``sequences.h5`` (the setup, the table, plain statements),
     reading the file only."""
@@ -1042,6 +1081,9 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     a, cfg = info.attrs, info.config
     scores = a["scores"]
     best_ref = min(filter(is_reference, scores), key=lambda m: scores[m]["mse"])
+    starts = "; ".join(
+        f"{SPIN_MODELS[s]}: {_START_WORDS[s]}, read at t = {t}" for s, t in a["best_t"].items()
+    )
     lines = [
         "# Sequences: one-step forecasts of the normalised series",
         "",
@@ -1052,9 +1094,9 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
         f"{len(info.array('truth'))} test windows.",
         "",
         f"The bare self-attention: {cfg['k']} value(s) per token, pseudo-likelihood at "
-        f"λ = {cfg['lam_train']} (L = {a['fit_loss']:.4f}), read at t = {a['best_t']} "
-        f"(the lowest validation error) of the dynamics at λ = {cfg['lam_eval']}, "
-        f"γ = {cfg['gamma']}.",
+        f"λ = {cfg['lam_train']} (L = {a['fit_loss']:.4f}), the dynamics at "
+        f"λ = {cfg['lam_eval']}, γ = {cfg['gamma']}, read at the t ≥ 1 of lowest validation "
+        f"error. {starts}.{_fit_words(a)}",
         "",
         *error_table(scores, cfg["baselines"]),
         "",
@@ -1062,6 +1104,7 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
         "same windows. Standard errors treat the test errors as independent; neighbouring "
         "rows are correlated, so they are too small, and a gain counts only when z > 3.",
         "",
+        *_persistence_lines(a),
     ]
     ref = scores[best_ref]
     forecasts, truth = io.read_group(h5, "forecasts")[0], info.array("truth")
@@ -1075,13 +1118,14 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
             f"- {name}: MSE {s['mse']:.4f}; {verdict} the best reference ({best_ref}, "
             f"{ref['mse']:.4f}; z = {z:+.1f})."
         )
+    lines += ["", "## The spin model's own analyses", ""]
+    for start, t in a["best_t"].items():
+        lines += [
+            f"- {start} start: error against t lowest on the validation windows at t = {t}; "
+            f"on average a test forecast stays better than persistence for "
+            f"{a['lifetime_mean'][start]:.2f} steps of the dynamics.",
+        ]
     lines += [
-        "",
-        "## The spin model's own analyses",
-        "",
-        f"- Error against t: lowest on the validation windows at t = {a['best_t']}.",
-        f"- The forecast's transient: on average a test forecast stays better than "
-        f"persistence for {a['lifetime_mean']:.2f} steps of the dynamics.",
         f"- Attractors of the chain from {cfg['attractor_starts']} random spin chains "
         f"({cfg['attractor_steps']} steps): {a['n_attractors']} found; "
         f"{100 * a['fraction_unconverged']:.0f}% of the runs had not converged.",
