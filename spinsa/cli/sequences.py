@@ -35,12 +35,13 @@ def add_sequences(sub) -> None:
         "test), normalise it with the training part, fit the bare self-attention by "
         "pseudo-likelihood on the training windows (forecast = the last token, started as "
         "the zero spin and as the last observed value, read at the t of lowest validation "
-        "error; the report says whether the dynamics improves on persistence), train an RNN, a transformer encoder and S4D "
-        "with early stopping, set persistence, the training mean and AR(context) beside "
-        "them, and write sequences.h5, the figures and report.md (test MSE and MAE of every "
-        "model on the normalised series), then the spin model's transients and attractors. "
-        "ETTh1 is fetched into the data cache on first use. Run it again after an "
-        "interruption and it resumes from the finished fit and training checkpoints.",
+        "error; the report says whether the dynamics improves on persistence), train an "
+        "RNN, a transformer encoder and S4D with early stopping, set persistence, the "
+        "training mean and AR(context) beside them, and write sequences.h5, the figures "
+        "and report.md (test MSE and MAE of every model on the normalised series), then "
+        "the spin model's transients and attractors. ETTh1 is fetched into the data cache "
+        "on first use. Run it again after an interruption and it resumes from the finished "
+        "fit and training checkpoints.",
     )
     r.add_argument("-o", "--out", type=Path, help="output directory (runs/sequences[-quick])")
     r.add_argument(
