@@ -29,6 +29,7 @@ from spinsa.analysis.summary import (
     read_summaries,
     significant,
 )
+from spinsa.fit.convergence import convergence_words, no_verdict
 from spinsa.io.results import COMPARE_KIND, model_names, read_tree
 from spinsa.references import REFERENCES
 from spinsa.sequences.references import SPIN_MODELS, is_reference
@@ -242,8 +243,23 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
     return out
 
 
-def _reference_lines(models, summaries) -> list[str]:
-    """One table per task: each model's best error and every reference's, with z."""
+def unconverged_fits(model_attrs: dict[str, dict]) -> dict[str, str]:
+    """``model -> "not converged after N iterations — no verdict"`` for every model whose
+    fit did not converge (from the ``fit_*`` attributes of its group); the reports print
+    that instead of a verdict drawn from such a model."""
+    out = {}
+    for m, a in model_attrs.items():
+        if a.get("fit_converged") is False:
+            unit = "epochs" if a.get("experiment_config", {}).get("fit", {}).get(
+                "backend") == "torch" else "iterations"  # fmt: skip
+            out[m] = no_verdict(a.get("fit_iterations"), unit)
+    return out
+
+
+def _reference_lines(models, summaries, unconverged=None) -> list[str]:
+    """One table per task: each model's best error and every reference's, with z; the
+    verdicts of ``unconverged`` models (:func:`unconverged_fits`) are withheld."""
+    unconverged = unconverged or {}
     lines = [
         "## Against simple references",
         "",
@@ -294,7 +310,7 @@ def _reference_lines(models, summaries) -> list[str]:
         "|---|---|---|---|",
     ]
     for model, task, verdict, why in assess_references(summaries):
-        lines.append(f"| {model} | {task} | **{verdict}** | {why} |")
+        lines.append(f"| {model} | {task} | **{unconverged.get(model, verdict)}** | {why} |")
     return lines
 
 
@@ -418,11 +434,15 @@ def _model_lines(models, exp: dict, model_attrs: dict) -> list[str]:
             else "the published notebook's (features standardised across tokens, scores clamped "
             "at 20, x <- x + h/2, tokens divided by the mean token norm)"
         )
+        record = {k: a.get(f"fit_{k}") for k in ("converged", "criterion", "iterations")}
+        record["message"] = a.get("fit_message")
+        unit = "epochs" if fit["backend"] == "torch" else "iterations"
         lines.append(
             f"- **{m}**: embedding scale {e['embedding']['scale']}; fit {recipe}: "
             f"L = {fmt(a.get('fit_loss', math.nan))} (from "
             f"{fmt(a.get('fit_initial_loss', math.nan))}), {a.get('fit_n_steps')} steps in "
             f"{fmt(a.get('fit_wall_time', math.nan), 1)} s on {a.get('fit_device')}; "
+            f"**{convergence_words(record, unit)}**; "
             f"dynamics {dyn_text}, T = {dyn_m['steps']}"
         )
     return lines
@@ -507,7 +527,8 @@ def write_reproduce_report(
                 label = "best t (t >= 1) and its error"
             cells = [cell(summaries[m][task]) if task in summaries[m] else "n/a" for m in models]
             lines.append(row([f"**{title}**: {label}" if k == 0 else label, *cells]))
-    lines += ["", *_reference_lines(models, summaries)]
+    unconverged = unconverged_fits(model_attrs)
+    lines += ["", *_reference_lines(models, summaries, unconverged)]
     lines += ["", "## The paper's claims, as stated", ""]
     lines += [
         "Verdicts follow fixed rules (`spinsa.report.assess_claims`) that "
@@ -523,8 +544,14 @@ def write_reproduce_report(
         "| claim | model | verdict | evidence |",
         "|---|---|---|---|",
     ]
+    if unconverged:
+        lines[-2:-2] = [
+            "A model whose fit did not converge gets no verdict here nor above: its numbers "
+            "are those of couplings that were still moving.",
+            "",
+        ]
     for claim, model, verdict, why in assess_claims(summaries):
-        lines.append(f"| {claim} | {model} | **{verdict}** | {why} |")
+        lines.append(f"| {claim} | {model} | **{unconverged.get(model, verdict)}** | {why} |")
     for m in models:
         if f"models/{m}/notebook" in info.groups:
             nb, attrs = read_tree(h5_path, f"models/{m}/notebook")
@@ -1057,6 +1084,8 @@ def _persistence_lines(a: dict) -> list[str]:
     for start, v in a["vs_persistence"].items():
         s = scores[SPIN_MODELS[start]]
         verdict = "beats persistence" if v["beats"] else "does not beat persistence"
+        if a.get("fit_converged") is False:  # the couplings' fit did not converge
+            verdict = no_verdict(a.get("fit_iterations"))
         lines.append(
             f"| {start} | {a['best_t'][start]} | {pm(s['mse'], s['mse_sem'])} | "
             f"{fmt(v['z'], 1)} ({fmt(v['paired_z'], 1)}) | {verdict} |"
@@ -1065,13 +1094,9 @@ def _persistence_lines(a: dict) -> list[str]:
 
 
 def _fit_words(a: dict) -> str:
-    """How the fit ended, in the words of the reports (no verdict from an unconverged fit
-    is drawn here: the numbers are those of the couplings as they are)."""
-    converged = a.get("fit_converged")
-    if converged is None:
-        return ""
-    state = "converged" if converged else "not converged"
-    return f" The fit {state}: {a.get('fit_message', '')}."
+    """How the couplings' fit ended (:func:`spinsa.fit.convergence.convergence_words`)."""
+    record = {k: a.get(f"fit_{k}") for k in ("converged", "criterion", "iterations", "message")}
+    return f" The fit: {convergence_words(record)}."
 
 
 def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:

@@ -254,14 +254,14 @@ class _Run:
             checkpoint=self.out / "fit.ckpt.h5", backend="lbfgs", lam=c.lam_train,
             max_iter=c.max_iter, constraint="global", norm=c.norm,
         )[1]  # fmt: skip
-        attrs = {"loss": float(fit.loss), "converged": fit.converged, "message": fit.message}
+        attrs = {"loss": float(fit.loss), **fit.convergence()}
         io.write_file(
             self.out / "fit.h5", {"J": fit.J}, attrs, kind=FIT_KIND,
             config=self.stage_config(_FIT_FIELDS), overwrite=True,
         )  # fmt: skip
         (self.out / "fit.ckpt.h5").unlink(missing_ok=True)
         self.say(f"fit of the bare self-attention: L = {fit.loss:.4f}, "
-                 f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+                 f"{time.perf_counter() - t0:.1f} s; {fit.convergence_line()}")  # fmt: skip
 
     def train(self, name: str) -> None:
         """Train one backprop model; ``<name>.h5`` holds its history and test forecasts."""
@@ -382,7 +382,7 @@ def write_results(run: _Run) -> Path:
         "vs_persistence": {s: vs_persistence(scores, SPIN_MODELS[s]) for s in spins},
         "scores": scores,
         "fit_loss": float(fit_attrs["loss"]),
-        "fit_converged": fit_attrs.get("converged"),
+        **{f"fit_{k}": fit_attrs.get(k) for k in ("converged", "criterion", "iterations")},
         "fit_message": fit_attrs.get("message", ""),
         "n_attractors": int(attractors.n_attractors),
         "fraction_unconverged": float(attractors.fraction_unconverged),

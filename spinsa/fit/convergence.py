@@ -25,7 +25,13 @@ import math
 
 import numpy as np
 
-__all__ = ["plateau_index", "plateau_criterion", "lbfgs_criterion", "no_verdict"]
+__all__ = [
+    "plateau_index",
+    "plateau_criterion",
+    "lbfgs_criterion",
+    "no_verdict",
+    "convergence_words",
+]
 
 
 def plateau_index(curve, patience: int, min_improvement: float) -> int | None:
@@ -67,8 +73,7 @@ def plateau_index(curve, patience: int, min_improvement: float) -> int | None:
 def plateau_criterion(patience: int, min_improvement: float, monitored: str) -> str:
     """The epoch criterion in words, with its numbers."""
     return (
-        f"{monitored} improved by less than {100 * min_improvement:g} % over "
-        f"{patience} evaluations"
+        f"{monitored} improved by less than {100 * min_improvement:g} % over {patience} evaluations"
     )
 
 
@@ -86,3 +91,19 @@ def no_verdict(iterations, unit: str = "iterations") -> str:
     missing = iterations is None or (isinstance(iterations, float) and math.isnan(iterations))
     n = "?" if missing else int(iterations)
     return f"not converged after {n} {unit} — no verdict"
+
+
+def convergence_words(record: dict, unit: str = "iterations") -> str:
+    """How a fit ended, for a report: ``"converged after N <unit> (<criterion>)"``, or
+    :func:`no_verdict` with the criterion, or that the file predates the record.
+
+    ``record``: the keys ``converged``, ``criterion``, ``iterations`` and ``message`` (a fit
+    file's root attributes; :meth:`spinsa.fit.FitResult.convergence`).
+    """
+    converged, n = record.get("converged"), record.get("iterations")
+    criterion = record.get("criterion") or "criterion not recorded"
+    if converged is None:
+        return f"convergence not recorded ({record.get('message') or 'an older file'})"
+    if converged:
+        return f"converged after {n} {unit} ({criterion})"
+    return f"{no_verdict(n, unit)} (criterion: {criterion}; {record.get('message', '')})"
