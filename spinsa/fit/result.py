@@ -196,6 +196,13 @@ def save_fit(path, result, overwrite: bool = False, attrs: dict | None = None) -
     )
 
 
+def _counted(config: FitConfig, hist: dict) -> int:
+    """Iterations (L-BFGS) or epochs (torch) of a file that predates the record of them."""
+    if config.backend == "torch":
+        return int(len(hist["epoch_loss"]) - 1)
+    return int(len(hist["step_loss"]))
+
+
 def load_fit(path):
     """The :class:`~spinsa.fit.FitResult` stored by :func:`save_fit` (J comes back float32)."""
     info = io.read(path)
@@ -215,7 +222,7 @@ def load_fit(path):
         converged=a.get("converged"),
         message=a.get("message", ""),
         criterion=a.get("criterion", ""),
-        iterations=int(a.get("iterations", 0)),
+        iterations=int(a["iterations"]) if "iterations" in a else _counted(config, hist),
         resumed_from=int(a.get("resumed_from", 0)),
         n_samples_seen=int(a.get("n_samples_seen", 0)),
         factors=factors,
