@@ -149,6 +149,12 @@ def _daily_csv(path, n=700, seed=3):
     return path
 
 
+# the attributes that write_results stores (the rest of a file's are spinsa.io's own)
+_OWN_ATTRS = ("source", "column", "rows", "mean", "std", "best_t", "vs_persistence", "scores",
+              "fit_loss", "fit_criterion", "fit_message", "n_attractors", "fraction_unconverged",
+              "lifetime_mean", "train_range", "step_seconds", "seconds")  # fmt: skip
+
+
 def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
     csv = _daily_csv(tmp_path / "series.csv")
     out = tmp_path / "out"
@@ -196,6 +202,20 @@ def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
         assert row in report
     spin = io.read_group(out / "sequences.h5", "spin/persistence")[0]
     assert spin["test_mse_t"][0] == pytest.approx(scores["persistence"]["mse"], rel=1e-12)
+    # the verdict rests on the fit: from an unconverged one the report draws none
+    from spinsa.io.results import read_tree
+    from spinsa.report import write_sequences_report
+
+    tree = read_tree(out / "sequences.h5", "/")[0]
+    for converged in (True, False):
+        attrs = {k: v for k, v in info.attrs.items() if k in _OWN_ATTRS}
+        attrs.update(fit_converged=converged, fit_iterations=40)
+        h5 = io.write_file(tmp_path / f"c{converged}.h5", tree, attrs, kind="sequences",
+                           config=info.config)  # fmt: skip
+        text = write_sequences_report(h5, tmp_path / f"c{converged}.md").read_text()
+        no = "not converged after 40 iterations — no verdict"
+        assert (no in text) == (not converged)
+        assert ("does not beat persistence |" in text or "beats persistence |" in text) == converged
     assert (out / "forecasts.png").stat().st_size > 0 and (out / "spin_error.png").exists()
     # run again: the finished fit and the trained models are reused, the numbers are the same
     assert main(argv) == 0
