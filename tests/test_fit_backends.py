@@ -325,7 +325,10 @@ def test_cli_train_random_patterns_and_refusal(tmp_path, capsys):
     direct = spinsa.fit_pseudolikelihood(random_patterns(12, 5, 3, seed=0), config=res.config)
     np.testing.assert_array_equal(res.J, direct.J)  # the same patterns, the same fit
     assert not (tmp_path / "fit.h5.ckpt.h5").exists()
-    assert "wrote" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "wrote" in printed
+    # how the fit ended, by its criterion
+    assert res.convergence_line() in printed and "L-BFGS-B stopped on its own" in printed
     assert main(argv) == 4  # the output exists: a file error
     assert "already exists" in capsys.readouterr().err
 
