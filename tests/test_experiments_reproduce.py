@@ -93,9 +93,7 @@ def test_reproduce_writes_hdf5_figures_and_report(finished):
 
 
 def test_references_and_verdicts_in_the_report(finished):
-    from spinsa.report import assess_references
-
-    from spinsa.report import unconverged_fits
+    from spinsa.report import assess_references, unconverged_fits
 
     out, result = finished
     models = ("design", "damico2024")
