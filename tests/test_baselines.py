@@ -4,6 +4,7 @@ The blocks are checked against hand-written float64 numpy formulas; training on 
 8x8 images runs on the CPU in seconds.
 """
 
+
 import numpy as np
 import pytest
 from scipy.special import erf
