@@ -53,6 +53,13 @@ _TRAIN_FLAGS = [
     ("--batch-size", "fit.batch_size", int, "minibatch size of the torch backend"),
     ("--lr", "fit.lr", float, "learning rate of the torch backend"),
     ("--max-iter", "fit.max_iter", int, "iterations of the lbfgs backend"),
+    (
+        "--validation-fraction",
+        "fit.validation_fraction",
+        float,
+        "training patterns held out for the validation curve of the torch backend (default 0; "
+        "--set fit.early_stopping=true stops on its plateau)",
+    ),  # fmt: skip
     ("--fit-seed", "fit.seed", int, "seed of the initial couplings"),
     ("--lam-eval", "dynamics.lam_eval", float, "lambda_eval of a later evaluate (default 1)"),
 ]
