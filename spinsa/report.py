@@ -29,9 +29,10 @@ from spinsa.analysis.summary import (
     read_summaries,
     significant,
 )
+from spinsa.fit.convergence import convergence_words, no_verdict
 from spinsa.io.results import COMPARE_KIND, model_names, read_tree
 from spinsa.references import REFERENCES
-from spinsa.sequences.references import SPIN_MODEL, is_reference
+from spinsa.sequences.references import SPIN_MODELS, is_reference
 from spinsa.tasks import TASK_TITLES, TASKS, mean_sem
 
 __all__ = [
@@ -242,8 +243,23 @@ def assess_claims(summaries: dict[str, dict[str, dict]]) -> list[tuple[str, str,
     return out
 
 
-def _reference_lines(models, summaries) -> list[str]:
-    """One table per task: each model's best error and every reference's, with z."""
+def unconverged_fits(model_attrs: dict[str, dict]) -> dict[str, str]:
+    """``model -> "not converged after N iterations — no verdict"`` for every model whose
+    fit did not converge (from the ``fit_*`` attributes of its group); the reports print
+    that instead of a verdict drawn from such a model."""
+    out = {}
+    for m, a in model_attrs.items():
+        if a.get("fit_converged") is False:
+            unit = "epochs" if a.get("experiment_config", {}).get("fit", {}).get(
+                "backend") == "torch" else "iterations"  # fmt: skip
+            out[m] = no_verdict(a.get("fit_iterations"), unit)
+    return out
+
+
+def _reference_lines(models, summaries, unconverged=None) -> list[str]:
+    """One table per task: each model's best error and every reference's, with z; the
+    verdicts of ``unconverged`` models (:func:`unconverged_fits`) are withheld."""
+    unconverged = unconverged or {}
     lines = [
         "## Against simple references",
         "",
@@ -294,7 +310,7 @@ def _reference_lines(models, summaries) -> list[str]:
         "|---|---|---|---|",
     ]
     for model, task, verdict, why in assess_references(summaries):
-        lines.append(f"| {model} | {task} | **{verdict}** | {why} |")
+        lines.append(f"| {model} | {task} | **{unconverged.get(model, verdict)}** | {why} |")
     return lines
 
 
@@ -418,11 +434,15 @@ def _model_lines(models, exp: dict, model_attrs: dict) -> list[str]:
             else "the published notebook's (features standardised across tokens, scores clamped "
             "at 20, x <- x + h/2, tokens divided by the mean token norm)"
         )
+        record = {k: a.get(f"fit_{k}") for k in ("converged", "criterion", "iterations")}
+        record["message"] = a.get("fit_message")
+        unit = "epochs" if fit["backend"] == "torch" else "iterations"
         lines.append(
             f"- **{m}**: embedding scale {e['embedding']['scale']}; fit {recipe}: "
             f"L = {fmt(a.get('fit_loss', math.nan))} (from "
             f"{fmt(a.get('fit_initial_loss', math.nan))}), {a.get('fit_n_steps')} steps in "
             f"{fmt(a.get('fit_wall_time', math.nan), 1)} s on {a.get('fit_device')}; "
+            f"**{convergence_words(record, unit)}**; "
             f"dynamics {dyn_text}, T = {dyn_m['steps']}"
         )
     return lines
@@ -507,7 +527,8 @@ def write_reproduce_report(
                 label = "best t (t >= 1) and its error"
             cells = [cell(summaries[m][task]) if task in summaries[m] else "n/a" for m in models]
             lines.append(row([f"**{title}**: {label}" if k == 0 else label, *cells]))
-    lines += ["", *_reference_lines(models, summaries)]
+    unconverged = unconverged_fits(model_attrs)
+    lines += ["", *_reference_lines(models, summaries, unconverged)]
     lines += ["", "## The paper's claims, as stated", ""]
     lines += [
         "Verdicts follow fixed rules (`spinsa.report.assess_claims`) that "
@@ -523,8 +544,14 @@ def write_reproduce_report(
         "| claim | model | verdict | evidence |",
         "|---|---|---|---|",
     ]
+    if unconverged:
+        lines[-2:-2] = [
+            "A model whose fit did not converge gets no verdict here nor above: its numbers "
+            "are those of couplings that were still moving.",
+            "",
+        ]
     for claim, model, verdict, why in assess_claims(summaries):
-        lines.append(f"| {claim} | {model} | **{verdict}** | {why} |")
+        lines.append(f"| {claim} | {model} | **{unconverged.get(model, verdict)}** | {why} |")
     for m in models:
         if f"models/{m}/notebook" in info.groups:
             nb, attrs = read_tree(h5_path, f"models/{m}/notebook")
@@ -1006,7 +1033,7 @@ def write_compare_report(h5_path, out_path, figures: Sequence[str] = ()) -> Path
 # ---------------------------------------------------------------------------- sequences
 def _order(names, backprop=()) -> list[str]:
     """The spin model, the ``backprop`` models, then the references."""
-    first = [SPIN_MODEL, *backprop]
+    first = [*SPIN_MODELS.values(), *backprop]
     return [n for n in first if n in names] + sorted(n for n in names if n not in first)
 
 
@@ -1035,6 +1062,43 @@ def _attractor_lines(info) -> list[str]:
     ]
 
 
+_START_WORDS = {
+    "zero": "the token to predict starts as the zero spin (the masked start)",
+    "persistence": "the token to predict starts as the last observed value (the denoising "
+    "start; at t = 0 the forecast is persistence)",
+}
+
+
+def _persistence_lines(a: dict) -> list[str]:
+    """The verdict rows: does the dynamics, from each start, improve on persistence?"""
+    lines = [
+        "## Does the dynamics improve on persistence?",
+        "",
+        "A start beats persistence when its test MSE lies below persistence's by more than "
+        f"{SIGNIFICANT_Z:g} combined standard errors (z below; the paired z is beside it).",
+        "",
+        "| start | t (chosen on validation) | MSE | z vs persistence (paired) | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    scores = a["scores"]
+    for start, v in a["vs_persistence"].items():
+        s = scores[SPIN_MODELS[start]]
+        verdict = "beats persistence" if v["beats"] else "does not beat persistence"
+        if a.get("fit_converged") is False:  # the couplings' fit did not converge
+            verdict = no_verdict(a.get("fit_iterations"))
+        lines.append(
+            f"| {start} | {a['best_t'][start]} | {pm(s['mse'], s['mse_sem'])} | "
+            f"{fmt(v['z'], 1)} ({fmt(v['paired_z'], 1)}) | {verdict} |"
+        )
+    return [*lines, ""]
+
+
+def _fit_words(a: dict) -> str:
+    """How the couplings' fit ended (:func:`spinsa.fit.convergence.convergence_words`)."""
+    record = {k: a.get(f"fit_{k}") for k in ("converged", "criterion", "iterations", "message")}
+    return f" The fit: {convergence_words(record)}."
+
+
 def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     """Write ``report.md`` of a ``sequences.h5`` (the setup, the table, plain statements),
     reading the file only."""
@@ -1042,6 +1106,9 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     a, cfg = info.attrs, info.config
     scores = a["scores"]
     best_ref = min(filter(is_reference, scores), key=lambda m: scores[m]["mse"])
+    starts = "; ".join(
+        f"{SPIN_MODELS[s]}: {_START_WORDS[s]}, read at t = {t}" for s, t in a["best_t"].items()
+    )
     lines = [
         "# Sequences: one-step forecasts of the normalised series",
         "",
@@ -1052,9 +1119,9 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
         f"{len(info.array('truth'))} test windows.",
         "",
         f"The bare self-attention: {cfg['k']} value(s) per token, pseudo-likelihood at "
-        f"λ = {cfg['lam_train']} (L = {a['fit_loss']:.4f}), read at t = {a['best_t']} "
-        f"(the lowest validation error) of the dynamics at λ = {cfg['lam_eval']}, "
-        f"γ = {cfg['gamma']}.",
+        f"λ = {cfg['lam_train']} (L = {a['fit_loss']:.4f}), the dynamics at "
+        f"λ = {cfg['lam_eval']}, γ = {cfg['gamma']}, read at the t ≥ 1 of lowest validation "
+        f"error. {starts}.{_fit_words(a)}",
         "",
         *error_table(scores, cfg["baselines"]),
         "",
@@ -1062,6 +1129,7 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
         "same windows. Standard errors treat the test errors as independent; neighbouring "
         "rows are correlated, so they are too small, and a gain counts only when z > 3.",
         "",
+        *_persistence_lines(a),
     ]
     ref = scores[best_ref]
     forecasts, truth = io.read_group(h5, "forecasts")[0], info.array("truth")
@@ -1075,13 +1143,14 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
             f"- {name}: MSE {s['mse']:.4f}; {verdict} the best reference ({best_ref}, "
             f"{ref['mse']:.4f}; z = {z:+.1f})."
         )
+    lines += ["", "## The spin model's own analyses", ""]
+    for start, t in a["best_t"].items():
+        lines += [
+            f"- {start} start: error against t lowest on the validation windows at t = {t}; "
+            f"on average a test forecast stays better than persistence for "
+            f"{a['lifetime_mean'][start]:.2f} steps of the dynamics.",
+        ]
     lines += [
-        "",
-        "## The spin model's own analyses",
-        "",
-        f"- Error against t: lowest on the validation windows at t = {a['best_t']}.",
-        f"- The forecast's transient: on average a test forecast stays better than "
-        f"persistence for {a['lifetime_mean']:.2f} steps of the dynamics.",
         f"- Attractors of the chain from {cfg['attractor_starts']} random spin chains "
         f"({cfg['attractor_steps']} steps): {a['n_attractors']} found; "
         f"{100 * a['fraction_unconverged']:.0f}% of the runs had not converged.",

@@ -83,7 +83,8 @@ def test_reproduce_writes_hdf5_figures_and_report(finished):
         "not a test",  # synthetic data: the published numbers do not apply
     ):
         assert text in report
-    assert any(v in report for v in ("**holds**", "**partly**", "**does not hold**"))
+    verdicts = ("**holds**", "**partly**", "**does not hold**", "— no verdict**")
+    assert any(v in report for v in verdicts)
     # the notebook's measurements: the epoch means of the minibatch losses; 256 test images
     nb = io.read_array(result.h5, "models/damico2024/notebook/train_loss")
     steps = io.read_array(result.h5, "models/damico2024/fit/history/step_loss")
@@ -92,17 +93,30 @@ def test_reproduce_writes_hdf5_figures_and_report(finished):
 
 
 def test_references_and_verdicts_in_the_report(finished):
-    from spinsa.report import assess_references
+    from spinsa.report import assess_references, unconverged_fits
 
     out, result = finished
-    summaries = {m: read_summaries(result.h5, m) for m in ("design", "damico2024")}
+    models = ("design", "damico2024")
+    summaries = {m: read_summaries(result.h5, m) for m in models}
     report = result.report.read_text()
+    attrs = {m: io.read_group(result.h5, f"models/{m}")[1] for m in models}
+    unconverged = unconverged_fits(attrs)
     for model, task, verdict, _ in assess_references(summaries):
         s = summaries[model][task]
         assert verdict == ("holds" if s["transient_memory"] else "does not hold")
-        assert f"| {model} | {task} | **{verdict}** |" in report
+        shown = unconverged.get(model, verdict)  # no verdict from an unconverged fit
+        assert f"| {model} | {task} | **{shown}** |" in report
         best = s["references"][s["best_reference"]]
         assert f"{best['error']:.4f} ± {best['sem']:.4f}" in report
+    # the tiny fits stop on their caps: the report says so and draws no verdict from them
+    a = attrs["design"]
+    assert a["fit_converged"] is False and "L-BFGS-B" in a["fit_criterion"]
+    n = a["fit_iterations"]
+    assert unconverged["design"] == f"not converged after {n} iterations — no verdict"
+    assert f"**not converged after {n} iterations — no verdict (criterion: " in report
+    for claim in ("masked: lowest", "denoising: falls"):
+        assert f"| {claim}" in report
+    assert "| design | **not converged after" in report
 
 
 def test_the_plan_with_estimates_comes_first(tmp_path, fast_figures):

@@ -51,8 +51,10 @@ def test_both_backends_lower_the_loss_and_agree(planted, constraint, norm):
         )
     assert abs(a.loss - b.loss) < 0.02 * L_ZERO
     # L-BFGS reports whether every row met a tolerance (in float32 a line search can stop a
-    # row early, close to the optimum); minibatch Adam has no such notion
-    assert isinstance(a.converged, bool) and b.converged is None
+    # row early, close to the optimum); minibatch Adam whether its loss reached a plateau
+    assert isinstance(a.converged, bool) and isinstance(b.converged, bool)
+    assert "L-BFGS-B" in a.criterion and "0.5 % over 5 evaluations" in b.criterion
+    assert b.iterations == 60 and a.iterations >= 1
 
 
 def test_lbfgs_reaches_a_constrained_stationary_point(planted):
@@ -323,7 +325,10 @@ def test_cli_train_random_patterns_and_refusal(tmp_path, capsys):
     direct = spinsa.fit_pseudolikelihood(random_patterns(12, 5, 3, seed=0), config=res.config)
     np.testing.assert_array_equal(res.J, direct.J)  # the same patterns, the same fit
     assert not (tmp_path / "fit.h5.ckpt.h5").exists()
-    assert "wrote" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "wrote" in printed
+    # how the fit ended, by its criterion
+    assert res.convergence_line() in printed and "L-BFGS-B stopped on its own" in printed
     assert main(argv) == 4  # the output exists: a file error
     assert "already exists" in capsys.readouterr().err
 

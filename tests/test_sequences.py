@@ -7,7 +7,7 @@ from spinsa import PatchEmbedding, io
 from spinsa.cli import EXIT_CODES, main
 from spinsa.sequences.data import split_series, synthetic_series, windows
 from spinsa.sequences.encoding import SeriesEmbedding
-from spinsa.sequences.forecast import best_step, fit_forecaster
+from spinsa.sequences.forecast import SpinForecaster, best_step, fit_forecaster
 from spinsa.sequences.references import fit_ar, persistence, reference_forecasts
 from tests.damage import flip_byte
 
@@ -110,6 +110,34 @@ def test_forecaster_masks_the_last_token_and_reads_it(sines):
     assert rolled[0] == pytest.approx(forecasts[t, 0], abs=1e-6)
 
 
+def test_persistence_start_is_persistence_exactly_at_t0(sines):
+    """The denoising start: the last token is the encoded last value, and the forecast at
+    t = 0 is that value itself, also outside the training range (where the encoding clips)
+    and for k > 1."""
+    s, f, _ = sines
+    fp = SpinForecaster(f.J, f.embedding, lam=f.lam, gamma=f.gamma, steps=4, start="persistence")
+    X = windows(s.test, 13)[:, :-1].copy()
+    X[0, -1] = f.embedding.hi + 3.0  # clipped by the encoding, not by the forecast at t = 0
+    x0 = fp.inputs(X)
+    np.testing.assert_array_equal(x0[:, -1], fp.embedding.encode(np.hstack([X, X[:, -1:]]))[:, -1])
+    forecasts, _ = fp.trajectories(X)
+    np.testing.assert_array_equal(forecasts[0], persistence(X))
+    np.testing.assert_array_equal(fp.forecast(X, 0), persistence(X))
+    # the dynamics moves it: t >= 1 is the spin model's own forecast, decoded
+    assert not np.array_equal(forecasts[1], forecasts[0])
+    # k = 2: both slots of the predicted token hold the last value
+    emb2 = SeriesEmbedding(14, lo=-2.0, hi=2.0, k=2)
+    J2 = np.zeros((7, 7, 4, 4), dtype=np.float32)
+    f2 = SpinForecaster(J2, emb2, steps=2, start="persistence")
+    ctx = np.random.default_rng(0).uniform(-1, 1, (5, 12))
+    np.testing.assert_array_equal(f2.trajectories(ctx)[0][0], ctx[:, -1])
+    np.testing.assert_allclose(
+        emb2.decode(f2.inputs(ctx))[:, 12:], np.repeat(ctx[:, -1:], 2, axis=1), atol=1e-5
+    )
+    with pytest.raises(ValueError, match="start must be one of 'zero', 'persistence'"):
+        SpinForecaster(f.J, f.embedding, start="last")
+
+
 # ---------------------------------------------------------------- the command
 def _daily_csv(path, n=700, seed=3):
     values = synthetic_series("sines", n, seed=seed)
@@ -119,6 +147,12 @@ def _daily_csv(path, n=700, seed=3):
     ]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+# the attributes that write_results stores (the rest of a file's are spinsa.io's own)
+_OWN_ATTRS = ("source", "column", "rows", "mean", "std", "best_t", "vs_persistence", "scores",
+              "fit_loss", "fit_criterion", "fit_message", "n_attractors", "fraction_unconverged",
+              "lifetime_mean", "train_range", "step_seconds", "seconds")  # fmt: skip
 
 
 def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
@@ -145,6 +179,7 @@ def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
     scores = info.attrs["scores"]
     assert set(scores) == {
         "bare SA",
+        "bare SA (persistence start)",
         "rnn",
         "transformer",
         "s4d",
@@ -158,6 +193,29 @@ def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
     assert scores["persistence"]["mse"] == pytest.approx(np.mean((pers - truth) ** 2))
     report = (out / "report.md").read_text()
     assert "| bare SA |" in report and "AR(10)" in report
+    assert "| bare SA (persistence start) |" in report
+    assert "Does the dynamics improve on persistence?" in report
+    assert set(info.attrs["best_t"]) == {"zero", "persistence"}
+    for start, v in info.attrs["vs_persistence"].items():
+        assert v["beats"] == (v["z"] > 3)
+        row = f"| {start} | {info.attrs['best_t'][start]} |"
+        assert row in report
+    spin = io.read_group(out / "sequences.h5", "spin/persistence")[0]
+    assert spin["test_mse_t"][0] == pytest.approx(scores["persistence"]["mse"], rel=1e-12)
+    # the verdict rests on the fit: from an unconverged one the report draws none
+    from spinsa.io.results import read_tree
+    from spinsa.report import write_sequences_report
+
+    tree = read_tree(out / "sequences.h5", "/")[0]
+    for converged in (True, False):
+        attrs = {k: v for k, v in info.attrs.items() if k in _OWN_ATTRS}
+        attrs.update(fit_converged=converged, fit_iterations=40)
+        h5 = io.write_file(tmp_path / f"c{converged}.h5", tree, attrs, kind="sequences",
+                           config=info.config)  # fmt: skip
+        text = write_sequences_report(h5, tmp_path / f"c{converged}.md").read_text()
+        no = "not converged after 40 iterations — no verdict"
+        assert (no in text) == (not converged)
+        assert ("does not beat persistence |" in text or "beats persistence |" in text) == converged
     assert (out / "forecasts.png").stat().st_size > 0 and (out / "spin_error.png").exists()
     # run again: the finished fit and the trained models are reused, the numbers are the same
     assert main(argv) == 0
@@ -178,6 +236,10 @@ def test_sequences_run_refuses_other_settings_and_redoes_a_damaged_stage(tmp_pat
     err = capsys.readouterr().err
     assert "lam_eval = 1.0 there, 2.0 now" in err and "--overwrite" in err
     assert io.read(out / "sequences.h5").attrs["scores"] == scores  # nothing replaced
+    # a file written without the persistence start (or before starts existed) is another
+    # setting: the evaluation is refused, naming it
+    assert main([*argv, "--starts", "zero"]) == EXIT_CODES["usage"]
+    assert "starts = ['zero', 'persistence'] there, ['zero'] now" in capsys.readouterr().err
     flip_byte(out / "fit.h5", "J")  # a bad disk: the stage is set aside and redone
     assert main(argv) == 0
     assert (out / "fit.h5.corrupt").exists()

@@ -53,6 +53,13 @@ _TRAIN_FLAGS = [
     ("--batch-size", "fit.batch_size", int, "minibatch size of the torch backend"),
     ("--lr", "fit.lr", float, "learning rate of the torch backend"),
     ("--max-iter", "fit.max_iter", int, "iterations of the lbfgs backend"),
+    (
+        "--validation-fraction",
+        "fit.validation_fraction",
+        float,
+        "training patterns held out for the validation curve of the torch backend (default 0; "
+        "--set fit.early_stopping=true stops on its plateau)",
+    ),  # fmt: skip
     ("--fit-seed", "fit.seed", int, "seed of the initial couplings"),
     ("--lam-eval", "dynamics.lam_eval", float, "lambda_eval of a later evaluate (default 1)"),
 ]
@@ -218,6 +225,9 @@ def _cmd_train(args) -> int:
         print(f"spinsa train: resuming the fit from {checkpoint}")
     t0 = time.perf_counter()
     progress = not args.no_progress
+    from spinsa.fit.convergence import convergence_words
+
+    unit = "epochs" if config.fit.backend == "torch" else "iterations"
     if source is None:  # an experiment: its training images
         from spinsa import io
         from spinsa.experiments.pipeline import train
@@ -226,6 +236,8 @@ def _cmd_train(args) -> int:
         a = io.read(out).attrs
         loss, first, steps = a["fit_loss"], a["fit_initial_loss"], a["fit_n_steps"]
         what = f"{a['n_train']} images"
+        record = {k: a.get(f"fit_{k}") for k in ("converged", "criterion", "iterations")}
+        ended = convergence_words({**record, "message": a.get("fit_message")}, unit)
     else:
         from spinsa.fit import fit_pseudolikelihood, save_fit
 
@@ -239,9 +251,10 @@ def _cmd_train(args) -> int:
             checkpoint.unlink(missing_ok=True)
         loss, first, steps = result.loss, result.epoch_loss[0], result.n_steps
         what = f"{xi.shape[0]} patterns"
+        ended = result.convergence_line()
     print(
         f"spinsa train: {config.name}: L = {loss:.6g} (from {first:.6g}), {steps} steps on "
-        f"{what}, {time.perf_counter() - t0:.1f} s; wrote {out}"
+        f"{what}, {time.perf_counter() - t0:.1f} s; {ended}; wrote {out}"
     )
     return 0
 

@@ -33,13 +33,15 @@ def add_sequences(sub) -> None:
         help="the one-step forecasting benchmark on ETTh1 (or a CSV of yours)",
         description="Split the series by time (12 / 4 / 4 months for train / validation / "
         "test), normalise it with the training part, fit the bare self-attention by "
-        "pseudo-likelihood on the training windows (forecast = masked last token, read at "
-        "the t of lowest validation error), train an RNN, a transformer encoder and S4D "
-        "with early stopping, set persistence, the training mean and AR(context) beside "
-        "them, and write sequences.h5, the figures and report.md (test MSE and MAE of every "
-        "model on the normalised series), then the spin model's transients and attractors. "
-        "ETTh1 is fetched into the data cache on first use. Run it again after an "
-        "interruption and it resumes from the finished fit and training checkpoints.",
+        "pseudo-likelihood on the training windows (forecast = the last token, started as "
+        "the zero spin and as the last observed value, read at the t of lowest validation "
+        "error; the report says whether the dynamics improves on persistence), train an "
+        "RNN, a transformer encoder and S4D with early stopping, set persistence, the "
+        "training mean and AR(context) beside them, and write sequences.h5, the figures "
+        "and report.md (test MSE and MAE of every model on the normalised series), then "
+        "the spin model's transients and attractors. ETTh1 is fetched into the data cache "
+        "on first use. Run it again after an interruption and it resumes from the finished "
+        "fit and training checkpoints.",
     )
     r.add_argument("-o", "--out", type=Path, help="output directory (runs/sequences[-quick])")
     r.add_argument(
@@ -67,6 +69,13 @@ def add_sequences(sub) -> None:
         "are deleted)",
     )
     r.add_argument(
+        "--starts",
+        nargs="+",
+        choices=("zero", "persistence"),
+        help="starts of the token to predict: the zero spin (masked) and/or the last "
+        "observed value (persistence); default both",
+    )
+    r.add_argument(
         "--no-baselines",
         action="store_true",
         help="the bare self-attention and the references only (no torch training)",
@@ -87,6 +96,8 @@ def _cmd_run(args) -> int:
     options["rows"] = None if args.rows is None else tuple(args.rows)
     if args.no_baselines:
         options["baselines"] = ()
+    if args.starts:
+        options["starts"] = tuple(args.starts)
     config = SequenceConfig.quick(**options) if args.quick else SequenceConfig(**options)
     out = args.out or Path("runs") / ("sequences-quick" if args.quick else "sequences")
     run_sequences(config, out, progress=not args.no_progress, overwrite=args.overwrite)

@@ -65,7 +65,8 @@ EVALUATION_KIND = "evaluation"
 N_TUNE = 1000  # corrupted training images on which the denoising references are tuned
 CYCLE_TOL = 1e-4  # largest token distance between two states that count as the same
 # what an evaluation file of a shared fit copies from it
-FIT_ATTRS = ("fit_loss", "fit_converged", "fit_wall_time", "fit_norm", "hebbian_cosine")
+FIT_ATTRS = ("fit_loss", "fit_converged", "fit_criterion", "fit_iterations", "fit_wall_time",
+             "fit_norm", "hebbian_cosine")  # fmt: skip
 PIXELS = ("all", "masked", "visible")
 
 
@@ -576,7 +577,8 @@ def _fit_and_write(
         arrays["fit"]["factors"] = fit.factors
     evaluations, group_attrs = _evaluations(config, fit.J, images, tasks, chunk_size, progress)
     arrays.update(evaluations)
-    attrs = {f"fit_{k}": getattr(fit, k) for k in ("loss", "device", "message", "converged")}
+    attrs = {f"fit_{k}": v for k, v in {**fit.convergence(), "loss": fit.loss}.items()}
+    attrs["fit_device"] = fit.device
     attrs.update(name=config.name, fit_n_steps=fit.n_steps, n_train=int(images.train.shape[0]))
     attrs.update(fit_initial_loss=float(fit.epoch_loss[0]), fit_wall_time=float(fit.wall_time))
     attrs.update(fit_norm=frobenius_norm(fit.J), hebbian_cosine=_hebbian_cosine(fit.J, xi))

@@ -4,7 +4,10 @@ Every model predicts the next value of the normalised series from the ``context`
 before it, on the same windows:
 
 - the bare self-attention, fitted by pseudo-likelihood on the training windows, reading
-  the masked last token at the t of lowest validation error (:mod:`spinsa.sequences.forecast`);
+  the last token at the t of lowest validation error, from each start of that token: the
+  zero spin (masked) and the last observed value (persistence)
+  (:mod:`spinsa.sequences.forecast`); the report says whether the dynamics improves on
+  persistence;
 - the RNN, the transformer encoder and S4D, trained by backprop with early stopping on the
   validation windows (:mod:`spinsa.sequences.train`);
 - persistence, the training mean and AR(context) (:mod:`spinsa.sequences.references`).
@@ -32,15 +35,21 @@ import numpy as np
 from spinsa import io
 from spinsa._checks import check_choice, check_count, check_positive, check_real
 from spinsa._config import config_to_dict
-from spinsa.analysis.summary import paired_gain_z
+from spinsa.analysis.summary import combined_z, paired_gain_z, significant
 from spinsa.experiments.stages import Pipeline
 from spinsa.report import write_sequences_report
 from spinsa.sequences.data import split_series, windows
-from spinsa.sequences.forecast import SpinForecaster, best_step, embedding_for, fit_forecaster
-from spinsa.sequences.references import SPIN_MODEL, fit_ar, reference_forecasts
+from spinsa.sequences.forecast import (
+    STARTS,
+    SpinForecaster,
+    best_step,
+    embedding_for,
+    fit_forecaster,
+)
+from spinsa.sequences.references import SPIN_MODELS, fit_ar, reference_forecasts
 from spinsa.tasks import mean_sem
 
-__all__ = ["SequenceConfig", "run_sequences", "SEQUENCES_KIND"]
+__all__ = ["SequenceConfig", "run_sequences", "vs_persistence", "SEQUENCES_KIND"]
 
 SEQUENCES_KIND = "sequences"
 BASELINES = ("rnn", "transformer", "s4d")  # spinsa.sequences.models, which needs torch
@@ -82,6 +91,10 @@ class SequenceConfig:
         Values per token and spin dimension of the bare self-attention (d = None: 2k).
     lam_train, lam_eval, gamma, steps
         λ of the fit, λ, γ and T of the forecasting dynamics.
+    starts : tuple of str
+        Starts of the token to predict that are evaluated, each with its own t chosen on
+        the validation windows: ``"zero"`` (the masked start) and ``"persistence"`` (the
+        last observed value; :class:`spinsa.sequences.forecast.SpinForecaster`).
     max_iter : int
         L-BFGS iterations of the fit (full-batch pseudo-likelihood, fixed global norm).
     norm : float or None
@@ -106,6 +119,7 @@ class SequenceConfig:
     lam_eval: float = 1.0
     gamma: float = 1.0
     steps: int = 30
+    starts: tuple[str, ...] = STARTS
     max_iter: int = 100
     norm: float | None = None
     baselines: tuple[str, ...] = BASELINES
@@ -151,6 +165,11 @@ class SequenceConfig:
             object.__setattr__(self, "rows", rows)
         for name in self.baselines:
             check_choice(name, "baselines[...]", BASELINES)
+        if not self.starts:
+            raise ValueError(f"starts must name at least one of {', '.join(STARTS)}")
+        for name in self.starts:
+            check_choice(name, "starts[...]", STARTS)
+        object.__setattr__(self, "starts", tuple(self.starts))
         object.__setattr__(self, "baselines", tuple(self.baselines))
 
     @classmethod
@@ -235,14 +254,14 @@ class _Run:
             checkpoint=self.out / "fit.ckpt.h5", backend="lbfgs", lam=c.lam_train,
             max_iter=c.max_iter, constraint="global", norm=c.norm,
         )[1]  # fmt: skip
-        attrs = {"loss": float(fit.loss), "converged": fit.converged, "message": fit.message}
+        attrs = {"loss": float(fit.loss), **fit.convergence()}
         io.write_file(
             self.out / "fit.h5", {"J": fit.J}, attrs, kind=FIT_KIND,
             config=self.stage_config(_FIT_FIELDS), overwrite=True,
         )  # fmt: skip
         (self.out / "fit.ckpt.h5").unlink(missing_ok=True)
         self.say(f"fit of the bare self-attention: L = {fit.loss:.4f}, "
-                 f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+                 f"{time.perf_counter() - t0:.1f} s; {fit.convergence_line()}")  # fmt: skip
 
     def train(self, name: str) -> None:
         """Train one backprop model; ``<name>.h5`` holds its history and test forecasts."""
@@ -274,21 +293,55 @@ class _Run:
         ckpt.unlink(missing_ok=True)
 
 
+def vs_persistence(scores: dict, name: str) -> dict:
+    """Whether ``name`` beats persistence: its MSE below persistence's by more than
+    :data:`~spinsa.analysis.summary.SIGNIFICANT_Z` combined standard errors.
+
+    Returns ``{"z": combined z (> 0: lower error), "paired_z": the paired gain,
+    "beats": bool}``."""
+    s, p = scores[name], scores["persistence"]
+    z = combined_z(p["mse"], p["mse_sem"], s["mse"], s["mse_sem"])
+    return {"z": float(z), "paired_z": float(s["z_vs_persistence"]), "beats": significant(z)}
+
+
+def _spin_start(run: _Run, J: np.ndarray, start: str) -> dict[str, Any]:
+    """One start of the forecaster: t chosen on validation, the test forecasts and curves,
+    and the lifetime of the transient below persistence."""
+    from spinsa.analysis import error_lifetimes
+
+    config, (xva, yva), (xte, yte) = run.config, run.xy["val"], run.xy["test"]
+    emb = embedding_for(run.splits.train, config.context, config.k, config.d, config.seed)
+    forecaster = SpinForecaster(
+        J, emb, lam=config.lam_eval, gamma=config.gamma, steps=config.steps, start=start
+    )
+    t_best, val_curve = best_step(forecaster.trajectories(xva)[0], yva)
+    test_fc, _ = forecaster.trajectories(xte)
+    persistence_se = (xte[:, -1] - yte) ** 2
+    life = error_lifetimes(
+        (test_fc - yte[None]) ** 2, np.arange(test_fc.shape[0]), baseline=persistence_se
+    )
+    return {
+        "forecaster": forecaster,
+        "best_t": t_best,
+        "forecast": test_fc[t_best],
+        "curves": {
+            "val_mse_t": val_curve,
+            "test_mse_t": ((test_fc - yte[None]) ** 2).mean(axis=1),
+            "lifetime": np.asarray(life.lifetime, dtype=np.float64),
+        },
+    }
+
+
 def write_results(run: _Run) -> Path:
     """Evaluate every model on the test windows and write ``sequences.h5``."""
-    from spinsa.analysis import error_lifetimes, find_attractors, random_spins
+    from spinsa.analysis import find_attractors, random_spins
 
     config, splits, out = run.config, run.splits, run.out
     t_start = time.perf_counter()
-    (xtr, ytr), (xva, yva), (xte, yte) = run.xy["train"], run.xy["val"], run.xy["test"]
-    emb = embedding_for(splits.train, config.context, config.k, config.d, config.seed)
+    (xtr, ytr), (xte, yte) = run.xy["train"], run.xy["test"]
     J, fit_attrs = io.read_array(out / "fit.h5", "J"), io.read(out / "fit.h5").attrs
-    forecaster = SpinForecaster(J, emb, lam=config.lam_eval, gamma=config.gamma, steps=config.steps)
-    val_fc, _ = forecaster.trajectories(xva)
-    t_best, val_curve = best_step(val_fc, yva)
-    test_fc, _ = forecaster.trajectories(xte)
-    test_curve = ((test_fc - yte[None]) ** 2).mean(axis=1)
-    predictions = {SPIN_MODEL: test_fc[t_best]}
+    spins = {start: _spin_start(run, J, start) for start in config.starts}
+    predictions = {SPIN_MODELS[start]: r["forecast"] for start, r in spins.items()}
 
     histories = {}
     for name in config.baselines:
@@ -300,27 +353,20 @@ def write_results(run: _Run) -> Path:
     predictions.update(reference_forecasts(ar, xte))
     scores = {m: _scores(p, yte, predictions["persistence"]) for m, p in predictions.items()}
 
-    # the spin model's own analyses
-    persistence_se = (predictions["persistence"] - yte) ** 2
-    life = error_lifetimes(
-        (test_fc - yte[None]) ** 2, np.arange(test_fc.shape[0]), baseline=persistence_se
-    )
-    N, d = forecaster.J.shape[0], forecaster.J.shape[2]
+    # the chain's attractors (they do not depend on the start)
+    forecaster = next(iter(spins.values()))["forecaster"]
+    N, d = J.shape[0], J.shape[2]
     starts = random_spins(config.attractor_starts, N, d, rng=config.seed)
     attractors = find_attractors(
-        forecaster.J, config.lam_eval, starts, config.attractor_steps, gamma=config.gamma
+        J, config.lam_eval, starts, config.attractor_steps, gamma=config.gamma
     )
-    attractor_values = forecaster.embedding.decode(attractors.states)
-
     arrays: dict[str, Any] = {
-        "J": forecaster.J,
+        "J": J,
         "truth": yte,
         "forecasts": {m: np.asarray(p, dtype=np.float64) for m, p in predictions.items()},
         "spin": {
-            "val_mse_t": val_curve,
-            "test_mse_t": test_curve,
-            "lifetime": np.asarray(life.lifetime, dtype=np.float64),
-            "attractor_values": attractor_values,
+            **{start: r["curves"] for start, r in spins.items()},
+            "attractor_values": forecaster.embedding.decode(attractors.states),
             "attractor_basin_fraction": attractors.basin_fraction,
         },
         "baselines": histories,
@@ -332,12 +378,15 @@ def write_results(run: _Run) -> Path:
         "rows": list(splits.rows),
         "mean": splits.mean,
         "std": splits.std,
-        "best_t": t_best,
+        "best_t": {start: r["best_t"] for start, r in spins.items()},
+        "vs_persistence": {s: vs_persistence(scores, SPIN_MODELS[s]) for s in spins},
         "scores": scores,
         "fit_loss": float(fit_attrs["loss"]),
+        **{f"fit_{k}": fit_attrs.get(k) for k in ("converged", "criterion", "iterations")},
+        "fit_message": fit_attrs.get("message", ""),
         "n_attractors": int(attractors.n_attractors),
         "fraction_unconverged": float(attractors.fraction_unconverged),
-        "lifetime_mean": float(np.mean(life.lifetime)),
+        "lifetime_mean": {s: float(np.mean(r["curves"]["lifetime"])) for s, r in spins.items()},
         "train_range": [float(splits.train.min()), float(splits.train.max())],
         "step_seconds": int(run.series.step_seconds),
         "seconds": time.perf_counter() - t_start,

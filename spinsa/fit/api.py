@@ -23,6 +23,7 @@ from spinsa.damico import standardize_features
 from spinsa.fit.checkpoint import FitState, data_fingerprint, load_checkpoint, save_checkpoint
 from spinsa.fit.config import FitConfig
 from spinsa.fit.memory import estimate_memory
+from spinsa.fit.monitor import EpochMonitor, split_validation
 from spinsa.fit.objective import check_patterns, frobenius, row_norms
 from spinsa.fit.result import HISTORY, FitResult
 
@@ -65,8 +66,12 @@ def initial_couplings(n_tokens: int, d: int, init: str, rng: np.random.Generator
 class _Run:
     """Records steps and epochs into the state, reports progress, writes checkpoints."""
 
-    def __init__(self, state, config, checkpoint, fingerprint, callback, progress, total_steps):
+    def __init__(
+        self, state, config, checkpoint, fingerprint, callback, progress, total_steps,
+        monitor=None,
+    ):  # fmt: skip
         self.state, self.config = state, config
+        self.monitor = monitor  # EpochMonitor of an epoch fit (torch backend), else None
         self.checkpoint, self.fingerprint = checkpoint, fingerprint
         self.callback = callback
         self._t0 = time.perf_counter()
@@ -97,9 +102,23 @@ class _Run:
         if self.callback is not None:
             self.callback(s.step, get_J())
 
-    def record_epoch(self, loss: float, grad_norm: float) -> None:
+    def record_epoch(self, loss: float, grad_norm: float, J=None) -> None:
+        """The full-batch loss and gradient norm; with an epoch monitor and the couplings
+        ``J``, the validation loss too."""
         self.state.epoch_loss.append(loss)
         self.state.epoch_grad_norm.append(grad_norm)
+        if self.monitor is not None and J is not None:
+            self.monitor.record(self.state, loss, J)
+
+    def stop_early(self) -> bool:
+        """Whether an epoch fit stops now (early stopping on, its criterion met)."""
+        return self.monitor is not None and self.monitor.should_stop(self.state)
+
+    def finish_epochs(self) -> None:
+        """Record an epoch fit's convergence (criterion, converged, epochs, message)."""
+        self.state.finished = True
+        if self.monitor is not None:
+            self.monitor.finish(self.state)
 
     def end_of_epoch(self, checkpoint_now: bool) -> None:
         self.state.wall_time = self._wall0 + self._elapsed()
@@ -229,10 +248,18 @@ def _new_state(J0, N: int, d: int, config: FitConfig) -> FitState:
 
 
 def _solve(xi, state, config, checkpoint, fingerprint, callback, progress) -> None:
-    """Run the backend on ``state`` to the end, with a progress bar and a last checkpoint."""
+    """Run the backend on ``state`` to the end, with a progress bar and a last checkpoint.
+
+    An epoch fit (torch) first holds out its validation split, if any, and gets an
+    :class:`~spinsa.fit.monitor.EpochMonitor`; L-BFGS records its own convergence."""
+    monitor = None
+    if config.backend == "torch":
+        xi, xi_val = split_validation(xi, config.validation_fraction, config.seed)
+        monitor = EpochMonitor(config, xi_val, -(-len(xi) // min(config.batch_size, len(xi))))
     run = _Run(
-        state, config, checkpoint, fingerprint, callback, progress, _total_steps(len(xi), config)
-    )
+        state, config, checkpoint, fingerprint, callback, progress,
+        _total_steps(len(xi), config), monitor,
+    )  # fmt: skip
     try:
         BACKENDS[config.backend](xi, state, config, run)
     finally:
@@ -248,6 +275,8 @@ def _result(state: FitState, config: FitConfig) -> FitResult:
         wall_time=state.wall_time,
         device=state.device,
         converged=state.converged,
+        criterion=state.criterion,
+        iterations=int(state.iterations),
         message=state.message,
         resumed_from=state.resumed_from,
         n_samples_seen=int(round(state.n_samples_seen)),

@@ -55,10 +55,12 @@ class FitState:
     step_norm: list[float] = field(default_factory=list)
     epoch_loss: list[float] = field(default_factory=list)
     epoch_grad_norm: list[float] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)  # with a validation split
     wall_time: float = 0.0
     n_samples_seen: float = 0.0  # in full-objective evaluations of one pattern
     finished: bool = False
     converged: bool | None = None
+    criterion: str = ""
     message: str = ""
     resumed_from: int = 0
     device: str = ""
@@ -100,6 +102,7 @@ def save_checkpoint(path, state: FitState, config, fingerprint: str) -> None:
         "n_samples_seen": float(state.n_samples_seen),
         "finished": bool(state.finished),
         "converged": state.converged,
+        "criterion": state.criterion,
         "message": state.message,
         "device": state.device,
         "data_sha1": fingerprint,
@@ -148,11 +151,12 @@ def load_checkpoint(path, config, fingerprint: str) -> FitState:
         step=int(a["step"]),
         optimizer=optimizer,
         extra=extra,
-        **{k: list(hist[k]) for k in HISTORY},
+        **{k: list(hist.get(k, ())) for k in HISTORY},  # val_loss: absent in older files
         wall_time=float(a["wall_time"]),
         n_samples_seen=float(a["n_samples_seen"]),
         finished=bool(a["finished"]),
         converged=a.get("converged"),
+        criterion=a.get("criterion", ""),
         message=a.get("message", ""),
         resumed_from=epoch,
         device=a.get("device", ""),

@@ -35,9 +35,9 @@ _POSITIVE = ("lam", "l2", "lr", "gtol", "ftol", "noise_std")
 _POSITIVE_OR_NONE = ("norm", "clip", "score_clamp")
 _COUNTS = {"seed": 0, "epochs": 0, "batch_size": 1, "checkpoint_every": 1, "eval_every": 1,
            "max_iter": 0, "history_size": 1, "segment_iters": 1, "k": 1, "tau_min": 1,
-           "tau_max": 1, "heads": 1}  # fmt: skip
+           "tau_max": 1, "heads": 1, "patience": 1}  # fmt: skip
 _COUNTS_OR_NONE = ("chunk_size", "workers", "lr_decay_every", "rank")
-_FLAGS = ("check_memory", "project_grad", "standardize", "persistent")
+_FLAGS = ("check_memory", "project_grad", "standardize", "persistent", "early_stopping")
 
 # The options that belong to one training method or one parametrisation of J: refused with
 # another one, and left out of ``to_dict`` there (so a plain fit's stored config, and every
@@ -49,7 +49,11 @@ _OPTIONS_OF = {
     ("task", "denoise"): ("noise_std",),
     ("method", ("cd", "bptt")): ("gamma",),
     ("couplings", ("factorised", "shared")): ("heads", "rank"),
+    ("backend", "torch"): ("validation_fraction", "patience", "min_improvement", "early_stopping"),
 }
+# The epoch fits' convergence options (spinsa.fit.convergence): left out of ``to_dict`` at
+# their defaults too, so that the stored configs of existing fits do not change.
+_CONVERGENCE = ("validation_fraction", "patience", "min_improvement", "early_stopping")
 
 # The published notebook's recipe (docs/model.md, 'The published recipe'), checked line by
 # line against its training cell. Values given to ``FitConfig.from_preset`` override these;
@@ -203,6 +207,20 @@ class FitConfig:
         one.
     checkpoint_every : int
         Epochs between two checkpoints (torch backend).
+    validation_fraction : float
+        Torch backend: the fraction of the patterns held out (a random subset drawn from
+        ``seed``, never the test set) on which the method's loss is evaluated after every
+        evaluated epoch: the validation curve, ``FitResult.val_loss``, which the
+        convergence criterion then monitors. 0 (the default, and the paper's recipes): no
+        split, every pattern is trained on, and the criterion monitors the training loss.
+    patience, min_improvement : int, float
+        Torch backend: the fit has converged when over the last ``patience`` evaluations
+        the monitored loss improved by less than the fraction ``min_improvement`` (default
+        5 and 0.005: 0.5 % over 5 epochs; :func:`spinsa.fit.convergence.plateau_index`).
+    early_stopping : bool
+        Torch backend: stop at the first epoch where the criterion is met (``epochs`` is
+        then the most). False (the default): run every epoch, and record whether the
+        criterion was met on the way.
     eval_every : int
         Epochs between two full-batch evaluations of L(J) and its gradient norm (torch
         backend; the last epoch is always evaluated, the others record NaN). On the CPU an
@@ -260,6 +278,10 @@ class FitConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     checkpoint_every: int = 1
     eval_every: int = 1
+    validation_fraction: float = 0.0
+    patience: int = 5
+    min_improvement: float = 0.005
+    early_stopping: bool = False
     # L-BFGS backend
     max_iter: int = 500
     gtol: float = 1e-6
@@ -279,12 +301,17 @@ class FitConfig:
             check_choice(self.preset, "preset", tuple(PRESETS))
         # numbers are stored as float and int so that asdict() round-trips through HDF5 attrs
         values = {name: check_positive(getattr(self, name), name) for name in _POSITIVE}
-        for name in ("weight_decay", "momentum", "lr_decay", "gamma", "mask_fraction"):
+        for name in ("weight_decay", "momentum", "lr_decay", "gamma", "mask_fraction",
+                     "validation_fraction", "min_improvement"):  # fmt: skip
             values[name] = check_real(getattr(self, name), name)
             if values[name] < 0 and name != "lr_decay":
                 raise ValueError(f"{name} must be a finite number >= 0, got {values[name]!r}")
         if not 0 < values["lr_decay"] <= 1:
             raise ValueError(f"lr_decay must be a number in (0, 1], got {self.lr_decay!r}")
+        if not values["validation_fraction"] < 1:
+            raise ValueError(
+                f"validation_fraction must be in [0, 1), got {self.validation_fraction!r}"
+            )
         if not 0 < values["mask_fraction"] < 1:
             raise ValueError(f"mask_fraction must be in (0, 1), got {self.mask_fraction!r}")
         values |= {name: check_count(getattr(self, name), name, m) for name, m in _COUNTS.items()}
@@ -374,7 +401,8 @@ class FitConfig:
         for (field, which), names in _OPTIONS_OF.items():
             if getattr(self, field) not in ((which,) if isinstance(which, str) else which):
                 unused += names
-        return tuple(unused)
+        unused += [f for f in _CONVERGENCE if getattr(self, f) == _DEFAULTS[f]]
+        return tuple(dict.fromkeys(unused))
 
     def to_dict(self) -> dict[str, Any]:
         """The config as a plain dict of its fields, less :meth:`unused_options`."""

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from spinsa.fit.convergence import lbfgs_criterion
 from spinsa.fit.objective import constrained_grad, frobenius, full_objective, row_objective
 
 __all__ = ["fit_lbfgs"]
@@ -69,7 +70,9 @@ def fit_lbfgs(xi: np.ndarray, state, config, run) -> None:
     """Full-batch L-BFGS fit; updates ``state`` in place (see :mod:`spinsa.fit.api`)."""
     import numba
 
-    if config.constraint == "row":
+    rows = config.constraint == "row"
+    state.criterion = lbfgs_criterion(config.gtol, config.ftol, config.max_iter, rows=rows)
+    if rows:
         state.device = f"cpu (numba row kernel, {_workers(config)} threads)"
         _fit_rows(xi, state, config, run)
     else:

@@ -122,9 +122,11 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
             return float(loss), float(np.linalg.norm(g))
 
         if not state.epoch_loss:
-            run.record_epoch(*evaluate())
+            run.record_epoch(*evaluate(), J=params.couplings().cpu().numpy())
 
         for epoch in range(state.epoch, config.epochs):
+            if run.stop_early():  # spinsa.fit.convergence: the criterion is met
+                break
             if config.lr_decay_every is not None:  # StepLR, from the epoch: resumes exactly
                 decay = config.lr_decay ** (epoch // config.lr_decay_every)
                 opt.param_groups[0]["lr"] = config.lr * decay
@@ -160,7 +162,8 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
                     float(params.couplings().norm()),
                     lambda: params.couplings().cpu().numpy().copy(),
                 )
-            last = epoch + 1 == config.epochs
+            # the last epoch, or the one early stopping ends on, is always evaluated
+            last = epoch + 1 == config.epochs or run.stop_early()
             if last or (epoch + 1) % config.eval_every == 0:
                 loss, gnorm = evaluate()
             else:
@@ -170,8 +173,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
             state.rng_state = rng.bit_generator.state
             state.optimizer = _optimizer_arrays(opt)
             state.extra.update(params.extra())
-            run.record_epoch(loss, gnorm)
+            run.record_epoch(loss, gnorm, J=state.J)
             run.end_of_epoch(checkpoint_now=last or state.epoch % config.checkpoint_every == 0)
         state.J = params.couplings().cpu().numpy().copy()
-        state.finished = True
-        state.message = f"completed {config.epochs} epochs"
+        run.finish_epochs()

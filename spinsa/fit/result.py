@@ -10,12 +10,23 @@ import numpy as np
 
 from spinsa import io
 from spinsa.fit.config import FitConfig
+from spinsa.fit.convergence import convergence_words
 
 __all__ = ["FIT_KIND", "FitResult", "save_fit", "load_fit"]
 
 FIT_KIND = "fit"
 #: The history arrays of a fit, in the order they are stored.
-HISTORY = ("step_loss", "step_grad_norm", "step_norm", "epoch_loss", "epoch_grad_norm")
+HISTORY = (
+    "step_loss",
+    "step_grad_norm",
+    "step_norm",
+    "epoch_loss",
+    "epoch_grad_norm",
+    "val_loss",
+)
+#: What the fit file records about convergence (root attributes, also of the experiments' run
+#: files as ``fit_<name>``).
+CONVERGENCE = ("converged", "criterion", "iterations", "message")
 
 
 @dataclass(frozen=True)
@@ -49,8 +60,19 @@ class FitResult:
         Seconds spent fitting, summed over interrupted and resumed runs.
     device : str
         Where the arithmetic ran ("cpu", "cuda:0 (NVIDIA H100 ...)").
+    val_loss : ndarray, shape (n_epochs + 1,) or (0,)
+        Torch backend with ``validation_fraction > 0``: the method's loss on the held-out
+        patterns at the start and after every epoch (NaN where not evaluated); empty
+        without a validation split.
     converged : bool or None
-        L-BFGS: every segment or row stopped on a tolerance. Torch: None (fixed epochs).
+        Whether the fit met its criterion (:mod:`spinsa.fit.convergence`): L-BFGS, scipy's
+        own status (every row's, for ``constraint="row"``); torch, the plateau of the
+        monitored loss. None only in files written before spinsa recorded it for torch.
+    criterion : str
+        The criterion, in words, with its numbers.
+    iterations : int
+        L-BFGS iterations (``constraint="row"``: the most of any row), or epochs run
+        (torch).
     message : str
         How the fit ended.
     resumed_from : int
@@ -78,6 +100,9 @@ class FitResult:
     resumed_from: int = 0
     n_samples_seen: int = 0
     factors: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    val_loss: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    criterion: str = ""
+    iterations: int = 0
 
     def __post_init__(self):
         J = np.asarray(self.J)
@@ -94,6 +119,11 @@ class FitResult:
             raise ValueError("step_loss, step_grad_norm and step_norm must have the same length")
         if len(self.epoch_loss) != len(self.epoch_grad_norm):
             raise ValueError("epoch_loss and epoch_grad_norm must have the same length")
+        if self.val_loss.size not in (0, self.epoch_loss.size):
+            raise ValueError(
+                f"val_loss must be empty or as long as epoch_loss ({self.epoch_loss.size}), "
+                f"got {self.val_loss.size}"
+            )
         if not isinstance(self.config, FitConfig):
             raise ValueError(f"config must be a FitConfig, got {type(self.config).__name__}")
 
@@ -111,8 +141,20 @@ class FitResult:
         return int(self.epoch_loss.size - 1)
 
     def history(self) -> dict[str, np.ndarray]:
-        """The history arrays by name (for writing to HDF5)."""
-        return {name: getattr(self, name) for name in HISTORY}
+        """The history arrays by name (for writing to HDF5; ``val_loss`` only when the fit
+        had a validation split, so that other files keep their layout)."""
+        return {n: getattr(self, n) for n in HISTORY if n != "val_loss" or self.val_loss.size}
+
+    def convergence(self) -> dict:
+        """``converged``, ``criterion``, ``iterations`` and ``message`` (the attributes a
+        file stores)."""
+        return {name: getattr(self, name) for name in CONVERGENCE}
+
+    def convergence_line(self) -> str:
+        """One line for a report or the command line: the criterion and whether it was met
+        (or "not converged after N ... — no verdict")."""
+        unit = "epochs" if self.config.backend == "torch" else "iterations"
+        return convergence_words(self.convergence(), unit)
 
     def save(self, path, overwrite: bool = False) -> None:
         """Write J, the history and the config to an HDF5 file (see :func:`save_fit`)."""
@@ -124,17 +166,18 @@ def save_fit(path, result, overwrite: bool = False, attrs: dict | None = None) -
 
     Layout: ``J`` (N, N, d, d) float32; ``history/step_loss``, ``history/step_grad_norm``,
     ``history/step_norm`` (n_steps,) and ``history/epoch_loss``, ``history/epoch_grad_norm``
-    (n_epochs + 1,); ``factors/{K, Q}`` for factorised couplings; the FitConfig as the
-    file's config; ``loss``, ``wall_time``, ``device``, ``converged``, ``message``,
-    ``resumed_from``, ``n_samples_seen`` as root attributes, plus ``attrs`` (e.g. where the
-    data came from).
+    (n_epochs + 1,), ``history/val_loss`` (n_epochs + 1,) with a validation split;
+    ``factors/{K, Q}`` for factorised couplings; the FitConfig as the file's config;
+    ``loss``, ``wall_time``, ``device``, ``converged``, ``criterion``, ``iterations``,
+    ``message``, ``resumed_from``, ``n_samples_seen`` as root attributes, plus ``attrs``
+    (e.g. where the data came from). Files written before ``criterion`` and ``iterations``
+    existed still load (empty criterion, 0 iterations).
     """
     root = {
         "loss": result.loss,
         "wall_time": float(result.wall_time),
         "device": result.device,
-        "converged": result.converged,
-        "message": result.message,
+        **result.convergence(),
         "resumed_from": int(result.resumed_from),
         "n_samples_seen": int(result.n_samples_seen),
         **(attrs or {}),
@@ -153,6 +196,13 @@ def save_fit(path, result, overwrite: bool = False, attrs: dict | None = None) -
     )
 
 
+def _counted(config: FitConfig, hist: dict) -> int:
+    """Iterations (L-BFGS) or epochs (torch) of a file that predates the record of them."""
+    if config.backend == "torch":
+        return int(len(hist["epoch_loss"]) - 1)
+    return int(len(hist["step_loss"]))
+
+
 def load_fit(path):
     """The :class:`~spinsa.fit.FitResult` stored by :func:`save_fit` (J comes back float32)."""
     info = io.read(path)
@@ -161,6 +211,7 @@ def load_fit(path):
     known = {f.name for f in dataclasses.fields(FitConfig)}
     config = FitConfig(**{k: v for k, v in info.config.items() if k in known})
     hist, _ = io.read_group(path, "history")
+    hist.setdefault("val_loss", np.zeros(0))  # written before validation splits existed
     factors = io.read_group(path, "factors")[0] if "factors" in info.groups else {}
     a = info.attrs
     return FitResult(
@@ -170,6 +221,8 @@ def load_fit(path):
         device=a["device"],
         converged=a.get("converged"),
         message=a.get("message", ""),
+        criterion=a.get("criterion", ""),
+        iterations=int(a["iterations"]) if "iterations" in a else _counted(config, hist),
         resumed_from=int(a.get("resumed_from", 0)),
         n_samples_seen=int(a.get("n_samples_seen", 0)),
         factors=factors,

@@ -43,19 +43,30 @@ def figure_forecasts(truth, forecasts: dict, step_seconds: int = 3600, *, figsiz
     return fig
 
 
-def figure_spin_error(val_curve, test_curve, references: dict, best_t: int, *, figsize=(7, 4)):
-    """The bare self-attention's MSE against t (validation and test) beside the references'
-    test MSE (``references`` name -> (mse, sem))."""
+def figure_spin_error(curves: dict, references: dict, best_t: dict, *, figsize=(7, 4)):
+    """The bare self-attention's MSE against t (validation and test) from each start of the
+    token to predict, beside the references' test MSE.
+
+    ``curves`` start -> {"val_mse_t": (T + 1,), "test_mse_t": (T + 1,)}; ``references``
+    name -> (mse, sem); ``best_t`` start -> the t chosen on validation. The zero start is
+    drawn from t = 1 (its t = 0 is the masked token), the persistence start from t = 0
+    (persistence itself).
+    """
     fig = new_figure(figsize)
     ax = fig.subplots()
-    t = np.arange(len(val_curve))
-    ax.plot(t[1:], val_curve[1:], color="C0", lw=1.6, label="validation")
-    ax.plot(t[1:], test_curve[1:], color="C1", lw=1.6, label="test")
-    ax.axvline(best_t, color="0.5", lw=0.8, ls=":", label=f"t chosen on validation: {best_t}")
+    for k, (start, c) in enumerate(curves.items()):
+        first = 1 if start == "zero" else 0
+        t = np.arange(len(c["val_mse_t"]))[first:]
+        color = f"C{k}"
+        ax.plot(t, c["val_mse_t"][first:], color=color, lw=1.6, ls="--",
+                label=f"{start} start: validation")  # fmt: skip
+        ax.plot(t, c["test_mse_t"][first:], color=color, lw=1.6, label=f"{start} start: test")
+        ax.axvline(best_t[start], color=color, lw=0.8, ls=":",
+                   label=f"{start} start: t chosen on validation, {best_t[start]}")  # fmt: skip
     for k, (name, (mse, sem)) in enumerate(references.items()):
-        level(ax, mse, sem, f"{name} (test)", f"C{k + 2}")
+        level(ax, mse, sem, f"{name} (test)", f"C{k + len(curves)}")
     ax.set_yscale("log")
-    finish(ax, "bare self-attention: error of the masked last token", "t (iterations)", "MSE")
+    finish(ax, "bare self-attention: error of the last token", "t (iterations)", "MSE")
     return fig
 
 
@@ -64,15 +75,14 @@ def plot_sequences(path: str | os.PathLike, out_dir: str | os.PathLike, *, dpi: 
     info = io.read(path)
     out = Path(out_dir)
     forecasts = io.read_group(path, "forecasts")[0]
-    spin = io.read_group(path, "spin")[0]
+    best_t = info.attrs["best_t"]
+    curves = {start: io.read_group(path, f"spin/{start}")[0] for start in best_t}
     scores = info.attrs["scores"]
     refs = {m: (s["mse"], s["mse_sem"]) for m, s in scores.items() if is_reference(m)}
     figures = {
         "forecasts.png": figure_forecasts(
             info.array("truth"), forecasts, info.attrs.get("step_seconds", 3600)
         ),
-        "spin_error.png": figure_spin_error(
-            spin["val_mse_t"], spin["test_mse_t"], refs, info.attrs["best_t"]
-        ),
+        "spin_error.png": figure_spin_error(curves, refs, best_t),
     }
     return [save_figure(fig, out / name, dpi=dpi) for name, fig in figures.items()]

@@ -17,6 +17,7 @@ from spinsa._checks import check_count
 __all__ = [
     "ARModel",
     "SPIN_MODEL",
+    "SPIN_MODELS",
     "fit_ar",
     "is_reference",
     "persistence",
@@ -27,6 +28,8 @@ __all__ = [
 
 #: The bare self-attention's label among the forecasts (files store it as a key).
 SPIN_MODEL = "bare SA"
+#: The label of each start of the forecaster's last token (``SpinForecaster.start``).
+SPIN_MODELS = {"zero": SPIN_MODEL, "persistence": "bare SA (persistence start)"}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,109 @@
+"""When a fit counts as converged, and how the reports say it.
+
+Two criteria, one per kind of optimiser:
+
+- **L-BFGS** (``backend="lbfgs"``): scipy's own status. The fit converged when L-BFGS-B
+  stopped on one of its tolerances (projected gradient <= ``gtol``, or relative decrease of
+  the objective <= ``ftol``) before ``max_iter`` iterations; with ``constraint="row"``,
+  when every row did. A cap reached or a failed line search is "not converged".
+- **Epochs** (``backend="torch"``: the minibatch pseudo-likelihood, CD, BPTT): a plateau of
+  the monitored curve, :func:`plateau_index`: over the last ``patience`` evaluations its
+  best value improved by less than ``min_improvement`` (relative) on the best value before
+  them. The monitored curve is the validation loss when the fit holds out a validation
+  split (``validation_fraction > 0``), else the method's own training loss: the full-batch
+  L(J) for the pseudo-likelihood, the epoch's mean minibatch loss for CD and BPTT. With
+  ``early_stopping=True`` the fit stops there; without it the fit runs its epochs and
+  ``converged`` says whether the criterion was met on the way.
+
+Reports draw a verdict from a fit only when it converged; otherwise they print
+:func:`no_verdict`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "plateau_index",
+    "plateau_criterion",
+    "lbfgs_criterion",
+    "no_verdict",
+    "convergence_words",
+]
+
+
+def plateau_index(curve, patience: int, min_improvement: float) -> int | None:
+    """The first index at which a loss curve has stopped improving, or None.
+
+    With b(e) = min(curve[0..e]), the first e >= ``patience`` such that
+
+        (b(e - patience) - b(e)) / |b(e - patience)| < min_improvement,
+
+    i.e. the last ``patience`` points together lowered the best value by less than the
+    fraction ``min_improvement`` (0.005: 0.5 %). Non-finite points (epochs that were not
+    evaluated) are left out first, so ``e`` counts evaluations.
+
+    Parameters
+    ----------
+    curve : array_like, shape (n,)
+        Loss after every epoch (index 0: before the first).
+    patience : int
+        Points over which the improvement is measured, >= 1.
+    min_improvement : float
+        Relative improvement below which the curve has converged, >= 0.
+
+    Returns
+    -------
+    int or None
+        The index into the finite points of ``curve``; None while the criterion is unmet.
+    """
+    c = np.asarray(curve, dtype=np.float64)
+    c = c[np.isfinite(c)]
+    best = np.minimum.accumulate(c) if c.size else c
+    for e in range(patience, best.size):
+        before = best[e - patience]
+        gain = before - best[e]
+        if gain < min_improvement * abs(before) or (before == 0 and gain <= 0):
+            return e
+    return None
+
+
+def plateau_criterion(patience: int, min_improvement: float, monitored: str) -> str:
+    """The epoch criterion in words, with its numbers."""
+    return (
+        f"{monitored} improved by less than {100 * min_improvement:g} % over {patience} evaluations"
+    )
+
+
+def lbfgs_criterion(gtol: float, ftol: float, max_iter: int, rows: bool = False) -> str:
+    """The L-BFGS criterion in words, with its numbers."""
+    who = "every row's L-BFGS-B" if rows else "L-BFGS-B"
+    return (
+        f"{who} stopped on its own tolerance (projected gradient <= gtol = {gtol:g} or "
+        f"relative decrease <= ftol = {ftol:g}) within max_iter = {max_iter} iterations"
+    )
+
+
+def no_verdict(iterations, unit: str = "iterations") -> str:
+    """What a report prints instead of a verdict drawn from an unconverged fit."""
+    missing = iterations is None or (isinstance(iterations, float) and math.isnan(iterations))
+    n = "?" if missing else int(iterations)
+    return f"not converged after {n} {unit} — no verdict"
+
+
+def convergence_words(record: dict, unit: str = "iterations") -> str:
+    """How a fit ended, for a report: ``"converged after N <unit> (<criterion>)"``, or
+    :func:`no_verdict` with the criterion, or that the file predates the record.
+
+    ``record``: the keys ``converged``, ``criterion``, ``iterations`` and ``message`` (a fit
+    file's root attributes; :meth:`spinsa.fit.FitResult.convergence`).
+    """
+    converged, n = record.get("converged"), record.get("iterations")
+    criterion = record.get("criterion") or "criterion not recorded"
+    if converged is None:
+        return f"convergence not recorded ({record.get('message') or 'an older file'})"
+    if converged:
+        return f"converged after {n} {unit} ({criterion})"
+    return f"{no_verdict(n, unit)} (criterion: {criterion}; {record.get('message', '')})"
