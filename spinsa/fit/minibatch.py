@@ -92,7 +92,8 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
     lam, clamp = config.lam, config.score_clamp
     targets = state.targets
     # the radial component of the gradient that the rescaling would undo
-    project = config.constraint if config.project_grad and config.constraint != "l2" else None
+    fixed = config.constraint in ("global", "row")
+    project = config.constraint if config.project_grad and fixed else None
 
     with deterministic(dev), torch.no_grad():
         x_all = torch.from_numpy(xi).to(dev)
