@@ -24,7 +24,7 @@ LAYERS = [
     # methods: fitting, analyses, the backprop baselines (and their one torch trainer); the
     # package's public API
     ["spinsa.fit", "spinsa.analysis", "spinsa._training", "spinsa.baselines",
-     "spinsa.sequences", "spinsa"],
+     "spinsa.sequences", "spinsa.sampling", "spinsa"],
     # figures and reports: views of files, never recompute
     ["spinsa.plotting", "spinsa.report"],
     # orchestration: experiments end to end, benchmarks
