@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from spinsa.kernels._numba import njit, prange
+from spinsa.kernels.sampling import attention_site
 from spinsa.kernels.vmf import log_partition_and_mean
 
 
@@ -129,3 +130,22 @@ def log_partition_and_mean_array(kappa: np.ndarray, d: int):
     logz, amean = np.empty_like(kappa), np.empty_like(kappa)
     _log_partition_and_mean_array(kappa, float(d), logz, amean)
     return logz, amean
+
+
+# ------------------------------------------------------------------ row-matched states
+@njit(parallel=True)
+def resample_every_site(X, J, lam, states, out):
+    """out[p, i] <- a draw of x_i from its conditional given the other spins of X[p], for
+    every sample p and site i; the rest of ``out`` is X. One generator state per sample."""
+    P, N, d = X.shape
+    for p in prange(P):
+        x = X[p].astype(np.float64)
+        mu = np.empty(d)
+        tmp = np.empty(d)
+        logw = np.empty(N)
+        s = states[p]
+        for i in range(N):
+            attention_site(x, J, lam, i, s, logw, mu, tmp)
+            for a in range(d):
+                out[p, i, a] = x[i, a]
+                x[i, a] = X[p, i, a]  # the others stay the data's
