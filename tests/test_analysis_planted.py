@@ -65,3 +65,20 @@ def test_normalised_pl_is_consistent_on_row_matched_samples():
     curve = recovery_curve(J, 1.0, [500, 2000, 8000], "row_matched", "normalised", seed=2)
     assert curve.error[-1] < 0.2, curve.error
     assert -0.65 <= curve.slope <= -0.4, curve.slope
+
+
+def test_recovery_figure_reads_the_saved_curves(tmp_path):
+    pytest.importorskip("matplotlib")
+    from spinsa import io, plotting
+    from spinsa.analysis import save_analysis
+
+    path = tmp_path / "planted.h5"
+    io.write_file(path, {}, kind="planted")
+    M = np.array([100, 400, 1600])
+    for sampling in ("row_matched", "full_sweep"):
+        curve = RecoveryCurve(M, 2.0 * M**-0.5, 1 - M**-0.5, -0.5, "random", sampling, "normalised")
+        save_analysis(path, f"random-{sampling}", curve)
+    fig = plotting.figure_recovery(path)
+    assert len(fig.axes[0].lines) == 2
+    plotting.save_figure(fig, tmp_path / "recovery.png")
+    assert (tmp_path / "recovery.png").stat().st_size > 0
