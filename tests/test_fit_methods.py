@@ -35,7 +35,8 @@ def two_planted_patterns(N=16, d=4, seed=0):
     ids=["CD-1", "PCD"],
 )
 def test_cd_with_the_dynamics_recovers_a_planted_hebbian_model(opts):
-    """The deterministic-dynamics chain (chain="dynamics"): from J = 0 with γ = 0 the first step is along the Hebbian couplings, and the planted
+    """The deterministic-dynamics chain (chain="dynamics"): from J = 0 with γ = 0 the first
+    step is along the Hebbian couplings, and the planted
     states are fixed points of every J of that direction. (CD-k with k > 1 does not pass
     here: the synchronous dynamics reaches 2-cycles, and the fit alternates between two
     couplings of cosines about 0.98 and 0.78 with the planted ones; docs/training-methods.)"""
@@ -45,7 +46,8 @@ def test_cd_with_the_dynamics_recovers_a_planted_hebbian_model(opts):
     planted = spinsa.hebbian_couplings(patterns)
     res = spinsa.fit_pseudolikelihood(
         xi, np.zeros((N, N, d, d), np.float32), backend="torch", method="cd", lam=1.0,
-        chain="dynamics", gamma=0.0, constraint="l2", l2=1e-3, optimizer="sgd", momentum=0.0, lr=1.0,
+        chain="dynamics", gamma=0.0, constraint="l2", l2=1e-3, optimizer="sgd", momentum=0.0,
+        lr=1.0,
         epochs=60, batch_size=64, device="cpu", **opts,
     )  # fmt: skip
     assert coupling_cosine(res.J, planted) >= 0.95

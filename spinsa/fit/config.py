@@ -430,8 +430,8 @@ class FitConfig:
 
     def unused_options(self) -> tuple[str, ...]:
         """The options of the methods and parametrisations not in use (at their defaults,
-        left out of :meth:`to_dict`); ``method``, ``couplings`` and ``loss`` too at their defaults, so
-        that a plain fit's config reads as it did before they existed."""
+        left out of :meth:`to_dict`); ``method``, ``couplings`` and ``loss`` too at their
+        defaults, so that a plain fit's config reads as it did before they existed."""
         unused = [f for f in ("method", "couplings", "loss") if getattr(self, f) == _DEFAULTS[f]]
         for (field, which), names in _OPTIONS_OF.items():
             if getattr(self, field) not in ((which,) if isinstance(which, str) else which):
