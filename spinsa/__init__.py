@@ -13,6 +13,7 @@ from spinsa.fit import (
     FitResult,
     estimate_memory,
     fit_pseudolikelihood,
+    normalised_loss_and_grad,
     pl_loss_and_grad,
 )
 from spinsa.model import (
@@ -46,4 +47,5 @@ __all__ = [
     "estimate_memory",
     "fit_pseudolikelihood",
     "pl_loss_and_grad",
+    "normalised_loss_and_grad",
 ]

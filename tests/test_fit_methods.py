@@ -34,8 +34,9 @@ def two_planted_patterns(N=16, d=4, seed=0):
     [dict(k=1), dict(k=1, persistent=True)],
     ids=["CD-1", "PCD"],
 )
-def test_cd_recovers_a_planted_hebbian_model(opts):
-    """From J = 0 with γ = 0 the first step is along the Hebbian couplings, and the planted
+def test_cd_with_the_dynamics_recovers_a_planted_hebbian_model(opts):
+    """The deterministic-dynamics chain (chain="dynamics"): from J = 0 with γ = 0 the first
+    step is along the Hebbian couplings, and the planted
     states are fixed points of every J of that direction. (CD-k with k > 1 does not pass
     here: the synchronous dynamics reaches 2-cycles, and the fit alternates between two
     couplings of cosines about 0.98 and 0.78 with the planted ones; docs/training-methods.)"""
@@ -45,7 +46,8 @@ def test_cd_recovers_a_planted_hebbian_model(opts):
     planted = spinsa.hebbian_couplings(patterns)
     res = spinsa.fit_pseudolikelihood(
         xi, np.zeros((N, N, d, d), np.float32), backend="torch", method="cd", lam=1.0,
-        gamma=0.0, constraint="l2", l2=1e-3, optimizer="sgd", momentum=0.0, lr=1.0,
+        chain="dynamics", gamma=0.0, constraint="l2", l2=1e-3, optimizer="sgd", momentum=0.0,
+        lr=1.0,
         epochs=60, batch_size=64, device="cpu", **opts,
     )  # fmt: skip
     assert coupling_cosine(res.J, planted) >= 0.95
@@ -68,7 +70,8 @@ def test_cd_gradient_is_the_difference_of_two_closed_forms(rng):
     N, d = xi.shape[1:]
     J0 = spinsa.random_couplings(N, d, seed=2)
     res = spinsa.fit_pseudolikelihood(
-        xi, J0, backend="torch", method="cd", k=2, lam=2.0, constraint="l2", l2=1e-9,
+        xi, J0, backend="torch", method="cd", chain="dynamics", k=2, lam=2.0, constraint="l2",
+        l2=1e-9,
         optimizer="sgd", momentum=0.0, lr=0.1, epochs=1, batch_size=8, device="cpu",
     )  # fmt: skip
     model = spinsa.run(xi, J0, 2.0, 2, gamma=1.0).states[-1]
@@ -169,12 +172,14 @@ def test_factorised_fit_keeps_its_form_and_norm(rng, tmp_path, couplings):
 @pytest.mark.parametrize(
     "opts",
     [
-        dict(method="cd", k=2, persistent=True, optimizer="adamw", lr=0.05),
+        dict(method="cd", chain="sweep", k=2, persistent=True, optimizer="adamw", lr=0.05),
+        dict(method="cd", optimizer="adamw", lr=0.05),
         dict(method="bptt", lr=0.05, tau_min=1, tau_max=3),
         dict(couplings="factorised", heads=2, rank=2, optimizer="adam", lr=0.05),
     ],
-    ids=["PCD", "BPTT", "factorised"],
+    ids=["PCD", "CD-site", "BPTT", "factorised"],
 )
+@pytest.mark.filterwarnings("ignore:CD with full Gibbs sweeps")
 def test_kill_and_resume_gives_the_uninterrupted_result(rng, tmp_path, opts):
     xi = small(rng)
     opts = dict(backend="torch", epochs=4, batch_size=5, device="cpu", **opts)
@@ -202,6 +207,10 @@ def test_kill_and_resume_gives_the_uninterrupted_result(rng, tmp_path, opts):
         (dict(method="cd", site_sampling="one"), "site_sampling='one'"),
         (dict(method="nce"), "method"),
         (dict(method="cd", standardize=True), "standardize and score_clamp"),
+        (dict(method="cd", k=2), "k and persistent are options of chain='sweep'"),
+        (dict(method="cd", gamma=0.0), "gamma is an option of chain='dynamics'"),
+        (dict(method="cd", chain="gibbs"), "chain"),
+        (dict(chain="sweep"), "chain is an option of method='cd'"),
         (dict(method="bptt", noise_std=0.2), "noise_std is an option of task='denoise'"),
         (dict(method="bptt", task="denoise", mask_fraction=0.5), "option of task='masked'"),
     ],
@@ -216,9 +225,11 @@ def test_plain_configs_store_no_method_options():
     scan points and old checkpoints stay valid); a CD fit's carries its own options."""
     plain = FitConfig().to_dict()
     assert not {"method", "k", "gamma", "couplings", "heads"} & set(plain)
-    cd = FitConfig(method="cd", k=5).to_dict()
-    assert cd["method"] == "cd" and cd["k"] == 5 and "tau_min" not in cd
-    assert FitConfig.from_dict(cd) == FitConfig(method="cd", k=5)
+    assert "chain" not in plain and "max_norm" not in plain
+    cd = FitConfig(method="cd", chain="sweep", k=5).to_dict()
+    assert cd["method"] == "cd" and cd["k"] == 5 and cd["chain"] == "sweep"
+    assert "tau_min" not in cd
+    assert FitConfig.from_dict(cd) == FitConfig(method="cd", chain="sweep", k=5)
 
 
 def test_factorised_fits_refuse_what_they_cannot_use(rng):

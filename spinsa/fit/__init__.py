@@ -33,7 +33,12 @@ from spinsa.fit.memory import (
     available_memory,
     estimate_memory,
 )
-from spinsa.fit.objective import check_patterns, pl_loss_and_grad, pl_row_loss_and_grad
+from spinsa.fit.objective import (
+    check_patterns,
+    normalised_loss_and_grad,
+    pl_loss_and_grad,
+    pl_row_loss_and_grad,
+)
 from spinsa.fit.result import FitResult, load_fit, save_fit
 
 __all__ = [
@@ -50,6 +55,7 @@ __all__ = [
     "fit_pseudolikelihood",
     "initial_couplings",
     "load_fit",
+    "normalised_loss_and_grad",
     "pl_loss_and_grad",
     "pl_row_loss_and_grad",
     "save_fit",

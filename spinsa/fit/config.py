@@ -19,10 +19,12 @@ from spinsa._config import check_keys, config_to_dict
 
 _CHOICES = {
     "method": ("pl", "cd", "bptt"),
+    "loss": ("pl", "normalised"),
+    "chain": ("site", "sweep", "dynamics"),
     "couplings": ("full", "factorised", "shared"),
     "task": ("masked", "denoise"),
     "backend": ("torch", "lbfgs"),
-    "constraint": ("global", "row", "l2"),
+    "constraint": ("global", "row", "l2", "none"),
     "optimizer": ("adam", "adamw", "sgd"),
     "init": ("uniform", "normal"),
     "site_sampling": ("all", "one"),
@@ -32,7 +34,7 @@ _CHOICES = {
 }
 # Validation tables of FitConfig: reals > 0 (or None), and (field, minimum) of the integers.
 _POSITIVE = ("lam", "l2", "lr", "gtol", "ftol", "noise_std")
-_POSITIVE_OR_NONE = ("norm", "clip", "score_clamp")
+_POSITIVE_OR_NONE = ("norm", "clip", "score_clamp", "max_norm")
 _COUNTS = {"seed": 0, "epochs": 0, "batch_size": 1, "checkpoint_every": 1, "eval_every": 1,
            "max_iter": 0, "history_size": 1, "segment_iters": 1, "k": 1, "tau_min": 1,
            "tau_max": 1, "heads": 1, "patience": 1}  # fmt: skip
@@ -43,7 +45,7 @@ _FLAGS = ("check_memory", "project_grad", "standardize", "persistent", "early_st
 # another one, and left out of ``to_dict`` there (so a plain fit's stored config, and every
 # hash made of it, is the same as before these options existed).
 _OPTIONS_OF = {
-    ("method", "cd"): ("k", "persistent"),
+    ("method", "cd"): ("k", "persistent", "chain", "max_norm"),
     ("method", "bptt"): ("tau_min", "tau_max", "task", "mask_fraction", "noise_std"),
     ("task", "masked"): ("mask_fraction",),
     ("task", "denoise"): ("noise_std",),
@@ -97,10 +99,19 @@ class FitConfig:
         objective and gradient.
     lam : float
         λ_train, inverse temperature of the softmax in the objective (> 0).
-    constraint : {"global", "row", "l2"}
+    loss : {"pl", "normalised"}
+        ``"pl"``: the paper's loss L(J) = (1/P) Σ_μ Σ_i e_i, unbounded below as |J| grows.
+        ``"normalised"``: the normalised pseudo-likelihood, minus the log of the conditional
+        densities at β = λ (docs/model.md, 'The normalised pseudo-likelihood'); bounded
+        below, a consistent estimator of planted couplings, fitted with ``constraint="none"``
+        or ``"l2"``. ``method="pl"`` only; not with ``standardize``, ``score_clamp`` or
+        ``site_sampling="one"``.
+    constraint : {"global", "row", "l2", "none"}
         ``"global"``: the Frobenius norm |J| is fixed (the paper: the global RMS of J is
         restored after every step). ``"row"``: every row norm |J_i·| is fixed, so the rows are
         independent problems. ``"l2"``: no constraint; the penalty (l2/2)|J|² is added.
+        ``"none"``: neither (only for a bounded objective: ``loss="normalised"`` or
+        ``method="cd"``).
     norm : float or None
         The fixed norm: |J| for ``"global"``, every |J_i·| for ``"row"``. ``None`` keeps the
         initial value(s) (for ``"row"``: each row keeps its own initial norm).
@@ -132,13 +143,30 @@ class FitConfig:
         dynamics, differentiated by torch autograd through the unrolled steps (one step's
         intermediates kept at a time: gradient checkpointing). Both run on the minibatch
         ``"torch"`` backend.
+    chain : {"site", "sweep", "dynamics"}
+        CD: where the model's states come from (docs/training-methods.md, 'Contrastive
+        divergence'). ``"site"`` (default): for every sample and row i, x_i is redrawn from
+        its conditional at β = λ given the data's other spins, and row i's model term is
+        the closed form at that state; its expectation is the normaliser's gradient, so CD
+        converges to the normalised pseudo-likelihood's optimum. ``"sweep"``: ``k`` full
+        systematic Gibbs sweeps at β = λ (CD-k, or PCD with ``persistent``); the
+        conditionals belong to no joint law, and this CD can diverge (a warning; see
+        ``max_norm``). ``"dynamics"``: ``k`` steps of the deterministic dynamics with ``gamma``
+        (the behaviour before the samplers existed).
     k : int
-        CD: steps of the dynamics from the data (or the chains) to the model's states.
+        CD with ``chain="sweep"`` or ``"dynamics"``: sweeps or steps from the data (or the
+        chains) to the model's states.
     persistent : bool
-        CD: persistent chains (PCD), one per minibatch slot, started at the first minibatch
-        and carried from step to step (and through checkpoints).
+        CD with ``chain="sweep"`` or ``"dynamics"``: persistent chains (PCD), one per
+        minibatch slot, started at the first minibatch and carried from step to step (and
+        through checkpoints).
+    max_norm : float or None
+        CD: the divergence guard. The fit stops (``FitResult.converged`` False, a message
+        that says so, a ``RuntimeWarning``) once |J| exceeds it. ``None``: 100·√(N(N−1))/λ,
+        blocks of mean norm 100/λ, where every conditional is a point mass.
     gamma : float
-        CD and BPTT: γ of the dynamics x_i ← (h_i + γ x_i)/|h_i + γ x_i| at λ = ``lam``.
+        CD with ``chain="dynamics"``, and BPTT: γ of the dynamics
+        x_i ← (h_i + γ x_i)/|h_i + γ x_i| at λ = ``lam``.
     tau_min, tau_max : int
         BPTT: the number of unrolled steps τ is drawn uniformly in {tau_min..tau_max} per
         minibatch (the recycled block's recipe: 3..7).
@@ -241,7 +269,7 @@ class FitConfig:
 
     backend: Literal["torch", "lbfgs"] = "torch"
     lam: float = 5.0
-    constraint: Literal["global", "row", "l2"] = "global"
+    constraint: Literal["global", "row", "l2", "none"] = "global"
     norm: float | None = None
     l2: float = 1e-2
     init: Literal["uniform", "normal"] = "uniform"
@@ -251,8 +279,11 @@ class FitConfig:
     score_clamp: float | None = None
     # what is minimised, and how J is parametrised (docs/model.md, 'Beyond the pseudo-likelihood')
     method: Literal["pl", "cd", "bptt"] = "pl"
+    loss: Literal["pl", "normalised"] = "pl"
+    chain: Literal["site", "sweep", "dynamics"] = "site"
     k: int = 1
     persistent: bool = False
+    max_norm: float | None = None
     gamma: float = 1.0
     tau_min: int = 3
     tau_max: int = 7
@@ -367,11 +398,42 @@ class FitConfig:
                 "method='cd' compares the data with states of the design's dynamics (unit "
                 "spins); standardize and score_clamp are the notebook's and do not apply"
             )
+        self._check_loss_and_chain()
         if self.method == "bptt" and (self.standardize or self.score_clamp is not None):
             raise ValueError(
                 "method='bptt' unrolls the design's dynamics; standardize and score_clamp are "
                 "the notebook's and do not apply"
             )
+
+    def _check_loss_and_chain(self) -> None:
+        """The normalised loss's and CD's chains' own refusals."""
+        if self.loss == "normalised":
+            if self.method != "pl" or self.couplings != "full":
+                raise ValueError(
+                    f"loss='normalised' is an objective of method='pl' with full couplings, "
+                    f"not of method={self.method!r}, couplings={self.couplings!r}"
+                )
+            if self.standardize or self.score_clamp is not None or self.site_sampling != "all":
+                raise ValueError(
+                    "loss='normalised' is the density of unit spins at beta = lam; "
+                    "standardize, score_clamp and site_sampling='one' are the notebook's and "
+                    "do not apply"
+                )
+        bounded = self.loss == "normalised" or self.method == "cd"
+        if self.constraint == "none" and not bounded:
+            raise ValueError(
+                f"constraint='none' leaves |J| free, and method={self.method!r} with "
+                f"loss={self.loss!r} is unbounded below as |J| grows; use loss='normalised', "
+                "or a constraint 'global', 'row' or 'l2'"
+            )
+        if self.method == "cd" and self.chain == "site":
+            if self.k != 1 or self.persistent:
+                raise ValueError(
+                    "chain='site' redraws one site per row from the data once: k and "
+                    "persistent are options of chain='sweep' or 'dynamics'"
+                )
+        if self.method == "cd" and self.chain != "dynamics" and self.gamma != _DEFAULTS["gamma"]:
+            raise ValueError("gamma is an option of chain='dynamics' (the deterministic dynamics)")
 
     @classmethod
     def from_preset(cls, preset: str | None = None, **options) -> FitConfig:
@@ -395,9 +457,9 @@ class FitConfig:
 
     def unused_options(self) -> tuple[str, ...]:
         """The options of the methods and parametrisations not in use (at their defaults,
-        left out of :meth:`to_dict`); ``method`` and ``couplings`` too at their defaults, so
-        that a plain fit's config reads as it did before they existed."""
-        unused = [f for f in ("method", "couplings") if getattr(self, f) == _DEFAULTS[f]]
+        left out of :meth:`to_dict`); ``method``, ``couplings`` and ``loss`` too at their
+        defaults, so that a plain fit's config reads as it did before they existed."""
+        unused = [f for f in ("method", "couplings", "loss") if getattr(self, f) == _DEFAULTS[f]]
         for (field, which), names in _OPTIONS_OF.items():
             if getattr(self, field) not in ((which,) if isinstance(which, str) else which):
                 unused += names

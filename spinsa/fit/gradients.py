@@ -1,9 +1,13 @@
 """The minibatch gradient of each training method, ∂loss/∂J for the expanded couplings.
 
-- ``"pl"``: the pseudo-likelihood's closed form (docs/model.md, 'The objective');
-- ``"cd"``: contrastive divergence, G(data) − G(model) with G the same closed form and the
-  model's states k steps of the dynamics away from the data (CD-k) or from persistent
-  chains (PCD); its "loss" is ⟨e⟩_data − ⟨e⟩_model;
+- ``"pl"``: the pseudo-likelihood's closed form (docs/model.md, 'The objective'), or the
+  normalised one's (``loss="normalised"``);
+- ``"cd"``: contrastive divergence, G(data) − G(model) with G the same closed form; its
+  "loss" is ⟨e⟩_data − ⟨e⟩_model. The model's states (``chain``): ``"site"``, for every
+  sample and row i the data with x_i redrawn from its conditional (row i's model term is
+  the closed form of e_i there, whose expectation is the normaliser's gradient);
+  ``"sweep"``, k systematic Gibbs sweeps from the data (CD-k) or from persistent chains
+  (PCD); ``"dynamics"``, k steps of the deterministic dynamics;
 - ``"bptt"``: the task's error after τ unrolled steps, by torch autograd
   (:mod:`spinsa.fit.backprop`).
 
@@ -20,8 +24,12 @@ import numpy as np
 
 from spinsa.fit.backprop import corrupt, torch_step, unrolled_loss
 from spinsa.fit.torch_backend import closed_form as torch_closed_form
+from spinsa.fit.torch_backend import normalised_closed_form
 from spinsa.kernels import dynamics as _k_dynamics
+from spinsa.kernels import normalised as _k_normalised
 from spinsa.kernels import objective as _k_objective
+from spinsa.kernels import sampling as _k_sampling
+from spinsa.sampling import generator_states
 
 __all__ = ["make_gradient"]
 
@@ -42,6 +50,23 @@ def _sweeps(x: np.ndarray, J: np.ndarray, lam: float, gamma: float, steps: int) 
     return _k_dynamics.from_tiles(Xt, x.shape[0])
 
 
+def row_matched(x: np.ndarray, J: np.ndarray, lam: float, rng) -> np.ndarray:
+    """x (P, N, d) with, at [p, i], x_i redrawn from its conditional given x[p]'s others."""
+    out = np.empty_like(x)
+    _k_normalised.resample_every_site(x, J, lam, generator_states(rng, x.shape[0]), out)
+    return out
+
+
+def gibbs(x: np.ndarray, J: np.ndarray, lam: float, sweeps: int, rng) -> np.ndarray:
+    """x after ``sweeps`` systematic heat-bath sweeps of the attention model at β = λ."""
+    X = np.array(x, dtype=np.float64)
+    states = generator_states(rng, X.shape[0])
+    _k_sampling.gibbs_sweeps(
+        X, J, lam, _k_sampling.ATTENTION, _k_sampling.SYSTEMATIC, sweeps, states
+    )
+    return X.astype(x.dtype)
+
+
 def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
     """The minibatch gradient of ``config.method`` on the patterns ``xi`` (numpy, P N d) /
     ``x_all`` (the same, a tensor on the fit's device); ``state.extra`` keeps PCD's chains."""
@@ -58,14 +83,40 @@ def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
     def closed_form(x, J, slot: int = 0):
         """(⟨Σ_i e_i⟩, ∂/∂J) on states x (numpy on the CPU, a tensor on the GPU); on the CPU
         the gradient is host buffer ``slot``, overwritten by the next call."""
+        if config.loss == "normalised":
+            if on_cpu:
+                loss = _k_normalised.loss_and_grad(x, x, J.numpy(), lam, host[slot])
+                return float(loss), torch.from_numpy(host[slot])
+            loss, G = normalised_closed_form(torch, x, J, lam, chunk, exclude)
+            return float(loss), G
         if on_cpu:
             loss = _k_objective.loss_and_grad(x, J.numpy(), lam, host[slot], kernel_clamp)
             return float(loss), torch.from_numpy(host[slot])
         loss, G = torch_closed_form(torch, x, J, lam, chunk, exclude, clamp)
         return float(loss), G
 
-    def advance(x, J, steps: int):
-        """x after ``steps`` steps of the dynamics at λ = lam, γ = gamma."""
+    def site_term(x, x_site, J):
+        """(⟨Σ_i e_i⟩, ∂/∂J) with row i at x_i = x_site[:, i] and the others from x."""
+        if on_cpu:
+            loss = _k_normalised.loss_and_grad(x_site, x, J.numpy(), lam, host[1], False)
+            host[1] /= lam  # the plain kernel computes lam e_i
+            return float(loss) / lam, torch.from_numpy(host[1])
+        loss, G = normalised_closed_form(torch, x, J, lam, chunk, exclude, x_site, False)
+        return float(loss) / lam, G.div_(lam)
+
+    def to_host(x):
+        return x if on_cpu else x.cpu().numpy()
+
+    def host_J(J):
+        return J.numpy() if on_cpu else J.cpu().numpy()
+
+    def to_dev(x):
+        return x if on_cpu else torch.from_numpy(x).to(dev)
+
+    def advance(x, J, steps: int, rng):
+        """x after ``steps`` steps of the chain (Gibbs sweeps or the dynamics) at λ = lam."""
+        if config.chain == "sweep":
+            return to_dev(gibbs(to_host(x), host_J(J), lam, steps, rng))
         if on_cpu:
             return _sweeps(x, J.numpy(), lam, config.gamma, steps)
         for _ in range(steps):
@@ -82,12 +133,17 @@ def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
 
         def cd(idx, J, rng):
             x = batch(idx)
+            if config.chain == "site":
+                x_site = to_dev(row_matched(to_host(x), host_J(J), lam, rng))
+                loss_data, G = closed_form(x, J)
+                loss_model, G_model = site_term(x, x_site, J)
+                return loss_data - loss_model, G.sub_(G_model)
             # PCD's chains start at the first minibatch and carry on from there
             chains = state.extra.get("chains") if config.persistent else None
             start = (
                 x if chains is None else (chains if on_cpu else torch.from_numpy(chains).to(dev))
             )
-            model = advance(start, J, config.k)
+            model = advance(start, J, config.k, rng)
             if config.persistent:
                 state.extra["chains"] = model if on_cpu else model.cpu().numpy()
             loss_data, G = closed_form(x, J)

@@ -8,7 +8,8 @@ the line search:
   One problem of N(N-1)d² variables; the objective kernel is parallel over rows.
 - ``"row"``: J_i· = c_i·W_i/|W_i| for every row: N independent problems of (N-1)d² variables,
   solved in a thread pool, each calling the single-threaded, GIL-free row kernel.
-- ``"l2"``: f(J) = L(J) + (l2/2)|J|², no reparametrisation.
+- ``"l2"``: f(J) = L(J) + (l2/2)|J|², no reparametrisation; ``"none"``: f(J) = L(J) (for the
+  normalised pseudo-likelihood, which is bounded below).
 
 The diagonal blocks are not variables, so they stay exactly zero. The fit runs in segments of
 ``segment_iters`` iterations, each a fresh L-BFGS started from the couplings the previous one
@@ -109,12 +110,13 @@ def _tangent(v: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, float]:
 
 # ------------------------------------------------------------------ one problem
 def _fit_global(xi: np.ndarray, state, config, run) -> None:
-    full_kernel = full_objective(xi, config.score_clamp)
+    full_kernel = full_objective(xi, config.score_clamp, config.loss)
     P, N, d = xi.shape
     dtype = xi.dtype
-    lam, l2 = config.lam, config.l2
+    lam = config.lam
+    l2 = config.l2 if config.constraint == "l2" else 0.0
     offd = ~np.eye(N, dtype=bool)
-    penalty = config.constraint == "l2"
+    penalty = config.constraint in ("l2", "none")
     c = None if penalty else float(state.targets[0])
     J = np.zeros((N, N, d, d), dtype=dtype)
     G = np.empty_like(J)
@@ -211,7 +213,7 @@ def _solve_row(xi, state_J, i, c_i, config, maxiter, row_kernel):
 
 
 def _fit_rows(xi: np.ndarray, state, config, run) -> None:
-    row_kernel = row_objective(xi, config.score_clamp)
+    row_kernel = row_objective(xi, config.score_clamp, config.loss)
     P, N, d = xi.shape
     targets = np.asarray(state.targets, dtype=np.float64)
     if state.row_iters is None:

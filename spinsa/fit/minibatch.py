@@ -11,6 +11,7 @@ the same quantity.
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from spinsa.fit.torch_backend import (
     auto_chunk_size,
     closed_form,
     deterministic,
+    normalised_closed_form,
     row_closed_form,
 )
 
@@ -92,7 +94,8 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
     lam, clamp = config.lam, config.score_clamp
     targets = state.targets
     # the radial component of the gradient that the rescaling would undo
-    project = config.constraint if config.project_grad and config.constraint != "l2" else None
+    fixed = config.constraint in ("global", "row")
+    project = config.constraint if config.project_grad and fixed else None
 
     with deterministic(dev), torch.no_grad():
         x_all = torch.from_numpy(xi).to(dev)
@@ -105,7 +108,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
         gradient = make_gradient(torch, config, xi, x_all, state, chunk)
 
         if dev.type == "cpu":  # the full-batch evaluation: the numba kernel is faster here
-            full_kernel = full_objective(xi, config.score_clamp)
+            full_kernel = full_objective(xi, config.score_clamp, config.loss)
             G_host = np.empty(state.J.shape, dtype=xi.dtype)
 
         def evaluate():
@@ -115,7 +118,10 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
                 Jn = J.numpy()
                 loss, G = full_kernel(Jn, lam, G_host), G_host
             else:
-                loss, Gt = closed_form(torch, x_all, J, lam, chunk, mask, clamp)
+                if config.loss == "normalised":
+                    loss, Gt = normalised_closed_form(torch, x_all, J, lam, chunk, mask)
+                else:
+                    loss, Gt = closed_form(torch, x_all, J, lam, chunk, mask, clamp)
                 Jn, G = J.cpu().numpy(), Gt.cpu().numpy()
             g = constrained_grad(Jn, G, config.constraint, config.l2)
             state.n_samples_seen += P
@@ -123,6 +129,7 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
 
         if not state.epoch_loss:
             run.record_epoch(*evaluate(), J=params.couplings().cpu().numpy())
+        max_norm = _divergence_guard(config, N)
 
         for epoch in range(state.epoch, config.epochs):
             if run.stop_early():  # spinsa.fit.convergence: the criterion is met
@@ -156,12 +163,15 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
                     p.grad = None
                 params.rescale(targets, config.constraint)
                 state.n_samples_seen += len(idx) / (N if config.site_sampling == "one" else 1)
+                norm = float(params.couplings().norm())
                 run.record_step(
                     float(loss),
                     float(gnorm),
-                    float(params.couplings().norm()),
+                    norm,
                     lambda: params.couplings().cpu().numpy().copy(),
                 )
+                if norm > max_norm:
+                    break
             # the last epoch, or the one early stopping ends on, is always evaluated
             last = epoch + 1 == config.epochs or run.stop_early()
             if last or (epoch + 1) % config.eval_every == 0:
@@ -175,5 +185,39 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
             state.extra.update(params.extra())
             run.record_epoch(loss, gnorm, J=state.J)
             run.end_of_epoch(checkpoint_now=last or state.epoch % config.checkpoint_every == 0)
+            if norm > max_norm:
+                run.finish_epochs()
+                _diverged(state, norm, max_norm)
+                return
         state.J = params.couplings().cpu().numpy().copy()
         run.finish_epochs()
+
+
+def _divergence_guard(config, n_tokens: int) -> float:
+    """The |J| at which a CD fit stops (inf for the other methods); warns about full-sweep
+    chains, whose CD has no fixed point at the planted couplings."""
+    if config.method != "cd":
+        return np.inf
+    if config.chain == "sweep":
+        warnings.warn(
+            "CD with full Gibbs sweeps (chain='sweep') can diverge: the attention model's "
+            "conditionals belong to no joint law (N >= 3), so the chains' law is not the "
+            "one whose normaliser the data term needs, and |J| may grow without bound "
+            "(docs/training-methods.md). chain='site' converges; the fit stops if |J| "
+            "exceeds max_norm.",
+            UserWarning,
+            stacklevel=4,
+        )
+    if config.max_norm is not None:
+        return config.max_norm
+    return 100.0 * np.sqrt(n_tokens * (n_tokens - 1)) / config.lam
+
+
+def _diverged(state, norm: float, max_norm: float) -> None:
+    """Mark a fit whose |J| ran away: never converged, whatever the curve did."""
+    state.converged = False
+    state.message = (
+        f"diverged: |J| = {norm:.4g} exceeded max_norm = {max_norm:.4g} after epoch "
+        f"{state.epoch}; the fit stopped (use chain='site', a norm constraint, or a smaller lr)"
+    )
+    warnings.warn(state.message, RuntimeWarning, stacklevel=4)

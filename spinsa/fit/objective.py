@@ -22,9 +22,16 @@ from spinsa._checks import (
     check_spins_couplings,
     compute_dtype,
 )
+from spinsa.kernels import normalised as _kn
 from spinsa.kernels import objective as _k
 
-__all__ = ["pl_loss_and_grad", "pl_row_loss_and_grad", "check_patterns", "UNIT_TOLERANCE"]
+__all__ = [
+    "pl_loss_and_grad",
+    "pl_row_loss_and_grad",
+    "normalised_loss_and_grad",
+    "check_patterns",
+    "UNIT_TOLERANCE",
+]
 
 UNIT_TOLERANCE = 1e-3  # largest | |xi_i| - 1 | accepted as a unit spin
 
@@ -34,20 +41,25 @@ def _clamp(score_clamp) -> float:
     return np.inf if score_clamp is None else check_positive(score_clamp, "score_clamp")
 
 
-def full_objective(xi: np.ndarray, score_clamp: float | None = None):
+def full_objective(xi: np.ndarray, score_clamp: float | None = None, loss: str = "pl"):
     """``f(J, lam, grad_out) -> L`` bound to validated patterns (no validation per call).
 
-    The patterns stream through the kernel in chunks: no copy of them is kept.
+    ``loss="pl"``: the paper's loss, the patterns streaming through the kernel in chunks (no
+    copy of them is kept); ``"normalised"``: the normalised pseudo-likelihood.
     """
+    if loss == "normalised":
+        return lambda J, lam, out: _kn.loss_and_grad(xi, xi, J, lam, out)
     clamp = _clamp(score_clamp)
     return lambda J, lam, out: _k.loss_and_grad(xi, J, lam, out, clamp)
 
 
-def row_objective(xi: np.ndarray, score_clamp: float | None = None):
+def row_objective(xi: np.ndarray, score_clamp: float | None = None, loss: str = "pl"):
     """``f(J_row, lam, i, grad_row_out) -> L_i`` bound to validated patterns.
 
-    Keeps one chunked copy of the patterns, shared by the rows' threads.
+    Keeps one chunked copy of the patterns, shared by the rows' threads (``loss="pl"``).
     """
+    if loss == "normalised":
+        return lambda J_row, lam, i, out: _kn.row_loss_and_grad(xi, xi, J_row, lam, i, out)
     clamp = _clamp(score_clamp)
     chunks = _k.chunks(xi)
     return lambda J_row, lam, i, out: _k.row_loss_and_grad(
@@ -55,8 +67,19 @@ def row_objective(xi: np.ndarray, score_clamp: float | None = None):
     )
 
 
+def _site_states(x_site, xi: np.ndarray) -> np.ndarray:
+    """``x_site`` checked against the patterns ``xi`` (same shape and dtype)."""
+    x_site = check_spins(x_site, "x_site", xi.dtype)
+    if x_site.shape != xi.shape:
+        raise ValueError(
+            f"x_site has shape {x_site.shape}; it must have the patterns' shape {xi.shape} "
+            "(row i reads x_site[:, i] and xi[:, j] for j != i)"
+        )
+    return x_site
+
+
 def pl_loss_and_grad(
-    xi, J, lam: float, score_clamp: float | None = None
+    xi, J, lam: float, score_clamp: float | None = None, x_site=None
 ) -> tuple[float, np.ndarray]:
     """Pseudo-likelihood objective and its closed-form gradient.
 
@@ -71,6 +94,10 @@ def pl_loss_and_grad(
     score_clamp : float, optional
         Scores are min(s_ij, score_clamp) before λ (the published notebook: 20); where the
         clamp acts the pair gets no gradient.
+    x_site : array_like, shape (P, N, d), optional
+        Row-matched states: e_i is evaluated with x_i = ``x_site[μ, i]`` and the other spins
+        from ``xi[μ]`` (the model term of contrastive divergence with single-site
+        resampling). Not with ``score_clamp``.
 
     Returns
     -------
@@ -85,7 +112,54 @@ def pl_loss_and_grad(
         raise ValueError("xi is empty (0 patterns); the objective is an average over patterns")
     lam = check_positive(lam, "lam")
     grad = np.empty_like(J)
+    if x_site is not None:
+        if score_clamp is not None:
+            raise ValueError("x_site and score_clamp cannot be combined; leave one out")
+        loss = _kn.loss_and_grad(_site_states(x_site, xi), xi, J, lam, grad, with_norm=False)
+        grad /= lam  # the plain kernel computes lam e_i
+        return float(loss) / lam, grad
     loss = _k.loss_and_grad(xi, J, lam, grad, _clamp(score_clamp))
+    return float(loss), grad
+
+
+def normalised_loss_and_grad(xi, J, lam: float, x_site=None) -> tuple[float, np.ndarray]:
+    """The normalised pseudo-likelihood and its closed-form gradient (docs/model.md, 'The
+    normalised pseudo-likelihood').
+
+    L(J) = -(1/P) Σ_μ Σ_i log p(ξ_i | ξ_\\i), the conditional density on S^{d-1} at β = λ:
+
+        L = -(1/P) Σ_μ Σ_i [log Σ_{j≠i} exp(λ ξ_i·J_ij ξ_j) - log Σ_{j≠i} Z_d(λ|J_ij ξ_j|)]
+        ∂L/∂J_ij = -(λ/P) Σ_μ [α_ij ξ_i - w_ij A_d(κ_ij) h_ij/|h_ij|] ξ_jᵀ
+
+    with h_ij = J_ij ξ_j, κ_ij = λ|h_ij|, w_ij = Z_d(κ_ij)/Σ_k Z_d(κ_ik) (a zero block h_ij = 0
+    contributes |S^{d-1}| to the normaliser and nothing to the second term). Unlike the
+    paper's loss it is bounded below and needs no norm constraint.
+
+    Parameters
+    ----------
+    xi : array_like, shape (P, N, d)
+        Unit spins.
+    J : array_like, shape (N, N, d, d)
+        Couplings; the diagonal blocks are ignored.
+    lam : float
+        λ > 0, the inverse temperature β = λ of the conditionals.
+    x_site : array_like, shape (P, N, d), optional
+        Row-matched data: row i is fitted on x_i = ``x_site[μ, i]`` given the other spins of
+        ``xi[μ]`` (states in which site i was just drawn from its conditional).
+
+    Returns
+    -------
+    loss : float
+    grad : ndarray, shape (N, N, d, d)
+        Zero diagonal blocks; float32 unless ``xi`` or ``J`` is float64.
+    """
+    xi, J = check_spins_couplings(xi, J, x_name="xi")
+    if xi.shape[0] == 0:
+        raise ValueError("xi is empty (0 patterns); the objective is an average over patterns")
+    lam = check_positive(lam, "lam")
+    xs = xi if x_site is None else _site_states(x_site, xi)
+    grad = np.empty_like(J)
+    loss = _kn.loss_and_grad(xs, xi, J, lam, grad)
     return float(loss), grad
 
 
@@ -190,7 +264,7 @@ def constrained_grad(J: np.ndarray, G: np.ndarray, constraint: str, l2: float) -
     """The gradient that vanishes at a constrained optimum (float64, shape of J).
 
     ``"global"``: G minus its component along J (the gradient on the sphere |J| = const);
-    ``"row"``: the same row by row; ``"l2"``: G + l2 J.
+    ``"row"``: the same row by row; ``"l2"``: G + l2 J; ``"none"``: G.
     """
     J64, G64 = J.astype(np.float64, copy=False), G.astype(np.float64)
     if constraint == "global":
@@ -202,6 +276,8 @@ def constrained_grad(J: np.ndarray, G: np.ndarray, constraint: str, l2: float) -
         nn = np.einsum("ik,ik->i", jr, jr)
         coef = np.divide(np.einsum("ik,ik->i", jr, gr), nn, out=np.zeros(N), where=nn > 0)
         return (gr - coef[:, None] * jr).reshape(G.shape)
+    if constraint == "none":
+        return G64
     return G64 + l2 * J64
 
 

@@ -143,7 +143,7 @@ def make_parametrisation(torch, state, config, dev, rng: np.random.Generator):
     K, Q = (torch.from_numpy(state.extra[k].copy()).to(dev) for k in ("K", "Q"))
     params = FactorisedCouplings(torch, K, Q, N)
     if fresh:
-        if config.constraint == "l2":  # no norm to keep: start at the full fit's |J|
+        if config.constraint in ("l2", "none"):  # no norm to keep: start at the full fit's |J|
             params.rescale(np.array([np.linalg.norm(state.J)]), "global")
         else:
             params.rescale(state.targets, config.constraint)

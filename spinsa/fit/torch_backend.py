@@ -18,9 +18,11 @@ import numpy as np
 
 from spinsa._checks import check_positive, check_spins_couplings
 from spinsa._torch import import_torch, resolve_device
+from spinsa.kernels.normalised import log_partition_and_mean_array
 
 __all__ = [
     "torch_loss_and_grad",
+    "torch_normalised_loss_and_grad",
     "torch_row_loss_and_grad",
     "autograd_loss_and_grad",
     "resolve_device",
@@ -121,6 +123,58 @@ def row_closed_form(torch, x, J_row, lam: float, i: int, clamp=None):
     return loss, G
 
 
+# ------------------------------------------------------------------ the normalised loss
+def _log_partition_and_mean(torch, kappa, d: int):
+    """log Z_d(kappa) and A_d(kappa) of a tensor, by the numba scalars on the host (the
+    same numbers as the CPU kernel; torch has no Bessel function of general order)."""
+    flat = kappa.detach().to("cpu", torch.float64).contiguous().view(-1).numpy()
+    logz, amean = log_partition_and_mean_array(flat, d)
+    back = lambda a: torch.from_numpy(a).view(kappa.shape).to(kappa.device, kappa.dtype)  # noqa: E731
+    return back(logz), back(amean)
+
+
+def _chunk_normalised(torch, x, J, lam: float, mask, x_site=None, with_norm: bool = True):
+    """Σ_p Σ_i l_i and its gradient for one chunk, in the convention of
+    :mod:`spinsa.kernels.normalised` (without the normaliser: λ e_i). x (B, N, d)."""
+    xs = x if x_site is None else x_site
+    y = torch.einsum("ijab,pjb->pija", J, x)  # h_ij = J_ij x_j
+    s = torch.einsum("pia,pija->pij", xs, y).mul_(lam).masked_fill_(mask, -np.inf)
+    lse = torch.logsumexp(s, dim=2)
+    alpha = torch.exp_(s.sub_(lse.unsqueeze(2)))
+    G = torch.einsum("pij,pia,pjb->ijab", alpha, xs, x).mul_(-lam)
+    loss = -lse.to(torch.float64).sum()
+    if with_norm:
+        nrm = torch.linalg.vector_norm(y, dim=3)
+        logz, amean = _log_partition_and_mean(torch, nrm * lam, x.shape[2])
+        logz.masked_fill_(mask, -np.inf)
+        lse2 = torch.logsumexp(logz, dim=2)
+        # w_ij A_d(kappa_ij) / |h_ij|; a zero block has A_d = 0 and no direction
+        c = torch.exp(logz - lse2.unsqueeze(2)) * torch.where(nrm > 0, amean / nrm, 0.0)
+        G += torch.einsum("pij,pija,pjb->ijab", c, y, x).mul_(lam)
+        loss += lse2.to(torch.float64).sum()
+    return loss, G
+
+
+def normalised_closed_form(
+    torch, x, J, lam: float, chunk_size: int, mask=None, x_site=None, with_norm: bool = True
+):
+    """(mean over samples of Σ_i l_i as a float64 0-d tensor, its gradient like J); chunked as
+    :func:`closed_form`. Row i reads x_i from ``x_site`` (default ``x``), x_j from ``x``."""
+    P, N, _ = x.shape
+    if mask is None:
+        mask = _diag_mask(torch, N, x.device)
+    loss = torch.zeros((), dtype=torch.float64, device=x.device)
+    acc = None
+    for start in range(0, P, chunk_size):
+        part = slice(start, start + chunk_size)
+        xs = None if x_site is None else x_site[part]
+        l_c, G_c = _chunk_normalised(torch, x[part], J, lam, mask, xs, with_norm)
+        loss += l_c
+        G_c = G_c.to(torch.float64)
+        acc = G_c if acc is None else acc.add_(G_c)
+    return loss / P, acc.mul_(1.0 / P).to(J.dtype)
+
+
 def forward_loss(torch, x, J, lam: float, mask=None, clamp=None):
     """Σ_p Σ_i e_i for x (B, N, d), differentiable (used by the autograd reference only)."""
     N = x.shape[1]
@@ -194,6 +248,17 @@ def torch_loss_and_grad(
     x, Jt, was_numpy, lam, clamp, chunk_size = _inputs(xi, J, lam, score_clamp, device, chunk_size)
     with torch.no_grad():
         loss, grad = closed_form(torch, x, Jt, lam, chunk_size, clamp=clamp)
+    return float(loss), (grad.cpu().numpy() if was_numpy else grad)
+
+
+def torch_normalised_loss_and_grad(xi, J, lam: float, chunk_size: int | None = None, device=None):
+    """The normalised pseudo-likelihood and its closed-form gradient in torch
+    (:func:`spinsa.fit.normalised_loss_and_grad`; log Z_d and A_d from the numba scalars on
+    the host). Arguments and return values as :func:`torch_loss_and_grad`, without a clamp."""
+    torch = import_torch()
+    x, Jt, was_numpy, lam, _, chunk_size = _inputs(xi, J, lam, None, device, chunk_size)
+    with torch.no_grad():
+        loss, grad = normalised_closed_form(torch, x, Jt, lam, chunk_size)
     return float(loss), (grad.cpu().numpy() if was_numpy else grad)
 
 

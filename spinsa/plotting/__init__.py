@@ -14,11 +14,12 @@ on first use and figures are drawn on the Agg canvas without pyplot's global sta
 Plotting reads files through :mod:`spinsa.io`, below :mod:`spinsa.experiments`.
 """
 
-from spinsa.plotting import analysis, compare, experiments, scan
+from spinsa.plotting import analysis, compare, experiments, planted, scan
 from spinsa.plotting._base import new_figure, save_figure
 from spinsa.plotting.analysis import *  # noqa: F403
 from spinsa.plotting.compare import *  # noqa: F403
 from spinsa.plotting.experiments import *  # noqa: F403
+from spinsa.plotting.planted import *  # noqa: F403
 from spinsa.plotting.scan import *  # noqa: F403
 
 __all__ = [
@@ -27,5 +28,6 @@ __all__ = [
     *analysis.__all__,
     *compare.__all__,
     *experiments.__all__,
+    *planted.__all__,
     *scan.__all__,
 ]

@@ -1,0 +1,237 @@
+"""Planted inverse problems (docs/inverse-problems.md): sample configurations of the attention
+model from planted couplings J*, fit them back, and measure how the error falls with the
+number of samples M.
+
+- :func:`planted_couplings`: J* of three kinds, ``"hebbian"`` (two random patterns),
+  ``"random"`` (asymmetric Gaussian blocks) and ``"lattice"`` (nearest neighbours on a ring,
+  symmetric);
+- :func:`sample_planted`: M configurations at β = λ, ``"full_sweep"`` (states of
+  independent heat-bath Gibbs chains after a burn-in) or ``"row_matched"`` (those states,
+  and for every row i the same state with x_i redrawn from its conditional: row i is fitted
+  on states in which x_i was just drawn given the others);
+- :func:`fit_planted`: the normalised pseudo-likelihood (no constraint), the paper's loss
+  (at the planted norm |J*|) or contrastive divergence;
+- :func:`recovery_curve`: error |J − J*|/|J*| and cosine against M, with the fitted
+  log–log slope of the error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from spinsa._checks import check_choice, check_count, check_couplings, check_positive
+from spinsa.analysis._results import AnalysisResult
+from spinsa.couplings import hebbian_couplings
+from spinsa.fit import fit_pseudolikelihood, normalised_loss_and_grad, pl_loss_and_grad
+from spinsa.fit.gradients import gibbs, row_matched
+
+__all__ = [
+    "PLANTED_KINDS",
+    "SAMPLINGS",
+    "FIT_METHODS",
+    "planted_couplings",
+    "sample_planted",
+    "fit_planted",
+    "loglog_slope",
+    "RecoveryCurve",
+    "recovery_curve",
+]
+
+PLANTED_KINDS = ("hebbian", "random", "lattice")
+SAMPLINGS = ("row_matched", "full_sweep")
+FIT_METHODS = ("normalised", "pl", "cd")
+
+
+def planted_couplings(kind: str, n_tokens: int = 8, d: int = 3, scale: float = 1.0, seed=0):
+    """Planted couplings J*, shape (N, N, d, d), zero diagonal blocks.
+
+    ``"hebbian"``: 2 · scale · J^Hebb of two random unit patterns (blocks of norm about
+    scale); ``"random"``: every entry N(0, scale²/d), blocks of norm about scale, J_ij and
+    J_ji independent; ``"lattice"``: scale · I_d between neighbours on a ring, else zero.
+    """
+    check_choice(kind, "kind", PLANTED_KINDS)
+    N, d = check_count(n_tokens, "n_tokens", 3), check_count(d, "d", 1)
+    scale = check_positive(scale, "scale")
+    rng = np.random.default_rng(seed)
+    if kind == "hebbian":
+        xi = rng.standard_normal((2, N, d))
+        xi /= np.linalg.norm(xi, axis=2, keepdims=True)
+        J = 2.0 * scale * hebbian_couplings(xi).astype(np.float64)
+    elif kind == "random":
+        J = rng.standard_normal((N, N, d, d)) * scale / np.sqrt(d)
+    else:
+        J = np.zeros((N, N, d, d))
+        for i in range(N):
+            for j in ((i + 1) % N, (i - 1) % N):
+                J[i, j] = scale * np.eye(d)
+    J[np.arange(N), np.arange(N)] = 0.0
+    return np.ascontiguousarray(J)
+
+
+def sample_planted(J, lam: float, n_samples: int, sampling: str = "row_matched",
+                   burn_in: int = 50, rng=None):  # fmt: skip
+    """M configurations of the attention model with couplings J at β = λ.
+
+    Parameters
+    ----------
+    J : array_like, shape (N, N, d, d)
+    lam : float
+    n_samples : int
+        M, one independent chain per sample, started uniformly on the spheres.
+    sampling : {"row_matched", "full_sweep"}
+    burn_in : int
+        Systematic heat-bath sweeps before a chain's state is kept.
+    rng : None, int or numpy Generator
+
+    Returns
+    -------
+    x : ndarray, shape (M, N, d)
+        The chains' states.
+    x_site : ndarray, shape (M, N, d), or None
+        ``"row_matched"``: ``x_site[m, i]`` is x_i redrawn from its conditional given the
+        other spins of ``x[m]``; ``"full_sweep"``: None.
+    """
+    check_choice(sampling, "sampling", SAMPLINGS)
+    J = np.asarray(J, dtype=np.float64)
+    if J.ndim != 4:
+        raise ValueError(f"J must have shape (N, N, d, d), got {J.shape}")
+    N, d = J.shape[0], J.shape[2]
+    J = check_couplings(J, N, d, dtype=np.float64)
+    lam = check_positive(lam, "lam")
+    M = check_count(n_samples, "n_samples", 1)
+    rng = np.random.default_rng(rng)
+    x = rng.standard_normal((M, N, d))
+    if d == 1:
+        x = np.sign(x) + (x == 0)
+    x /= np.linalg.norm(x, axis=2, keepdims=True)
+    x = gibbs(x, J, lam, check_count(burn_in, "burn_in", 1), rng)
+    return x, (row_matched(x, J, lam, rng) if sampling == "row_matched" else None)
+
+
+def _lbfgs(fun, v0, max_iter: int):
+    from scipy.optimize import minimize
+
+    return minimize(fun, v0, jac=True, method="L-BFGS-B",
+                    options=dict(maxiter=max_iter, gtol=1e-8, ftol=1e-12)).x  # fmt: skip
+
+
+def fit_planted(x, lam: float, method: str = "normalised", x_site=None, norm=None,
+                l2: float = 0.0, max_iter: int = 500, cd_options=None):  # fmt: skip
+    """Fit couplings to samples of the attention model.
+
+    Parameters
+    ----------
+    x : array_like, shape (M, N, d)
+    lam : float
+        The λ the samples were drawn at.
+    method : {"normalised", "pl", "cd"}
+        ``"normalised"``: the normalised pseudo-likelihood with L-BFGS, no constraint (plus
+        (l2/2)|J|²); ``"pl"``: the paper's loss with L-BFGS at the fixed Frobenius norm
+        ``norm`` (J = norm · W/|W|); ``"cd"``: :func:`spinsa.fit_pseudolikelihood` with
+        ``method="cd"`` (single-site chain, ``constraint="none"``, ``cd_options`` passed on;
+        it fits ``x`` and ignores ``x_site``).
+    x_site : array_like, shape (M, N, d), optional
+        Row-matched states (:func:`sample_planted`); both losses then read x_i from it.
+    norm : float
+        The fixed norm of ``"pl"`` (the planted |J*| in the studies).
+
+    Returns
+    -------
+    ndarray, shape (N, N, d, d), float64
+    """
+    check_choice(method, "method", FIT_METHODS)
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    lam = check_positive(lam, "lam")
+    M, N, d = x.shape
+    off = ~np.eye(N, dtype=bool)
+    J = np.zeros((N, N, d, d))
+    if method == "cd":
+        opts = dict(constraint="none", epochs=50, batch_size=256, lr=0.02, device="cpu",
+                    dtype="float64", init="normal", unit_spins="ignore", seed=0)  # fmt: skip
+        opts.update(cd_options or {})
+        return fit_pseudolikelihood(x, method="cd", lam=lam, **opts).J
+    if method == "normalised":
+
+        def fun(v):
+            J[off] = v.reshape(-1, d, d)
+            loss, G = normalised_loss_and_grad(x, J, lam, x_site=x_site)
+            return loss + 0.5 * l2 * (v @ v), G[off].ravel() + l2 * v
+
+        J[off] = _lbfgs(fun, np.zeros(off.sum() * d * d), max_iter).reshape(-1, d, d)
+        return J
+    norm = check_positive(norm, "norm")
+
+    def fun_pl(v):
+        nv = np.linalg.norm(v)
+        J[off] = (v * (norm / nv)).reshape(-1, d, d)
+        loss, G = pl_loss_and_grad(x, J, lam, x_site=x_site)
+        g = G[off].ravel()
+        return loss, (g - (v @ g) / nv**2 * v) * (norm / nv)
+
+    v0 = np.random.default_rng(0).standard_normal(off.sum() * d * d)
+    v = _lbfgs(fun_pl, v0, max_iter)
+    J[off] = (v * (norm / np.linalg.norm(v))).reshape(-1, d, d)
+    return J
+
+
+def loglog_slope(n_samples, errors) -> float:
+    """The least-squares slope of log(error) against log(M)."""
+    return float(np.polyfit(np.log(np.asarray(n_samples, float)), np.log(errors), 1)[0])
+
+
+@dataclass(frozen=True)
+class RecoveryCurve(AnalysisResult):
+    """Reconstruction of planted couplings against the number of samples.
+
+    Attributes
+    ----------
+    n_samples : ndarray, shape (K,)
+        The values of M.
+    error : ndarray, shape (K,)
+        |J − J*| / |J*| of the fit on M samples.
+    cosine : ndarray, shape (K,)
+        ⟨J, J*⟩ / (|J| |J*|).
+    slope : float
+        Fitted log–log slope of the error against M.
+    kind, sampling, method : str
+        The planted couplings, the sampling and the fitting method.
+    """
+
+    n_samples: np.ndarray
+    error: np.ndarray
+    cosine: np.ndarray
+    slope: float
+    kind: str = ""
+    sampling: str = ""
+    method: str = ""
+
+
+def recovery_curve(J_star, lam: float, n_samples, sampling: str = "row_matched",
+                   method: str = "normalised", kind: str = "", seed=0,
+                   **fit_options) -> RecoveryCurve:  # fmt: skip
+    """Sample M configurations from ``J_star`` for every M, fit, and measure the error.
+
+    The samples of the largest M are drawn once and the smaller sets are their first M
+    (nested sets, so the curve is smooth in M). ``fit_options`` go to :func:`fit_planted`
+    (``"pl"`` is fitted at the planted norm |J*|).
+    """
+    J_star = np.asarray(J_star, dtype=np.float64)
+    Ms = np.asarray(sorted(int(m) for m in n_samples))
+    x, x_site = sample_planted(J_star, lam, int(Ms[-1]), sampling, rng=seed)
+    ref = float(np.linalg.norm(J_star))
+    if method == "pl":
+        fit_options.setdefault("norm", ref)
+    errors, cosines = [], []
+    for M in Ms:
+        xs = None if x_site is None else x_site[:M]
+        J = fit_planted(x[:M], lam, method, x_site=xs, **fit_options)
+        errors.append(float(np.linalg.norm(J - J_star)) / ref)
+        cosines.append(float(np.vdot(J, J_star)) / (float(np.linalg.norm(J)) * ref))
+    errors_arr = np.asarray(errors)
+    return RecoveryCurve(
+        n_samples=Ms, error=errors_arr, cosine=np.asarray(cosines),
+        slope=loglog_slope(Ms, errors_arr) if len(Ms) > 1 else float("nan"),
+        kind=kind, sampling=sampling, method=method,
+    )  # fmt: skip
