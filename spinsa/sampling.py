@@ -84,7 +84,7 @@ def generator_states(rng, n: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=32)
-def _logz_table(d: int) -> np.ndarray:
+def heat_bath_table(d: int) -> np.ndarray:
     """(log Z_d, A_d) on the heat-bath kernels' grid, shape (n, 2); read-only, one per d."""
     table = np.empty((int(_k.TABLE_TOP / _k.TABLE_STEP) + 1, 2))
     _k.logz_table(float(d), table)
@@ -179,7 +179,7 @@ def site_resample(x, J, lam, sites, rng=None, model="attention") -> np.ndarray:
     X = np.array(x, dtype=np.float64)
     states = generator_states(rng, P)
     _k.resample_sites(
-        X, J, lam, MODELS[model], sites.astype(np.int64), states, _logz_table(x.shape[2])
+        X, J, lam, MODELS[model], sites.astype(np.int64), states, heat_bath_table(x.shape[2])
     )
     return X.astype(x.dtype, copy=False)
 
@@ -348,7 +348,7 @@ def _block(st: _State, cfg: ChainConfig, J: np.ndarray, n_sweeps: int) -> np.nda
     accepted = np.empty(cfg.n_chains, np.int64)
     if cfg.method == "gibbs":
         _k.gibbs_sweeps(st.X, J, cfg.beta, MODELS[cfg.model], SCANS[cfg.scan], n_sweeps,
-                        st.states, _logz_table(st.X.shape[2]))  # fmt: skip
+                        st.states, heat_bath_table(st.X.shape[2]))  # fmt: skip
         accepted[:] = n_sweeps * st.X.shape[1]
     else:
         _k.metropolis_sweeps(st.X, J, cfg.lam, cfg.beta, SCANS[cfg.scan], n_sweeps, st.step,

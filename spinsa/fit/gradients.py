@@ -29,7 +29,7 @@ from spinsa.kernels import dynamics as _k_dynamics
 from spinsa.kernels import normalised as _k_normalised
 from spinsa.kernels import objective as _k_objective
 from spinsa.kernels import sampling as _k_sampling
-from spinsa.sampling import generator_states
+from spinsa.sampling import generator_states, heat_bath_table
 
 __all__ = ["make_gradient"]
 
@@ -53,7 +53,8 @@ def _sweeps(x: np.ndarray, J: np.ndarray, lam: float, gamma: float, steps: int) 
 def row_matched(x: np.ndarray, J: np.ndarray, lam: float, rng) -> np.ndarray:
     """x (P, N, d) with, at [p, i], x_i redrawn from its conditional given x[p]'s others."""
     out = np.empty_like(x)
-    _k_normalised.resample_every_site(x, J, lam, generator_states(rng, x.shape[0]), out)
+    states = generator_states(rng, x.shape[0])
+    _k_normalised.resample_every_site(x, J, lam, states, heat_bath_table(x.shape[2]), out)
     return out
 
 
@@ -62,8 +63,9 @@ def gibbs(x: np.ndarray, J: np.ndarray, lam: float, sweeps: int, rng) -> np.ndar
     X = np.array(x, dtype=np.float64)
     states = generator_states(rng, X.shape[0])
     _k_sampling.gibbs_sweeps(
-        X, J, lam, _k_sampling.ATTENTION, _k_sampling.SYSTEMATIC, sweeps, states
-    )
+        X, J, lam, _k_sampling.ATTENTION, _k_sampling.SYSTEMATIC, sweeps, states,
+        heat_bath_table(X.shape[2]),
+    )  # fmt: skip
     return X.astype(x.dtype)
 
 

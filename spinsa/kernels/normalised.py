@@ -134,9 +134,10 @@ def log_partition_and_mean_array(kappa: np.ndarray, d: int):
 
 # ------------------------------------------------------------------ row-matched states
 @njit(parallel=True)
-def resample_every_site(X, J, lam, states, out):
+def resample_every_site(X, J, lam, states, table, out):
     """out[p, i] <- a draw of x_i from its conditional given the other spins of X[p], for
-    every sample p and site i; the rest of ``out`` is X. One generator state per sample."""
+    every sample p and site i; the rest of ``out`` is X. One generator state per sample;
+    ``table``: the heat-bath table of :func:`spinsa.kernels.sampling.logz_table`."""
     P, N, d = X.shape
     for p in prange(P):
         x = X[p].astype(np.float64)
@@ -145,7 +146,7 @@ def resample_every_site(X, J, lam, states, out):
         logw = np.empty(N)
         s = states[p]
         for i in range(N):
-            attention_site(x, J, lam, i, s, logw, mu, tmp)
+            attention_site(x, J, lam, i, s, table, logw, mu, tmp)
             for a in range(d):
                 out[p, i, a] = x[i, a]
                 x[i, a] = X[p, i, a]  # the others stay the data's
