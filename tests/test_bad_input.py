@@ -20,6 +20,7 @@ from spinsa.datasets import DataNotFoundError, load_mnist, subsample
 from spinsa.experiments import ExperimentConfig, train
 from spinsa.experiments.config import DataSection, DynamicsSection, TasksSection
 from spinsa.fit import FitConfig, InsufficientMemoryError, estimate_memory
+from spinsa.sequences.data import split_series
 from spinsa.tasks import draw_noisy, mask_tokens, reconstruction_errors, task_inputs
 
 RNG = np.random.default_rng(7)
@@ -28,6 +29,16 @@ X /= np.linalg.norm(X, axis=-1, keepdims=True)
 J = spinsa.random_couplings(5, 2, seed=1)
 EMB = spinsa.PatchEmbedding(image_shape=(4, 4), patch=2)
 IMAGES = RNG.random((3, 4, 4))
+
+
+X64, J64 = X.astype(np.float64), J.astype(np.float64)
+ZERO = np.zeros_like(J)
+SERIES = np.random.default_rng(3).standard_normal(300)
+
+
+def fit(**options):
+    """A fit of X that the entry checks refuse before any work."""
+    return lambda: spinsa.fit_pseudolikelihood(X, **{"backend": "lbfgs", "max_iter": 2, **options})
 
 
 def nan(a):
@@ -98,6 +109,37 @@ API = [
     ("an unknown split", lambda: load_mnist("validation"), ValueError, "split"),
     ("overlaps with patterns of another N", lambda: spinsa.analysis.overlaps(X, X[:, :4]), ValueError, "xi must have shape"),
     ("an attractor search of 0 steps", lambda: spinsa.analysis.find_attractors(J, 1.0, X, 0), ValueError, "steps"),
+    # issue 29, findings 1-8: one finiteness rule at the boundaries
+    ("float64 lam beyond the softmax's range (run)", lambda: spinsa.run(X64, J64, 1e32, 3), ValueError, "too large for float64"),
+    ("float64 lam beyond the softmax's range (local_fields)", lambda: spinsa.local_fields(X64, J64, 1e32), ValueError, "too large for float64"),
+    ("float64 lam beyond the softmax's range (step)", lambda: spinsa.step(X64, J64, 1e32), ValueError, "too large for float64"),
+    ("float64 lam beyond the softmax's range (energy)", lambda: spinsa.energy(X64, J64, 1e300), ValueError, "too large for float64"),
+    ("float64 lam beyond the softmax's range (attention)", lambda: spinsa.attention(X64, J64, 1e32), ValueError, "too large for float64"),
+    ("float32 lam whose energies overflow", lambda: spinsa.energy(X, J, 1e-40), ValueError, "too small for float32"),
+    ("float32 lam that rounds to zero", lambda: spinsa.run(X, J, 1e-300, 2), ValueError, "too small for float32"),
+    ("gamma that overflows float32 (run)", lambda: spinsa.run(X, J, 1.0, 3, gamma=1e39), ValueError, "gamma = 1e+39 is too large"),
+    ("gamma that overflows float32 (step)", lambda: spinsa.step(X, J, 1.0, gamma=-1e39), ValueError, "gamma"),
+    ("gamma that overflows float64 (async)", lambda: spinsa.async_sweep(X64, J64, 1.0, gamma=1e200), ValueError, "gamma"),
+    ("spins that grow without a norm", lambda: spinsa.run(X, J, 1.0, 8, gamma=1e8, norm="none"), spinsa.NonFiniteResultError, "norm = 'none'"),
+    ("random couplings of a scale beyond float32", lambda: spinsa.random_couplings(6, 3, scale=1e39), spinsa.NonFiniteResultError, "scale = 1e+39"),
+    ("a series beyond the range it can normalise", lambda: split_series(SERIES * 1e300, 5, rows=(100, 50, 50)), ValueError, "outside the range"),
+    ("a series of subnormal values", lambda: split_series(SERIES * 1e-310, 5, rows=(100, 50, 50)), ValueError, "below the resolution"),
+    ("a split of two parts", lambda: split_series(SERIES, 5, rows=(50, 20)), ValueError, "three counts"),
+    ("cosines of zero couplings", lambda: spinsa.analysis.pairwise_cosines([ZERO, J]), ValueError, "Js[0] is all zeros"),
+    ("spectra of zero couplings", lambda: spinsa.analysis.coupling_spectra([J, ZERO]), ValueError, "Js[1] is all zeros"),
+    ("zero couplings against Hebb", lambda: spinsa.analysis.compare_with_hebbian(ZERO, X), ValueError, "J is all zeros"),
+    ("a fit at lam 1e39 in float32", fit(lam=1e39), ValueError, "--set fit.dtype=float64"),
+    ("a fit at lam 1e-40 in float32", fit(lam=1e-40), ValueError, "too small for float32"),
+    ("a fit at lam 1e-300 in float32", fit(lam=1e-300), ValueError, "too small for float32"),
+    ("a fit at lam 1e300 in float64", fit(lam=1e300, dtype="float64"), ValueError, "too large for float64"),
+    ("a row-constrained fit at lam 1e30", fit(lam=1e30, constraint="row"), ValueError, "too large for float32"),
+    ("a torch fit at lam 1e39", fit(lam=1e39, backend="torch"), ValueError, "too large for float32"),
+    ("a CD fit at lam 1e39", fit(lam=1e39, backend="torch", method="cd"), ValueError, "too large for float32"),
+    ("a BPTT fit at lam 1e39", fit(lam=1e39, backend="torch", method="bptt"), ValueError, "too large for float32"),
+    ("BPTT noise beyond float32", fit(backend="torch", method="bptt", task="denoise", noise_std=1e30), ValueError, "noise_std = 1e+30"),
+    ("CD with k = 10**12 (finding 19)", fit(backend="torch", method="cd", k=10**12), ValueError, "k = 1000000000000"),
+    ("BPTT unrolled 10**12 steps", fit(backend="torch", method="bptt", tau_max=10**12), InsufficientMemoryError, "needs about"),
+    ("a fit whose lr blows J up", fit(backend="torch", lr=1e30, epochs=2, constraint="l2"), spinsa.NonFiniteResultError, "lr = 1e+30"),
 ]  # fmt: skip
 
 
@@ -118,6 +160,13 @@ def test_zero_samples_give_empty_results_of_the_right_shape(update):
     assert spinsa.site_energies(none, J, 1.0).shape == (0, 5)
     assert spinsa.local_fields(none, J, 1.0).shape == (0, 5, 2)
     assert spinsa.attention(none, J, 1.0).shape == (0, 5, 5)
+
+
+def test_an_attractor_search_from_no_samples_is_empty():
+    """Finding 7: zero initial conditions give an empty report, not a reshape error."""
+    report = spinsa.analysis.find_attractors(J, 1.0, X[:0], 10, patterns=X)
+    assert report.labels.shape == (0,) and report.states.shape == (0, 5, 2)
+    assert report.basin_size.shape == (0,) and report.fraction_unconverged == 0.0
 
 
 def test_matrix_is_large_enough():
