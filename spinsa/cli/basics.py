@@ -127,10 +127,10 @@ def _cmd_data_verify(args) -> int:
             manifest = datasets.verify(name)
         except datasets.DataNotFoundError:
             print(f"  {name}: not fetched (spinsa data fetch {name})")
-            status = status or (1 if args.names else 0)
+            status = status or (3 if args.names else 0)  # the data-set status of docs/cli.md
         except datasets.DataCorruptError as exc:
             print(f"  {name}: CORRUPT: {exc}")
-            status = 1
+            status = 3
         else:
             print(f"  {name}: ok, sha256 {manifest['sha256']}")
     return status

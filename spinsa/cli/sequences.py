@@ -89,5 +89,7 @@ def _cmd_run(args) -> int:
         options["baselines"] = ()
     config = SequenceConfig.quick(**options) if args.quick else SequenceConfig(**options)
     out = args.out or Path("runs") / ("sequences-quick" if args.quick else "sequences")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise NotADirectoryError(20, "a file is in the way of the output directory", str(out))
     run_sequences(config, out, progress=not args.no_progress, overwrite=args.overwrite)
     return 0

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from spinsa import io
-from spinsa._checks import check_choice, check_count, check_positive, check_real
+from spinsa._checks import SCORE_LIMIT, check_choice, check_count, check_positive, check_real
 from spinsa._config import config_to_dict
 from spinsa.analysis.summary import paired_gain_z
 from spinsa.experiments.stages import Pipeline
@@ -133,7 +133,11 @@ class SequenceConfig:
             check_count(getattr(self, name), _FLAG.get(name, name), 1)
         check_count(self.seed, "--seed", 0)
         for name in ("lam_train", "lam_eval"):
-            check_positive(getattr(self, name), _FLAG.get(name, name))
+            if check_positive(getattr(self, name), _FLAG.get(name, name)) >= SCORE_LIMIT:
+                raise ValueError(  # refused before the fit, not after it
+                    f"{_FLAG.get(name, name)} = {getattr(self, name):g} is beyond {SCORE_LIMIT:g}, "
+                    "where the softmax of any couplings of norm 1 overflows; use a smaller one"
+                )
         check_real(self.gamma, "gamma")
         if self.norm is not None:
             check_positive(self.norm, "norm")
