@@ -343,7 +343,7 @@ def write_results(run: _Run) -> Path:
         "fraction_unconverged": float(attractors.fraction_unconverged),
         "lifetime_mean": float(np.mean(life.lifetime)),
         "train_range": [float(splits.train.min()), float(splits.train.max())],
-        "step_seconds": int(run.series.step_seconds),
+        "step_seconds": run.series.step_seconds,  # a float for sub-second times
         "seconds": time.perf_counter() - t_start,
     }
     h5 = out / "sequences.h5"

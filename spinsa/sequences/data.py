@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spinsa._checks import check_count
+from spinsa._checks import check_count, check_positive
 
 __all__ = ["SeriesSplits", "split_series", "windows", "synthetic_series", "MONTH_DAYS"]
 
@@ -51,7 +51,7 @@ class SeriesSplits:
 
 
 def split_series(
-    values, context: int, rows=None, *, step_seconds: int = 3600, months=(12, 4, 4)
+    values, context: int, rows=None, *, step_seconds: float = 3600, months=(12, 4, 4)
 ) -> SeriesSplits:
     """Split a series by time and normalise it with the training part's statistics.
 
@@ -64,8 +64,8 @@ def split_series(
     rows : (int, int, int), optional
         Rows of training, validation and test; default: ``months`` of 30 days at
         ``step_seconds`` per row (hourly ETT: 8,640 / 2,880 / 2,880).
-    step_seconds : int
-        Spacing of the rows, for ``months``.
+    step_seconds : float
+        Spacing of the rows in seconds (sub-second spacings too), for ``months``.
     months : (int, int, int)
 
     Returns
@@ -80,7 +80,7 @@ def split_series(
         raise ValueError(f"the series has a non-finite value at row {bad}; clean it first")
     context = check_count(context, "context", 1)
     if rows is None:
-        per_month = MONTH_DAYS * 86_400 // check_count(step_seconds, "step_seconds", 1)
+        per_month = int(MONTH_DAYS * 86_400 // check_positive(step_seconds, "step_seconds"))
         if per_month < 1:
             raise ValueError(
                 f"the rows are {step_seconds} s apart, more than a 30-day month: give the "
