@@ -322,6 +322,11 @@ def test_cli_bad_input_matrix(tmp_path):
     for (what, argv, status, phrase), (code, err) in zip(CLI, results, strict=True):
         if "Traceback" in err or code != status or phrase not in err:
             failures.append(f"{what} ({argv}): status {code}, wanted {status}\n{err}")
+        else:
+            try:
+                _check_advice(err, argv.format(tmp=tmp_path).split())
+            except AssertionError as exc:
+                failures.append(f"{what} ({argv}): {exc}")
     assert not failures, "\n\n".join(failures)
 
 
@@ -395,6 +400,8 @@ CLI_NEW = [
     ("finding 14: sequences -o FILE", SEQ.replace("{tmp}/sq", "{tmp}/exists.json") + " --csv {tmp}/ok.csv", 4, "a directory was expected"),
     ("finding 14: scan --force onto a file", "scan run {tmp}/scan.toml --out {tmp}/exists.json --force", 4, "choose another --out"),
     ("an existing output of a command without --overwrite", "evaluate {tmp}/run.h5 --task masked --out {tmp}/exists.json", 4, "exists"),
+    ("finding 10: sequences run into a reproduce directory", SEQ.replace("{tmp}/sq", "{tmp}/repro") + " --csv {tmp}/ok.csv --overwrite", 4, "another command's run"),
+    ("sequences run into a comparison", SEQ.replace("{tmp}/sq", "{tmp}/cmp") + " --csv {tmp}/ok.csv", 4, "another command's run"),
     # findings 13, 15, 16: sequences and CSV, refused before the fit
     ("finding 13: sequences --lam-eval 1e300", SEQ + " --csv {tmp}/ok.csv --lam-eval 1e300", 2, "--lam-eval = 1e+300"),
     ("finding 8: sequences --rows of two parts", SEQ.replace("--rows 200 100 100", "--rows 50 20") + " --csv {tmp}/ok.csv", 2, "expected 3 arguments"),
@@ -433,6 +440,7 @@ def surfaces(tmp_path_factory):
     train(config.with_overrides({"embedding.d": 10}), tmp / "run-d10.h5")
     (tmp / "repro").mkdir()
     (tmp / "repro" / "report.md").write_text("# reproduce's report\n")
+    io.write_file(tmp / "repro" / "reproduce.h5", {"x": np.zeros(2)}, kind="reproduce")
     (tmp / "cmp").mkdir()
     io.write_file(tmp / "cmp" / "compare.h5", {"x": np.zeros(2)}, kind="comparison")
     io.write_file(tmp / "seq.h5", {"x": np.zeros(2)}, kind="sequences")
@@ -476,10 +484,29 @@ def test_cli_newer_surfaces(what, argv, status, phrase, surfaces, capsys, monkey
     args = argv.format(tmp=surfaces).split()
     code, err = _run_cli(args, capsys)
     assert code == status and phrase in err and "Traceback" not in err, f"{what}: {code}\n{err}"
+    _check_advice(err, args)
     for flag in ("-o", "--json"):  # a refused command leaves no output behind
         if flag in args and status != 0 and not args[args.index(flag) + 1].endswith("exists.json"):
             target = Path(args[args.index(flag) + 1])
             assert not target.is_file() or target.parent.name in ("cmp",), f"{what}: {target}"
+
+
+def _check_advice(err: str, argv: list[str]) -> None:
+    """Every command a message names exists, and every flag it names belongs to the command
+    that printed it or to a command it names (finding 14: advice that leads somewhere)."""
+    import re
+
+    from spinsa.cli import build_parser, command_options
+
+    parser = build_parser()
+    command, options = command_options(parser, argv)
+    named = [m.split() for m in re.findall(r"(?<!^)spinsa ((?:[a-z]+ ?){1,2})", err, re.M)]
+    subcommands = {c.name for c in _subcommands(parser)}
+    for words in (w for w in named if w[0] in subcommands):  # else prose: "a spinsa file"
+        name, known = command_options(parser, words)
+        options |= known
+    for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", err):
+        assert flag in options, f"{command} suggests {flag}, which no command named has\n{err}"
 
 
 def test_newer_surfaces_cover_every_command():
