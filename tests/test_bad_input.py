@@ -505,6 +505,7 @@ def _check_advice(err: str, argv: list[str]) -> None:
     for words in (w for w in named if w[0] in subcommands):  # else prose: "a spinsa file"
         name, known = command_options(parser, words)
         options |= known
+    options |= set(parser._option_string_actions) | set(argv)  # spinsa's own; the input echoed
     for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", err):
         assert flag in options, f"{command} suggests {flag}, which no command named has\n{err}"
 
