@@ -152,7 +152,9 @@ def check_lam(
     """
     lam = check_positive(lam, name)
     dtype = np.dtype(x.dtype)
-    float64 = ", or " + (float64_hint or "float64 spins and couplings") if dtype == np.float32 else ""
+    float64 = (
+        ", or " + (float64_hint or "float64 spins and couplings") if dtype == np.float32 else ""
+    )
     info = np.finfo(dtype)
     largest = float(info.max)
     limit = min(largest, SCORE_LIMIT)

@@ -26,9 +26,9 @@ from spinsa._checks import (
     check_count,
     check_gamma,
     check_lam,
-    check_result,
     check_positive,
     check_real,
+    check_result,
     check_spins_couplings,
 )
 from spinsa._progress import progress as progress_bar

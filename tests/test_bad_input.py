@@ -363,8 +363,10 @@ TRAIN = "train --random-patterns 16 5 3 --max-iter 3 --no-progress --no-checkpoi
 TORCH = TRAIN + " --backend torch --set fit.epochs=1"
 SEQ = "sequences run --rows 200 100 100 --context 10 --no-baselines --no-progress -o {tmp}/sq"
 BENCH = "bench --quick --only dynamics --no-plain"
-SCAN_SPEC = '[scan]\nname = "s"\npoint = "synthetic"\n[patterns]\nn_tokens = 4\nd = 2\n' \
+SCAN_SPEC = (
+    '[scan]\nname = "s"\npoint = "synthetic"\n[patterns]\nn_tokens = 4\nd = 2\n'
     '[dynamics]\nsteps = 2\n[axes]\n"dynamics.lam" = [1.0]\n'
+)
 CLI_NEW = [
     # findings 1-3, 6, 19: a fit that would give NaN, inf or no end is refused before it starts
     ("finding 1: lam 1e39 in a float32 fit", TRAIN + " --lam 1e39", 2, "--set fit.dtype=float64"),
@@ -452,7 +454,9 @@ def surfaces(tmp_path_factory):
     _csv(tmp / "nan.csv", np.where(np.arange(400) == 7, np.nan, wave))
     (tmp / "repeated.csv").write_text((tmp / "ok.csv").read_text().replace("date,OT", "date,OT,OT")
                                       .replace("\n2", ",1\n2"))  # fmt: skip
-    (tmp / "underscore.csv").write_text("date,OT\n2020-01-01 00:00:00,1_000\n2020-01-01 01:00:00,2\n")
+    (tmp / "underscore.csv").write_text(
+        "date,OT\n2020-01-01 00:00:00,1_000\n2020-01-01 01:00:00,2\n"
+    )
     (tmp / "subsecond-back.csv").write_text(
         "date,OT\n2020-01-01 00:00:00.5,1\n2020-01-01 00:00:00.25,2\n2020-01-01 00:00:01,3\n"
     )
@@ -477,6 +481,7 @@ def test_cli_newer_surfaces(what, argv, status, phrase, surfaces, capsys, monkey
     monkeypatch.setenv("SPINSA_DATA", str(surfaces / "empty-cache"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     if "corrupt data set" in what:
+
         def corrupt(name):
             raise datasets.DataCorruptError(f"{name}: the checksum of its arrays fails")
 
@@ -527,3 +532,11 @@ def _subcommands(parser):
 
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return [argparse.Namespace(name=name) for name in subs.choices]
+
+
+@pytest.mark.parametrize("arrays, attrs", [({"J": np.full((2, 2, 1, 1), np.nan)}, {}),
+                                           ({"fit/J": np.zeros((2, 2, 1, 1))}, {"loss": np.inf})])  # fmt: skip
+def test_no_file_is_written_with_non_finite_couplings_or_loss(tmp_path, arrays, attrs):
+    with pytest.raises(ValueError, match="refusing to write"):
+        io.write_file(tmp_path / "x.h5", arrays, attrs, kind="fit")
+    assert not (tmp_path / "x.h5").exists()

@@ -42,9 +42,7 @@ def add_bench(sub) -> None:
         metavar="FILE",
         help="also write the results as JSON (times, GFLOP/s, ratios, the machine, the date)",
     )
-    p.add_argument(
-        "--overwrite", action="store_true", help="replace the --json file if it exists"
-    )
+    p.add_argument("--overwrite", action="store_true", help="replace the --json file if it exists")
     p.set_defaults(func=_cmd_bench)
 
 

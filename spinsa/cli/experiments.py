@@ -522,6 +522,8 @@ def _cmd_compare(args) -> int:
 
 # --------------------------------------------------------------------------- plot
 DPI_MAX = 1200  # print quality is 300-600; beyond this a figure needs gigabytes
+
+
 def add_plot(sub) -> None:
     p = sub.add_parser(
         "plot",

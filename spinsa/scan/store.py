@@ -142,7 +142,8 @@ class ScanDir:
         old = self._load_record()["scan_hash"] if self.record.is_file() else None
         if old is None and self.path.exists() and not self.path.is_dir():
             raise NotADirectoryError(  # --force cannot help here
-                20, "a file is in the way of the scan directory; choose another --out",
+                20,
+                "a file is in the way of the scan directory; choose another --out",
                 str(self.path),
             )
         if old is None and self.path.exists():

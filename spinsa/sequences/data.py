@@ -88,9 +88,7 @@ def split_series(
             )
         rows = tuple(int(m) * per_month for m in months)
     if np.ndim(rows) != 1 or len(rows) != 3:
-        raise ValueError(
-            f"rows must be three counts (training, validation, test), got {rows!r}"
-        )
+        raise ValueError(f"rows must be three counts (training, validation, test), got {rows!r}")
     n_train, n_val, n_test = (check_count(r, "rows", 1) for r in rows)
     need = n_train + n_val + n_test
     if values.size < need:
