@@ -398,6 +398,7 @@ CLI_NEW = [
     ("finding 14: plot of a sequences file", "plot {tmp}/seq.h5", 2, "spinsa sequences run draws"),
     ("finding 14: plot of a comparison", "plot {tmp}/cmp/compare.h5", 2, "spinsa compare draws"),
     ("finding 14: plot --dpi 100000", "plot {tmp}/run.h5 --dpi 100000", 2, "--dpi must be between"),
+    ("finding 14: sequences --dim 100000, refused by the fit's memory check", SEQ + " --csv {tmp}/ok.csv --dim 100000", 5, "smaller sizes"),
     ("plot --dpi 0", "plot {tmp}/run.h5 --dpi 0", 2, "--dpi must be between"),
     ("finding 14: sequences -o FILE", SEQ.replace("{tmp}/sq", "{tmp}/exists.json") + " --csv {tmp}/ok.csv", 4, "a directory was expected"),
     ("finding 14: scan --force onto a file", "scan run {tmp}/scan.toml --out {tmp}/exists.json --force", 4, "choose another --out"),
