@@ -94,7 +94,8 @@ def add_data(sub) -> None:
     v = actions.add_parser(
         "verify",
         help="check the cached data sets against their checksums",
-        description="Recompute the sha256 of each cached .npz and compare it with its manifest.",
+        description="Recompute the sha256 of each cached .npz and compare it with its manifest. "
+        "Exit status 3 (a data set's) if one is corrupt, or named and not fetched.",
     )
     v.add_argument("names", nargs="*", metavar="NAME", help="data sets (default: all)")
     v.set_defaults(func=_cmd_data_verify)
