@@ -4,6 +4,7 @@ and a documented exit status)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -275,7 +276,8 @@ CLI = [
     ("analysing a text file", "analyze {tmp}/notes.h5", 4, "not an HDF5 file"),
     ("an unknown analysis", "analyze {tmp}/run.h5 --only nope", 2, "unknown analysis"),
     ("plotting a missing file", "plot {tmp}/missing.h5", 4, "no such file"),
-    ("plotting a file without results", "plot {tmp}/run.h5", 2, "neither evaluations nor analyses"),
+    ("plotting a fit file, which has no figures", "plot {tmp}/run.h5", 2, "spinsa train CONFIG.toml"),
+    ("plotting a run without results", "plot {tmp}/flipped-free.h5", 2, "neither evaluations nor analyses"),
     ("--quick with --config", "reproduce --quick --config {tmp}/c.toml", 2, "not both"),
     ("a reproduce directory that is a file", "reproduce --quick --out {tmp}/notes.h5", 4, "not a directory"),
     ("an unknown baseline recipe", "reproduce --baselines huge", 2, "invalid choice"),
@@ -300,6 +302,7 @@ def test_cli_bad_input_matrix(tmp_path):
     spinsa.fit_pseudolikelihood(X, backend="lbfgs", max_iter=1).save(tmp_path / "run.h5")
     config = ExperimentConfig.from_toml(tmp_path / "c.toml").with_overrides({"fit.max_iter": 2})
     train(config, tmp_path / "flipped.h5")
+    shutil.copy(tmp_path / "flipped.h5", tmp_path / "flipped-free.h5")  # before the flip
     flip_byte(tmp_path / "flipped.h5", "J")
     argvs = [c[1].format(tmp=tmp_path).split() for c in CLI]
     (tmp_path / "argv.json").write_text(json.dumps(argvs))
@@ -312,6 +315,9 @@ def test_cli_bad_input_matrix(tmp_path):
         "PIP_RETRIES": "0",
         "PIP_TIMEOUT": "2",
         "MPLBACKEND": "Agg",
+        # this checkout's spinsa, not an installed one (the runner's directory comes first)
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                       os.environ.get("PYTHONPATH", "")]),  # fmt: skip
     }
     done = subprocess.run(
         [sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "argv.json")],
