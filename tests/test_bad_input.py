@@ -316,8 +316,9 @@ def test_cli_bad_input_matrix(tmp_path):
         "PIP_TIMEOUT": "2",
         "MPLBACKEND": "Agg",
         # this checkout's spinsa, not an installed one (the runner's directory comes first)
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                       os.environ.get("PYTHONPATH", "")]),  # fmt: skip
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+        ),  # fmt: skip
     }
     done = subprocess.run(
         [sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "argv.json")],
