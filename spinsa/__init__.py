@@ -5,6 +5,7 @@ Importing spinsa loads neither torch, dask nor matplotlib; the functions that ne
 import them on first use.
 """
 
+from spinsa._checks import NonFiniteResultError
 from spinsa._version import __version__
 from spinsa.couplings import hebbian_couplings, random_couplings
 from spinsa.embedding import PatchEmbedding
@@ -48,4 +49,5 @@ __all__ = [
     "fit_pseudolikelihood",
     "pl_loss_and_grad",
     "normalised_loss_and_grad",
+    "NonFiniteResultError",
 ]

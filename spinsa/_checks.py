@@ -116,25 +116,111 @@ def check_positive(value, name: str) -> float:
     return value
 
 
-def check_lam(lam, x: np.ndarray, J: np.ndarray, name: str = "lam") -> float:
-    """lam > 0 whose scaled scores stay finite in the spins' dtype.
+# The softmax kernels start their running maximum at -1e30: scaled scores must stay well
+# inside that, or a row whose scores all lie below it has no weight at all (NaN states).
+SCORE_LIMIT = 1e29
 
-    |lam s_ij| <= lam max_i |x_i|^2 max_ij |J_ij|_F must stay below the dtype's largest
-    number, or the softmax would turn into NaN (a float64 lam of 1e39 is inf in float32).
+
+def spin_norm_max(x: np.ndarray) -> float:
+    """max_i |x_i| over the last axis (0 for an empty array)."""
+    if not x.size:
+        return 0.0
+    return float(np.sqrt(np.einsum("...a,...a->...", x, x, dtype=np.float64).max()))
+
+
+def block_norm_max(J: np.ndarray) -> float:
+    """max_ij |J_ij|_F of couplings (N, N, d, d) (0 for an empty array)."""
+    if not J.size:
+        return 0.0
+    return float(np.sqrt(np.einsum("ijab,ijab->ij", J, J, dtype=np.float64).max()))
+
+
+def score_bound(x: np.ndarray, J: np.ndarray) -> float:
+    """max_i |x_i|^2 max_ij |J_ij|_F, a bound on |x_i . J_ij x_j| (0 for empty arrays)."""
+    return spin_norm_max(x) ** 2 * block_norm_max(J)
+
+
+def check_lam(
+    lam, x: np.ndarray, J: np.ndarray, name: str = "lam", bound=None, float64_hint: str = ""
+) -> float:
+    """lam > 0 whose scaled scores and energies stay finite in the spins' dtype.
+
+    |lam s_ij| <= lam max_i |x_i|^2 max_ij |J_ij|_F (or ``bound``, when the couplings of a
+    fit are known only by their norm) must stay below :data:`SCORE_LIMIT` and the dtype's
+    largest number, or the softmax turns into NaN (a float64 lam of 1e39 is inf in float32);
+    and lam must stay large enough that the energies, about N log N / lam, are finite.
     """
     lam = check_positive(lam, name)
-    largest = float(np.finfo(x.dtype).max)
-    if x.size and J.size:
-        x_max = float(np.sqrt(np.einsum("pia,pia->pi", x, x, dtype=np.float64).max()))
-        J_max = float(np.sqrt(np.einsum("ijab,ijab->ij", J, J, dtype=np.float64).max()))
-        bound = lam * x_max * x_max * J_max
-        if bound >= largest or not np.isfinite(x.dtype.type(lam)):
-            raise ValueError(
-                f"{name} = {lam:g} is too large for {x.dtype} spins: the scaled scores "
-                f"lam x_i . J_ij x_j can reach {bound:.3g}, beyond {x.dtype}'s largest number "
-                f"{largest:.3g}; use a smaller {name}, or float64 spins and couplings"
-            )
+    dtype = np.dtype(x.dtype)
+    float64 = (
+        ", or " + (float64_hint or "float64 spins and couplings") if dtype == np.float32 else ""
+    )
+    info = np.finfo(dtype)
+    largest = float(info.max)
+    limit = min(largest, SCORE_LIMIT)
+    reach = lam * (score_bound(x, J) if bound is None else float(bound))
+    if reach >= limit or not np.isfinite(dtype.type(lam)):
+        raise ValueError(
+            f"{name} = {lam:g} is too large for {dtype} spins: the scaled scores "
+            f"lam x_i . J_ij x_j can reach {reach:.3g}, beyond {limit:.3g} (the largest the "
+            f"softmax takes in {dtype}); use a smaller {name}{float64}"
+        )
+    n = max(int(x.shape[-2]) if x.ndim >= 2 else 2, 2)
+    if dtype.type(lam) < info.tiny or lam * largest <= 10 * n * np.log(n):
+        raise ValueError(
+            f"{name} = {lam:g} is too small for {dtype} spins: the energies, about "
+            f"N log N / {name}, would overflow {dtype} (or {name} rounds to zero); use a "
+            f"larger {name}{float64}"
+        )
     return lam
+
+
+def check_gamma(gamma, x: np.ndarray, J: np.ndarray) -> float:
+    """A finite gamma whose update h_i + gamma x_i stays finite in the spins' dtype."""
+    gamma = check_real(gamma, "gamma")
+    largest = float(np.finfo(x.dtype).max)
+    x_max, J_max = spin_norm_max(x), block_norm_max(J)
+    # |h_i + gamma x_i|^2 <= ((N max|J_ij| + |gamma|) |x|)^2 must not overflow the norm
+    reach = (x.shape[-2] * J_max + abs(gamma)) * max(x_max, 1.0)
+    if reach * reach >= largest:
+        raise ValueError(
+            f"gamma = {gamma:g} is too large for {x.dtype} spins: the update h_i + gamma x_i "
+            f"can reach {reach:.3g}, whose square overflows {x.dtype}; use a smaller gamma"
+        )
+    return gamma
+
+
+def check_noise(noise_std: float, x: np.ndarray) -> float:
+    """A noise scale whose noisy spins x + N(0, noise_std^2) can be normalised in x's dtype."""
+    largest = float(np.finfo(x.dtype).max)
+    # 10 standard deviations in each of d components, plus the spin itself
+    reach = 10 * noise_std * np.sqrt(x.shape[-1]) + spin_norm_max(x)
+    if reach * reach >= largest:
+        raise ValueError(
+            f"noise_std = {noise_std:g} is too large for {x.dtype} spins: the noisy spins "
+            f"reach about {reach:.3g}, whose square overflows {x.dtype}; use a smaller "
+            "noise_std (above about 3 the noise already hides the spins)"
+        )
+    return noise_std
+
+
+class NonFiniteResultError(ValueError):
+    """A computation produced NaN or infinity; the message names the inputs that caused it.
+    On the command line: exit status 2, as the user's input is what to change."""
+
+
+def check_result(a, what: str, cause: str) -> None:
+    """Raise :class:`NonFiniteResultError` if ``a`` (an array or a number) is not all finite.
+
+    ``what`` names the result ("the fitted couplings J"), ``cause`` the parameters that made
+    it non-finite and what to do ("lower lam, or use float64").
+    """
+    a = np.asarray(a)
+    if a.size and not np.isfinite(a).all():
+        bad = int(a.size - np.count_nonzero(np.isfinite(a)))
+        raise NonFiniteResultError(
+            f"{what} came out non-finite ({bad} of {a.size} values NaN or infinite): {cause}"
+        )
 
 
 def check_real(value, name: str) -> float:
@@ -162,3 +248,47 @@ def check_choice(value, name: str, choices) -> str:
         known = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{name} must be one of {known}; got {value!r}")
     return value
+
+
+# Floating-point operations of the dynamics a fit may run before it is refused as too
+# costly: ~1e16 is days on one CPU core and hours on a GPU.
+DYNAMICS_FLOP_LIMIT = 1e16
+
+
+def check_fit_inputs(xi: np.ndarray, J: np.ndarray, targets: np.ndarray, config) -> None:
+    """Before a fit: lam, BPTT's noise and the dynamics' cost that stay in range.
+
+    ``xi`` (P, N, d) the patterns as fitted, ``J`` the starting couplings, ``targets`` the
+    norm(s) the fit keeps (|J_ij|_F can reach the largest), ``config`` a FitConfig.
+    """
+    J_max = max(block_norm_max(J), float(np.max(targets, initial=0.0)))
+    hint = "dtype='float64' (--set fit.dtype=float64)"
+    check_lam(config.lam, xi, J, bound=spin_norm_max(xi) ** 2 * J_max, float64_hint=hint)
+    if config.method == "bptt" and config.task == "denoise":
+        check_noise(config.noise_std, xi)
+    if config.method == "pl" or not config.check_memory:
+        return
+    P, N, d = xi.shape
+    sweeps = config.k if config.method == "cd" else 3 * config.tau_max  # forward + backward
+    batches = config.epochs * -(-P // min(config.batch_size, P)) if P else 0
+    flops = 4.0 * N * N * d * d * min(config.batch_size, P) * sweeps * batches
+    if flops > DYNAMICS_FLOP_LIMIT:
+        what = f"k = {config.k}" if config.method == "cd" else f"tau_max = {config.tau_max}"
+        raise ValueError(
+            f"{what} makes the {config.method} fit run about {flops:.2g} floating-point "
+            f"operations of the dynamics (more than {DYNAMICS_FLOP_LIMIT:.0e}: days of "
+            f"compute); lower {what.split()[0]} or the epochs, or pass check_memory=False "
+            "(--set fit.check_memory=false) to run it anyway"
+        )
+
+
+def check_fit_result(J: np.ndarray, losses, config) -> None:
+    """After a fit: the couplings and the last losses are finite, else an error naming the
+    options that made them non-finite."""
+    cause = f"lam = {config.lam:g} in {config.dtype}"
+    if config.method == "bptt" and config.task == "denoise":
+        cause += f", noise_std = {config.noise_std:g}"
+    cause += ", lr = " + (f"{config.lr:g}" if config.backend == "torch" else "(L-BFGS)")
+    cause += "; lower lam (or lr), or use dtype='float64'"
+    check_result(J, "the fitted couplings J", cause)
+    check_result(np.asarray(losses, dtype=np.float64), "the fit's loss", cause)

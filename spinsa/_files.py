@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["TEMP_GLOB", "atomic_path", "atomic_write_text", "refuse_existing"]
+__all__ = ["TEMP_GLOB", "atomic_path", "atomic_write_text", "check_writable", "refuse_existing"]
 
 #: Matches the temporary files of :func:`atomic_path` (for cleaning up after a kill).
 TEMP_GLOB = ".*.tmp-*"
@@ -80,4 +80,39 @@ def refuse_existing(path, flag: str = "overwrite=True") -> Path:
         raise FileExistsError(
             f"{path} already exists; pass {flag} to replace it, or choose another path"
         )
+    return path
+
+
+def check_writable(path, overwrite: bool = False, flag: str = "--overwrite") -> Path:
+    """Check, before any work, that a file can be written at ``path``.
+
+    Refuses (``FileExistsError``) a file that exists unless ``overwrite``; refuses a
+    directory, a missing directory (``FileNotFoundError``) and one that is not writable
+    (``PermissionError``). Each error names the path, so the command line gives status 4.
+
+    Parameters
+    ----------
+    path : str or PathLike
+    overwrite : bool
+    flag : str
+        How the caller asks for a replacement, named in the message.
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, "is a directory, not a file", str(path))
+    if not overwrite:
+        refuse_existing(path, flag)
+    parent = path.parent
+    if not parent.is_dir():
+        raise FileNotFoundError(2, f"directory {parent} does not exist", str(path))
+    probe = parent / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:  # the one test that answers for read-only mounts, /proc and root alike
+        probe.touch(exist_ok=False)
+    except OSError as exc:
+        raise PermissionError(13, f"cannot write in {parent} ({exc.strerror})", str(path)) from None
+    probe.unlink()
     return path

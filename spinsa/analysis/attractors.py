@@ -215,7 +215,7 @@ class StateClusters(AnalysisResult):
 
 
 def _unit_rows(states: np.ndarray) -> np.ndarray:
-    X = states.reshape(states.shape[0], -1).astype(np.float64)
+    X = states.reshape(states.shape[0], int(np.prod(states.shape[1:]))).astype(np.float64)
     n = np.linalg.norm(X, axis=1, keepdims=True)
     return np.divide(X, n, out=np.zeros_like(X), where=n > 0)
 
@@ -554,7 +554,7 @@ def find_attractors(
         attractor_period=cycles.period[reps],
         basin_size=sizes,
         basin_fraction=sizes / P,
-        fraction_unconverged=float(np.mean(labels < 0)),
+        fraction_unconverged=float(np.mean(labels < 0)) if P else 0.0,  # none of none
         lam=lam,
         gamma=gamma,
         norm=str(norm),

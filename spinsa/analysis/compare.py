@@ -82,8 +82,11 @@ def _names(names, K: int) -> tuple[str, ...]:
     return names
 
 
-def _tensors(Js, names, minimum: int = 1) -> tuple[list[np.ndarray], tuple[str, ...]]:
-    """Couplings of one shape (N, N, d, d), in their own dtype, and their names."""
+def _tensors(
+    Js, names, minimum: int = 1, nonzero: str = ""
+) -> tuple[list[np.ndarray], tuple[str, ...]]:
+    """Couplings of one shape (N, N, d, d), in their own dtype, and their names; with
+    ``nonzero`` (what a zero tensor leaves undefined) a tensor of zeros is refused."""
     if isinstance(Js, np.ndarray) and Js.ndim == 4:
         raise ValueError("Js must be a sequence of coupling tensors (N, N, d, d), not one tensor")
     Js = list(Js)
@@ -92,6 +95,12 @@ def _tensors(Js, names, minimum: int = 1) -> tuple[list[np.ndarray], tuple[str, 
     first = check_couplings(Js[0], name="Js[0]")
     N, d = first.shape[0], first.shape[2]
     out = [first] + [check_couplings(J, N, d, name=f"Js[{k}]") for k, J in enumerate(Js[1:], 1)]
+    for k, J in enumerate(out):
+        if nonzero and not np.any(J):
+            raise ValueError(
+                f"Js[{k}] is all zeros: {nonzero} of a zero tensor are undefined; "
+                "leave it out (an unfitted run?)"
+            )
     return out, _names(names, len(out))
 
 
@@ -103,8 +112,8 @@ class PairwiseCosines(AnalysisResult):
     Attributes
     ----------
     cosine : ndarray of float64, shape (K, K)
-        <J_a, J_b>_F / (|J_a|_F |J_b|_F) (:func:`~spinsa.analysis.coupling_cosine`); NaN
-        where a tensor is zero.
+        <J_a, J_b>_F / (|J_a|_F |J_b|_F) (:func:`~spinsa.analysis.coupling_cosine`); a
+        tensor of zeros has no direction and is refused.
     pairs : ndarray of int64, shape (K (K - 1) / 2, 2)
         The two tensors (a, b), a < b, of each comparison below.
     pair_cosine : ndarray of float64, shape (K (K - 1) / 2, N, N)
@@ -142,7 +151,7 @@ def pairwise_cosines(Js: Sequence, names: Sequence[str] | None = None) -> Pairwi
     PairwiseCosines
         cos(J, J) = 1 and cos(J, -J) = -1, globally and for every non-zero block.
     """
-    Js, names = _tensors(Js, names, minimum=2)
+    Js, names = _tensors(Js, names, minimum=2, nonzero="the cosines")
     K = len(Js)
     cosine = np.ones((K, K))
     pairs = np.array([(a, b) for a in range(K) for b in range(a + 1, K)], dtype=np.int64)
@@ -154,9 +163,6 @@ def pairwise_cosines(Js: Sequence, names: Sequence[str] | None = None) -> Pairwi
         maps.append(cos)
         means.append(valid.mean() if valid.size else np.nan)
         quantiles.append(np.quantile(valid, QUANTILES) if valid.size else np.full(5, np.nan))
-    for k, J in enumerate(Js):  # a zero tensor has no direction
-        if not np.any(J):
-            cosine[k, k] = np.nan
     return PairwiseCosines(
         cosine=cosine,
         pairs=pairs,
@@ -229,7 +235,7 @@ def coupling_spectra(Js: Sequence, names: Sequence[str] | None = None) -> Coupli
     -------
     CouplingSpectra
     """
-    Js, names = _tensors(Js, names)
+    Js, names = _tensors(Js, names, nonzero="the stable rank and the block fractions")
     N = Js[0].shape[0]
     off = ~np.eye(N, dtype=bool)
     spectra = [coupling_spectrum(J) for J in Js]

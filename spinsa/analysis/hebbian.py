@@ -280,6 +280,11 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
     """
     xi = check_spins(xi, "xi")
     J = check_couplings(J, xi.shape[1], xi.shape[2])
+    if not np.any(J):
+        raise ValueError(
+            "J is all zeros: its cosines with the Hebbian couplings are undefined; "
+            "compare fitted (non-zero) couplings"
+        )
     distance = None if positions is None else _distances(positions, J.shape[0])
     K = matched_hebbian(xi, J, match)
     return comparison_of(

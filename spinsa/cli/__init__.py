@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import sys
 import warnings
 
@@ -108,6 +109,38 @@ def explain(exc: BaseException) -> tuple[str, str, str]:
     return "", "", ""
 
 
+def command_options(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str, set[str]]:
+    """The subcommand that ``argv`` names ("sequences run") and the options it takes."""
+    words: list[str] = []
+    for token in argv:
+        if token.startswith("-"):
+            continue
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or token not in subs[0].choices:
+            break
+        parser = subs[0].choices[token]
+        words.append(token)
+    return " ".join(words), set(parser._option_string_actions)
+
+
+# What to do instead when a hint names a flag the command does not have.
+_FALLBACK_HINTS = {
+    "file": "choose another name",
+    "resources": "give this command smaller sizes (fewer samples, a smaller dimension or "
+    "resolution)",
+}
+
+
+def usable_hint(kind: str, todo: str, command: str, options: set[str]) -> str:
+    """``todo``, or a fallback when it names a flag that ``command`` lacks or another
+    command's ``spinsa ...`` line (advice must lead somewhere)."""
+    flags = re.findall(r"(?<![\w-])--[a-z][a-z-]*", todo)
+    other = re.search(r"spinsa ([a-z]+)", todo)
+    if any(f not in options for f in flags) or other and not command.startswith(other[1]):
+        return _FALLBACK_HINTS.get(kind, "")
+    return todo
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``spinsa`` with ``argv`` (default: the process's); returns the exit status."""
     parser = build_parser()
@@ -135,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             if debug or not kind:
                 raise
             say("error", what)
+            argv_ = argv if argv is not None else sys.argv[1:]
+            todo = usable_hint(kind, todo, *command_options(parser, argv_))
             if todo:
                 print(f"  {todo}", file=sys.stderr)
             return EXIT_CODES[kind]

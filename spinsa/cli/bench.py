@@ -43,6 +43,7 @@ def add_bench(sub) -> None:
         metavar="FILE",
         help="also write the results as JSON (times, GFLOP/s, ratios, the machine, the date)",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the --json file if it exists")
     p.set_defaults(func=_cmd_bench)
 
 
@@ -53,6 +54,10 @@ def _cmd_bench(args) -> int:
     from spinsa import bench
 
     only = [b for b in bench.BENCHMARKS if b in (args.only or bench.BENCHMARKS)]
+    if args.json:  # refused before the benchmarks run, not after
+        from spinsa._files import check_writable
+
+        check_writable(args.json, args.overwrite)
     if args.device == "cuda":
         from spinsa._torch import resolve_device
 

@@ -529,6 +529,9 @@ def _cmd_compare(args) -> int:
 
 
 # --------------------------------------------------------------------------- plot
+DPI_MAX = 1200  # print quality is 300-600; beyond this a figure needs gigabytes
+
+
 def add_plot(sub) -> None:
     p = sub.add_parser(
         "plot",
@@ -547,7 +550,9 @@ def add_plot(sub) -> None:
         "in a scan directory)",
     )
     p.add_argument("--format", help="png (default, or a scan's [collect] format), pdf or svg")
-    p.add_argument("--dpi", type=int, default=150, help="resolution (default 150)")
+    p.add_argument(
+        "--dpi", type=int, default=150, help=f"resolution, 10 to {DPI_MAX} (default 150)"
+    )
     add_progress_flag(p)
     p.set_defaults(func=_cmd_plot)
 
@@ -555,6 +560,8 @@ def add_plot(sub) -> None:
 def _cmd_plot(args) -> int:
     from spinsa.plotting import plot_run
 
+    if not 10 <= args.dpi <= DPI_MAX:  # checked before a figure of billions of pixels
+        raise UsageError(f"--dpi must be between 10 and {DPI_MAX}, got {args.dpi}")
     run = Path(args.run)
     if (run / "scan.json").is_file():  # a scan directory: its phase diagrams
         from spinsa.cli.scan import draw_figures

@@ -100,5 +100,13 @@ def _cmd_run(args) -> int:
         options["starts"] = tuple(args.starts)
     config = SequenceConfig.quick(**options) if args.quick else SequenceConfig(**options)
     out = args.out or Path("runs") / ("sequences-quick" if args.quick else "sequences")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise NotADirectoryError(20, "a file is in the way of the output directory", str(out))
+    foreign = [Path(out) / f for f in ("reproduce.h5", "compare.h5") if (Path(out) / f).exists()]
+    if foreign:  # its report.md is another command's: even --overwrite leaves it alone
+        raise FileExistsError(
+            f"{out} holds another command's run ({foreign[0].name}); spinsa sequences run "
+            "replaces only its own files there: choose another --out"
+        )
     run_sequences(config, out, progress=not args.no_progress, overwrite=args.overwrite)
     return 0

@@ -33,8 +33,9 @@ class Series:
     ----------
     values : array_like of float, shape (T,)
         Finite; stored as a read-only float64 array.
-    timestamps : array_like of int, shape (T,)
-        Seconds since 1970-01-01 00:00 UTC, strictly increasing; stored read-only as int64.
+    timestamps : array_like of int or float, shape (T,)
+        Seconds since 1970-01-01 00:00 UTC, strictly increasing; stored read-only as int64,
+        or as float64 when they are not whole seconds (a CSV with sub-second times).
     column : str
         The column's name (``"OT"``: the oil temperature of the ETT files).
     source : str
@@ -42,7 +43,7 @@ class Series:
 
     Attributes
     ----------
-    step_seconds : int
+    step_seconds : int or float
         The median spacing of ``timestamps`` (the lower median for an even number of steps,
         so always one of the spacings): 3600 for ETTh1, 900 for ETTm1.
     """
@@ -60,12 +61,15 @@ class Series:
             raise ValueError(f"values must have shape (T,) with T >= 2, got {values.shape}")
         if not np.isfinite(values).all():
             raise ValueError("values must be finite")
-        if times.shape != values.shape or not np.issubdtype(times.dtype, np.integer):
+        if times.shape != values.shape or not np.issubdtype(times.dtype, np.number):
             raise ValueError(
-                f"timestamps must be integers (seconds) of shape {values.shape}, got "
+                f"timestamps must be numbers (seconds) of shape {values.shape}, got "
                 f"{times.dtype} of shape {times.shape}"
             )
-        times = times.astype(np.int64)
+        whole = np.issubdtype(times.dtype, np.integer)  # sub-second times stay float64
+        times = times.astype(np.int64 if whole else np.float64)
+        if not np.isfinite(times).all():
+            raise ValueError("timestamps must be finite")
         steps = np.diff(times)
         if (steps <= 0).any():
             raise ValueError("timestamps must increase strictly")
@@ -75,7 +79,8 @@ class Series:
         object.__setattr__(self, "timestamps", times)
         object.__setattr__(self, "column", str(self.column))
         object.__setattr__(self, "source", str(self.source))
-        object.__setattr__(self, "step_seconds", int(np.sort(steps)[(steps.size - 1) // 2]))
+        step = np.sort(steps)[(steps.size - 1) // 2]
+        object.__setattr__(self, "step_seconds", int(step) if whole else float(step))
 
     def __len__(self) -> int:
         return int(self.values.size)

@@ -262,7 +262,8 @@ def _bad_row(where: str, line: int, text: str) -> DataCorruptError:
 
 
 def _parse_times(strings: list[str], lines: list[int], where: str, name: str) -> np.ndarray:
-    """int64 seconds since 1970 UTC of ISO dates; naive ones are taken as UTC."""
+    """Seconds since 1970 UTC of ISO dates (naive ones taken as UTC): int64 when every time
+    is a whole second, else float64 (sub-second times kept to the microsecond)."""
     hint = f"expected an ISO date such as 2016-07-01 00:00:00 in the time column {name!r}"
     for s, line in zip(strings, lines, strict=True):
         if not _ISO_START.match(s):
@@ -270,16 +271,18 @@ def _parse_times(strings: list[str], lines: list[int], where: str, name: str) ->
     with warnings.catch_warnings():  # an offset is applied (times become UTC); numpy warns
         warnings.filterwarnings("ignore", "no explicit representation of timezones")
         try:
-            times = np.array(strings, dtype="datetime64[s]")
+            times = np.array(strings, dtype="datetime64[ns]")
         except ValueError:
             for s, line in zip(strings, lines, strict=True):
                 try:
-                    np.datetime64(s, "s")
+                    np.datetime64(s, "ns")
                 except ValueError as exc:
                     text = f"time {s!r} cannot be read ({exc}); {hint}"
                     raise _bad_row(where, line, text) from None
             raise
-    seconds = times.astype(np.int64)
+    ns = times.astype(np.int64)
+    whole = not (ns % 1_000_000_000).any()
+    seconds = ns // 1_000_000_000 if whole else np.round(ns / 1e3) / 1e6
     step = np.diff(seconds)
     if (step <= 0).any():
         i = int(np.flatnonzero(step <= 0)[0])
@@ -287,12 +290,43 @@ def _parse_times(strings: list[str], lines: list[int], where: str, name: str) ->
             where,
             lines[i + 1],
             f"time {strings[i + 1]!r} is not after {strings[i]!r} (line {lines[i]}); the times "
-            "must increase strictly: sort the rows and drop repeated times",
+            "must increase strictly (to the microsecond): sort the rows and drop repeated times",
         )
+    _warn_of_gaps(step, strings, lines, where)
     return seconds
 
 
+#: A spacing of the times longer than this multiple of their median is reported as a gap.
+GAP_FACTOR = 10
+
+
+def _warn_of_gaps(step: np.ndarray, strings: list[str], lines: list[int], where: str) -> None:
+    """One warning for the spacings above GAP_FACTOR x the median: windows across a gap
+    join values far apart in time."""
+    if not step.size:
+        return
+    median = np.sort(step)[(step.size - 1) // 2]
+    gaps = np.flatnonzero(step > GAP_FACTOR * median)
+    if gaps.size:
+        i = int(gaps[np.argmax(step[gaps])])
+        warnings.warn(
+            f"{where}: {gaps.size} gap(s) in the times longer than {GAP_FACTOR} x the median "
+            f"spacing ({median:g} s), the longest {step[i]:g} s from {strings[i]!r} (line "
+            f"{lines[i]}) to {strings[i + 1]!r}; windows across a gap join distant times",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+#: Largest |value| a series may hold: its variance must stay finite in float64.
+VALUE_LIMIT = 1e150
+
+
 def _parse_column(cells: list[str], lines: list[int], where: str, name: str) -> np.ndarray:
+    for s, line in zip(cells, lines, strict=True):
+        if "_" in s:  # float() reads "1_000" as 1000; a CSV number has no separators
+            raise _bad_row(where, line, f"column {name!r} holds {s!r}, not a plain number "
+                           "(digit separators such as _ are not read)")  # fmt: skip
     try:
         values = np.array(cells, dtype=np.float64)
     except ValueError:
@@ -311,6 +345,15 @@ def _parse_column(cells: list[str], lines: list[int], where: str, name: str) -> 
             f"column {name!r} holds {cells[i]!r} ({bad.size} non-finite value(s) in all); a "
             "series must be finite: fill or drop the missing values in a copy of the file",
         )
+    big = np.flatnonzero(np.abs(values) > VALUE_LIMIT)
+    if big.size:
+        i = int(big[0])
+        raise _bad_row(
+            where,
+            lines[i],
+            f"column {name!r} holds {cells[i]!r}, outside the range a series can be scaled "
+            f"in (|value| <= {VALUE_LIMIT:g}, or its variance overflows); rescale the column",
+        )
     return values
 
 
@@ -327,8 +370,9 @@ def read_time_csv(
 
     Returns
     -------
-    timestamps : ndarray of int64, shape (T,)
-        Seconds since 1970-01-01 00:00 UTC.
+    timestamps : ndarray of int64 (float64 if some time has a fraction of a second), shape (T,)
+        Seconds since 1970-01-01 00:00 UTC, strictly increasing to the microsecond. Spacings
+        longer than :data:`GAP_FACTOR` times the median one give a warning.
     values : ndarray of float64, shape (T, len(columns))
     info : dict
         ``time_column``, ``columns`` (all the value columns of the header), ``rows`` (T).
@@ -338,9 +382,10 @@ def read_time_csv(
     ValueError
         A column of ``columns`` is not in the header (lists those that are).
     DataCorruptError
-        An empty or non-UTF-8 file, fewer than 2 rows, a row with another number of fields
-        than the header, a time that is not an ISO date or not after the one before, a value
-        that is not a finite number; each says the line.
+        An empty or non-UTF-8 file, a column name given twice, fewer than 2 rows, a row with
+        another number of fields than the header, a time that is not an ISO date or not after
+        the one before, a value that is not a plain finite number (``1_000`` is refused) or
+        beyond :data:`VALUE_LIMIT` in size; each says the line.
     """
     try:
         text = raw.decode("utf-8-sig")
@@ -352,6 +397,12 @@ def read_time_csv(
         )
     reader = csv.reader(io.StringIO(text))
     header = [name.strip() for name in next(reader)]
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise _bad_row(
+            where, 1, f"the header names {', '.join(map(repr, repeated))} more than once; "
+            "give every column its own name"
+        )  # fmt: skip
     rows, lines = [], []
     try:
         for row in reader:

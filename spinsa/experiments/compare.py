@@ -37,7 +37,7 @@ import numpy as np
 from spinsa import analysis, io
 from spinsa._checks import check_count
 from spinsa._config import config_differences, flatten
-from spinsa._files import refuse_existing
+from spinsa._files import check_writable, refuse_existing
 from spinsa.damico import standardize_features
 from spinsa.experiments.pipeline import RUN_KIND, load_images, read_run
 from spinsa.experiments.stages import Pipeline
@@ -83,12 +83,16 @@ def _check_same_data(paths, configs, infos) -> None:
     """Refuse runs whose couplings live on different spins: another data set, embedding
     or shape of J (only ``data.n_test`` may differ)."""
     shape = infos[0].datasets["J"][0]
+    first_d = configs[0].make_embedding().d
     for path, config, info in zip(paths[1:], configs[1:], infos[1:], strict=True):
         differences = config_differences(config.to_dict(), configs[0].to_dict())
+        if config.make_embedding().d == first_d:  # d = None is the default d: the same spins
+            differences.pop("embedding.d", None)
         for key, (here, there) in differences.items():
             if key.startswith(("data.", "embedding.")) and key not in FREE_DATA_KEYS:
+                here, there = ("the default" if v is None else repr(v) for v in (here, there))
                 raise ValueError(
-                    f"{path} differs from {paths[0]} in {key} ({here!r} vs {there!r}): its "
+                    f"{path} differs from {paths[0]} in {key} ({here} vs {there}): its "
                     "couplings act on other spins; compare runs trained with the same [data] "
                     "and [embedding] sections (only data.n_test may differ)"
                 )
@@ -169,10 +173,17 @@ def compare_runs(
     h5, report = out / H5_NAME, out / REPORT_NAME
     for path in (h5, report) if not overwrite else ():
         refuse_existing(path, "overwrite=True (spinsa compare --overwrite)")
+    if report.exists() and not h5.exists():  # --overwrite replaces a comparison's only
+        raise FileExistsError(
+            f"{report} is not a comparison's report (there is no {H5_NAME} beside it): "
+            "another command wrote it, and --overwrite replaces only spinsa compare's own "
+            "files; choose another directory (-o)"
+        )
     infos, configs = zip(*(read_run(p, (RUN_KIND,), couplings=True) for p in paths), strict=True)
     _check_same_data(paths, configs, infos)
     names = _labels(infos)
     out.mkdir(parents=True, exist_ok=True)
+    check_writable(h5, overwrite=True)  # a read-only directory before the work, not after
     run = _Comparison(paths, infos, configs, names, n_data, out)
     plan = Pipeline("spinsa compare", say=print if progress else None)
     plan.add("data", run.data)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from spinsa import io
-from spinsa._checks import check_choice, check_count, check_positive, check_real
+from spinsa._checks import SCORE_LIMIT, check_choice, check_count, check_positive, check_real
 from spinsa._config import config_to_dict
 from spinsa.analysis.summary import combined_z, paired_gain_z, significant
 from spinsa.experiments.stages import Pipeline
@@ -147,7 +147,11 @@ class SequenceConfig:
             check_count(getattr(self, name), _FLAG.get(name, name), 1)
         check_count(self.seed, "--seed", 0)
         for name in ("lam_train", "lam_eval"):
-            check_positive(getattr(self, name), _FLAG.get(name, name))
+            if check_positive(getattr(self, name), _FLAG.get(name, name)) >= SCORE_LIMIT:
+                raise ValueError(  # refused before the fit, not after it
+                    f"{_FLAG.get(name, name)} = {getattr(self, name):g} is beyond {SCORE_LIMIT:g}, "
+                    "where the softmax of any couplings of norm 1 overflows; use a smaller one"
+                )
         check_real(self.gamma, "gamma")
         if self.norm is not None:
             check_positive(self.norm, "norm")
@@ -388,7 +392,7 @@ def write_results(run: _Run) -> Path:
         "fraction_unconverged": float(attractors.fraction_unconverged),
         "lifetime_mean": {s: float(np.mean(r["curves"]["lifetime"])) for s, r in spins.items()},
         "train_range": [float(splits.train.min()), float(splits.train.max())],
-        "step_seconds": int(run.series.step_seconds),
+        "step_seconds": run.series.step_seconds,  # a float for sub-second times
         "seconds": time.perf_counter() - t_start,
     }
     h5 = out / "sequences.h5"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spinsa._checks import check_couplings
+from spinsa._checks import check_couplings, check_fit_inputs, check_fit_result
 from spinsa._progress import progress as progress_bar
 from spinsa._torch import resolve_device
 from spinsa.damico import standardize_features
@@ -373,6 +373,8 @@ def fit_pseudolikelihood(
         state = _saved_state(checkpoint, config, fingerprint, N, d)
     else:
         state = _new_state(J0, N, d, config)
+    check_fit_inputs(xi, state.J, state.targets, config)
     if not state.finished:
         _solve(xi, state, config, checkpoint, fingerprint, callback, progress)
+    check_fit_result(state.J, [*state.step_loss[-1:], *state.epoch_loss[-1:]], config)
     return _result(state, config)

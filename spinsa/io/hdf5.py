@@ -146,6 +146,7 @@ def write_file(
     replace = mode == "w" or bool(overwrite)
     root = _root_attrs(kind, attrs, config, seeds)
     entries = _entries(arrays, "arrays")
+    _refuse_non_finite_fit(path, entries, attrs or {})
     groups = {
         _clean_name(g, "group_attrs"): _encode_attrs(
             a, f"group_attrs[{g!r}]", reserved=GROUP_PROVENANCE_KEYS, prefixes=()
@@ -436,6 +437,19 @@ def _lock(fd: int) -> bool:
     except OSError:  # a file system without locks: go on, as HDF5's BEST_EFFORT does
         pass
     return True
+
+
+def _refuse_non_finite_fit(path: Path, entries, attrs: Mapping[str, Any]) -> None:
+    """No file is written with non-finite couplings J or a non-finite ``loss`` attribute: a
+    ValueError naming them, before the file is touched."""
+    for name, data in entries:
+        if data is not None and name.rsplit("/", 1)[-1] == COUPLINGS_NAME:
+            if np.issubdtype(data.dtype, np.number) and not np.isfinite(data).all():
+                raise ValueError(f"refusing to write {path}: its couplings {name} hold NaN or "
+                                 "infinite values")  # fmt: skip
+    loss = attrs.get("loss")
+    if isinstance(loss, (int, float, np.number)) and not np.isfinite(loss):
+        raise ValueError(f"refusing to write {path}: its loss is {loss}")
 
 
 def _entries(

@@ -383,6 +383,18 @@ FIGURES: dict[str, tuple[Callable, str]] = {
 }
 
 
+# Files whose figures another command draws, or that have none.
+_OWN_FIGURES = {
+    "fit": "couplings alone, with nothing to plot; train from a config (spinsa train "
+    "CONFIG.toml -o RUN.h5) for a run file that spinsa evaluate, analyze and plot accept",
+    "sequences": "spinsa sequences run draws its figures beside it (forecasts.png, "
+    "spin_error.png); run it again to redraw them",
+    "comparison": "spinsa compare draws its figures beside it; run it again with --overwrite "
+    "to redraw them",
+    "sequences-fit": "the couplings of spinsa sequences run, whose figures are beside it",
+}
+
+
 def plot_run(
     path: str | os.PathLike,
     out_dir: str | os.PathLike | None = None,
@@ -419,6 +431,9 @@ def plot_run(
     jobs += [
         (name, fn) for name, (fn, group) in FIGURES.items() if f"analysis/{group}" in info.groups
     ]
+    kind = info.attrs.get("kind")
+    if not jobs and kind in _OWN_FIGURES:  # advice for a command that accepts the file
+        raise ValueError(f"{path} is a spinsa file of kind {kind!r}: {_OWN_FIGURES[kind]}")
     if not jobs:
         raise ValueError(
             f"{path} holds neither evaluations nor analyses to plot; run `spinsa evaluate` "

@@ -132,8 +132,14 @@ class ScanDir:
         ``FileExistsError`` for a file or a non-empty directory that holds no scan.
         """
         old = self._load_record()["scan_hash"] if self.record.is_file() else None
+        if old is None and self.path.exists() and not self.path.is_dir():
+            raise NotADirectoryError(  # --force cannot help here
+                20,
+                "a file is in the way of the scan directory; choose another --out",
+                str(self.path),
+            )
         if old is None and self.path.exists():
-            if not self.path.is_dir() or (any(self.path.iterdir()) and not force):
+            if any(self.path.iterdir()) and not force:
                 raise FileExistsError(
                     f"{self.path} exists and holds no scan (no scan.json); choose another "
                     "--out, or pass --force to use this directory anyway"

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spinsa._checks import check_count
+from spinsa._checks import check_count, check_positive
 
 __all__ = ["SeriesSplits", "split_series", "windows", "synthetic_series", "MONTH_DAYS"]
 
 MONTH_DAYS = 30  # the ETT convention's month
+# The magnitudes split_series can normalise: beyond the upper one the variance overflows
+# float64, below the lower one a spread's square underflows to zero.
+SCALABLE = (1e-150, 1e150)
 SYNTHETIC = ("sines", "ar2")
 
 
@@ -48,7 +51,7 @@ class SeriesSplits:
 
 
 def split_series(
-    values, context: int, rows=None, *, step_seconds: int = 3600, months=(12, 4, 4)
+    values, context: int, rows=None, *, step_seconds: float = 3600, months=(12, 4, 4)
 ) -> SeriesSplits:
     """Split a series by time and normalise it with the training part's statistics.
 
@@ -61,8 +64,8 @@ def split_series(
     rows : (int, int, int), optional
         Rows of training, validation and test; default: ``months`` of 30 days at
         ``step_seconds`` per row (hourly ETT: 8,640 / 2,880 / 2,880).
-    step_seconds : int
-        Spacing of the rows, for ``months``.
+    step_seconds : float
+        Spacing of the rows in seconds (sub-second spacings too), for ``months``.
     months : (int, int, int)
 
     Returns
@@ -77,13 +80,15 @@ def split_series(
         raise ValueError(f"the series has a non-finite value at row {bad}; clean it first")
     context = check_count(context, "context", 1)
     if rows is None:
-        per_month = MONTH_DAYS * 86_400 // check_count(step_seconds, "step_seconds", 1)
+        per_month = int(MONTH_DAYS * 86_400 // check_positive(step_seconds, "step_seconds"))
         if per_month < 1:
             raise ValueError(
                 f"the rows are {step_seconds} s apart, more than a 30-day month: give the "
                 "rows of training, validation and test yourself (--rows TRAIN VAL TEST)"
             )
         rows = tuple(int(m) * per_month for m in months)
+    if np.ndim(rows) != 1 or len(rows) != 3:
+        raise ValueError(f"rows must be three counts (training, validation, test), got {rows!r}")
     n_train, n_val, n_test = (check_count(r, "rows", 1) for r in rows)
     need = n_train + n_val + n_test
     if values.size < need:
@@ -97,6 +102,7 @@ def split_series(
             f"({2 * context + 1}): give a shorter --context or more training rows"
         )
     raw_train = values[:n_train]
+    _check_scalable(values[:need], raw_train)
     mean, std = float(raw_train.mean()), float(raw_train.std())
     if not std > 0:
         raise ValueError("the training part is constant: it cannot be normalised")
@@ -110,6 +116,22 @@ def split_series(
         context=context,
         rows=(n_train, n_val, n_test),
     )
+
+
+def _check_scalable(values: np.ndarray, raw_train: np.ndarray) -> None:
+    """Refuse values whose mean and standard deviation would not be finite and non-zero."""
+    big = float(np.abs(values).max())
+    if big > SCALABLE[1]:
+        raise ValueError(
+            f"the series reaches {big:.3g}, outside the range that can be normalised "
+            f"(|value| <= {SCALABLE[1]:g}: beyond it the variance overflows); rescale it first"
+        )
+    spread = float(raw_train.max() - raw_train.min())
+    if 0 < spread < SCALABLE[0] * max(1.0, float(np.abs(raw_train).max())):
+        raise ValueError(
+            f"the training part varies by only {spread:.3g}, below the resolution that can be "
+            f"normalised ({SCALABLE[0]:g} of its magnitude); rescale the series first"
+        )
 
 
 def windows(series, length: int) -> np.ndarray:
