@@ -287,7 +287,36 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
     return out
 
 
-BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd")
+def plain_hebbian_spectra(J) -> list:
+    """The former spectra of a comparison with the Hebb rule: every spectrum of M by
+    numpy.linalg (the general eigenvalues included), BLAS threads as they are."""
+    M = np.asarray(J, dtype=np.float64).transpose(0, 2, 1, 3).reshape(J.shape[0] * J.shape[2], -1)
+    return [
+        np.linalg.eigvals(M),
+        np.linalg.svd(M, compute_uv=False),
+        np.linalg.eigvalsh((M + M.T) / 2),
+        np.linalg.svd(np.asarray(J, dtype=np.float64), compute_uv=False),
+    ]
+
+
+def bench_hebbian(P=1000, N=196, d=8, with_plain=True):
+    """``compare_with_hebbian`` of random couplings (no symmetry to use) against the former
+    way of computing its spectra (:func:`plain_hebbian_spectra` of J and K)."""
+    import spinsa
+    from spinsa.analysis import compare_with_hebbian, matched_hebbian
+
+    xi, _ = _spins_and_couplings(P, N, d)
+    J = spinsa.random_couplings(N, d, seed=1)
+    fast = min_wall_time(lambda: compare_with_hebbian(J, xi), 1)
+    out = {"fast": Timing("compare_with_hebbian", fast, float("nan"))}
+    if with_plain:
+        K = matched_hebbian(xi, J)
+        plain = min_wall_time(lambda: [plain_hebbian_spectra(A) for A in (J, K)], 1)
+        out["plain"] = Timing("numpy.linalg, all", plain, float("nan"))
+    return out
+
+
+BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd", "hebbian")
 
 
 def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
@@ -327,6 +356,10 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         Pc = 2048 if quick else 10_000
         title = f"a CD-1 epoch against a PL epoch: N=196, d=8, P={Pc}, batch 256, float32"
         runs.append((title, bench_cd_epoch(P=Pc), "CD-1 / PL"))
+    if "hebbian" in only:
+        Nh = 100 if quick else 196
+        title = f"compare_with_hebbian: N={Nh}, d=8, P=1000, random J"
+        runs.append((title, bench_hebbian(N=Nh, with_plain=plain), "ratio"))
     return runs
 
 
@@ -348,6 +381,9 @@ def speed_targets(runs) -> list[tuple[str, bool]]:
             check("asynchronous sweep >= 5x a plain numpy loop", ratio, ratio >= 5, "x")
         elif title.startswith("the notebook"):
             check("notebook's dynamics within 25 % of the design's", ratio, ratio <= 1.25, "x")
+        elif title.startswith("compare_with_hebbian") and "N=196" in title:
+            fast = res["fast"].seconds
+            check("compare_with_hebbian at N = 196, d = 8 <= 10 s", fast, fast <= 10, " s")
         elif title.startswith("a CD-1 epoch"):
             check("a CD-1 epoch <= 3x a PL epoch, same batch size", ratio, ratio <= 3, "x")
         elif title.startswith("objective") and "P=10000" in title:

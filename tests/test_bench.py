@@ -85,3 +85,18 @@ def test_bench_prints_the_target_and_useful_flops(capsys, tmp_path):
     assert fast["gflops"] == pytest.approx(flops / fast["seconds"] / 1e9)
     assert fast["gflops_old"] / fast["gflops"] == pytest.approx(4 * 64 * 196**2 * 64 / flops)
     assert np.isfinite(fast["seconds"])
+
+
+def test_plain_hebbian_spectra_are_the_coupling_spectrum(rng):
+    # the bench's former way and the batched one compute the same spectra
+    from spinsa.analysis import coupling_spectrum
+
+    J = rng.standard_normal((5, 5, 3, 3))
+    ev, sv, sym, blocks = bench.plain_hebbian_spectra(J)
+    sp = coupling_spectrum(J)
+    np.testing.assert_allclose(np.sort_complex(sp.eigenvalues), np.sort_complex(ev), atol=1e-12)
+    np.testing.assert_allclose(sp.singular_values, sv, atol=1e-12)
+    np.testing.assert_allclose(sp.symmetric_eigenvalues, sym[::-1], atol=1e-12)
+    np.testing.assert_allclose(sp.block_singular_values, blocks, atol=1e-12)
+    res = bench.bench_hebbian(P=10, N=6, d=3)
+    assert res["fast"].seconds > 0 and res["plain"].seconds > 0

@@ -95,6 +95,13 @@ def _target_line(target: dict) -> str:
 def _print_pair(title, res, peak, ratio="ratio"):
     fast = res["fast"]
     print(f"\n{title}")
+    if fast.gflops != fast.gflops:  # NaN: no flop count (the analysis)
+        for t in (res["fast"], res.get("plain")):
+            if t is not None:
+                print(f"  {t.name:<22}{t.seconds:9.3f} s")
+        if "plain" in res:
+            print(f"  {ratio:<22}{res['plain'].seconds / fast.seconds:9.2f} x")
+        return
     old = ""
     if fast.gflops_old is not None:  # the former 4 P N^2 d^2 count, for older figures
         old = f"; {100 * fast.gflops_old / peak:.1f}% by the old 4 P N^2 d^2 count"
