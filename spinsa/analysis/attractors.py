@@ -633,6 +633,25 @@ def _check_steps(steps, until_converged: bool, max_steps, max_period: int) -> tu
     return steps, steps
 
 
+def _run_fixed(J, lam, x0s, steps: int, max_period: int, tol: float, dynamics):
+    """:func:`_run_and_classify`, and the steps each trajectory ran (all ``steps``)."""
+    cycles, final, phases = _run_and_classify(J, lam, x0s, steps, max_period, tol, dynamics)
+    return cycles, final, phases, np.full(x0s.shape[0], steps, dtype=np.int64)
+
+
+def _check_comparisons(x0s, patterns, embedding, images, groups):
+    """The patterns of :func:`find_attractors` checked against the starts (or None), after
+    checking ``groups`` and that an embedding has something to compare with."""
+    P = x0s.shape[0]
+    if groups is not None and np.shape(groups) != (P,):
+        raise ValueError(f"groups must have shape ({P},), one label per initial condition")
+    if patterns is not None:
+        patterns = check_patterns(x0s, patterns, "patterns")
+    if embedding is not None and patterns is None and images is None:
+        raise ValueError("embedding needs patterns or images to compare the attractors with")
+    return patterns
+
+
 def find_attractors(
     J,
     lam: float,
@@ -659,12 +678,11 @@ def find_attractors(
 
     Every trajectory runs ``steps`` steps of :func:`spinsa.run`, or with
     ``until_converged=True`` until it is on a fixed point or a cycle of period <=
-    ``max_period`` (or for ``max_steps``). The distances D(x(t), x(t - k)) for k <=
-    max_period are computed on the fly (only the last ``max_period + 1`` states are kept),
-    which gives each trajectory's period and convergence time as in :func:`find_cycles`.
-    The final states of the converged ones are clustered by mutual overlap
-    (:func:`cluster_states`, phases of one cycle merged), and each attractor is compared
-    with the training patterns.
+    ``max_period`` (or for ``max_steps``). The distances D(x(t), x(t - k)), k <= max_period,
+    are computed on the fly from the last ``max_period + 1`` states, which gives each
+    trajectory's period and convergence time as in :func:`find_cycles`. The final states of
+    the converged ones are clustered by mutual overlap (:func:`cluster_states`, phases of
+    one cycle merged), and each attractor is compared with the training patterns.
 
     Parameters
     ----------
@@ -687,9 +705,8 @@ def find_attractors(
         With ``until_converged``: the most steps a trajectory runs (default 10,000); those
         still moving then count as unconverged.
     gamma, norm, update, seed, progress
-        Passed to :func:`spinsa.run`. With ``until_converged`` and ``update="async"`` the
-        site orders come from ``seed`` chunk by chunk, so they differ from those of one
-        ``spinsa.run(..., seed=seed)``.
+        Passed to :func:`spinsa.run` (``until_converged`` with ``update="async"``: the site
+        orders of each chunk of steps are drawn from ``seed``).
     max_period : int
         As in :func:`find_cycles`.
     tol : float, optional
@@ -723,21 +740,11 @@ def find_attractors(
     tol = check_positive(tol, "tol")
     q_min = _check_q_min(q_min)
     P = x0s.shape[0]
-    if groups is not None and np.shape(groups) != (P,):
-        raise ValueError(f"groups must have shape ({P},), one label per initial condition")
-    if patterns is not None:
-        patterns = check_patterns(x0s, patterns, "patterns")
-    if embedding is not None and patterns is None and images is None:
-        raise ValueError("embedding needs patterns or images to compare the attractors with")
+    patterns = _check_comparisons(x0s, patterns, embedding, images, groups)
 
     dynamics = dict(gamma=gamma, norm=norm, update=update, seed=seed, progress=progress)
-    if until_converged:
-        cycles, final, phases, steps_run = _run_until_converged(
-            J, lam, x0s, max_steps, max_period, tol, dynamics
-        )
-    else:
-        cycles, final, phases = _run_and_classify(J, lam, x0s, steps, max_period, tol, dynamics)
-        steps_run = np.full(P, steps, dtype=np.int64)
+    run_ = _run_until_converged if until_converged else _run_fixed
+    cycles, final, phases, steps_run = run_(J, lam, x0s, steps, max_period, tol, dynamics)
     labels, reps, sizes = _cluster_attractors(final, phases, cycles.period, q_min, absolute)
     reps_states = final[reps]
     fields = _compare_with_training(reps_states, patterns, embedding, images, absolute)
