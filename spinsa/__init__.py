@@ -2,7 +2,8 @@
 
 The stable public API (docs/api.md, 'The spinsa namespace') is re-exported here.
 Importing spinsa loads neither torch, dask nor matplotlib; the functions that need them
-import them on first use.
+import them on first use. The subpackages are attributes too, imported on first access
+(``spinsa.plotting.figure_hebbian``, ``spinsa.analysis.find_attractors``).
 """
 
 from spinsa._checks import NonFiniteResultError
@@ -51,3 +52,37 @@ __all__ = [
     "normalised_loss_and_grad",
     "NonFiniteResultError",
 ]
+
+# Subpackages reachable as attributes after `import spinsa`, imported on first access (a
+# module __getattr__, PEP 562), so that importing spinsa stays light. Only attribute access:
+# nothing here uses them, and the layers (docs/architecture.md) are unchanged.
+_SUBPACKAGES = (
+    "analysis",
+    "baselines",
+    "couplings",
+    "damico",
+    "datasets",
+    "embedding",
+    "experiments",
+    "fit",
+    "io",
+    "model",
+    "plotting",
+    "references",
+    "report",
+    "scan",
+    "sequences",
+    "tasks",
+)
+
+
+def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SUBPACKAGES))

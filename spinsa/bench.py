@@ -7,10 +7,19 @@ useful GFLOP/s and, for scale, this machine's float32 matmul peak measured by nu
 in the same process. Timings on a shared machine are noisy; ratios measured in one process
 much less so. Tests never assert on any of these numbers.
 
-Useful work is counted as in the issue tracker: a synchronous step costs 4 P N^2 d^2 flops
-(scores and fields, 2 d^2 each per pair); the objective and gradient cost the same per
-evaluation (scores, and the gradient's outer products). A baseline's training step costs
-3 times its forward pass's matmuls (:func:`baseline_forward_flops`).
+Useful work is what the formulas need, per ordered pair i != j and sample
+(:func:`dynamics_flops`, :func:`objective_flops`):
+
+- a step of the dynamics, 2 d^2 + 4 d flops: y = J_ij x_j once (2 d^2), shared by the score
+  x_i . y (2 d) and the field sum_j alpha_ij y (2 d), plus one exp (not counted);
+- the objective and its gradient, 4 d^2 + 3 d: the score (2 d^2 + 2 d), the weight times x_i
+  (d) and the outer product added to the gradient (2 d^2), plus one exp.
+
+The former count, 4 d^2 per pair and sample for both (``Timing.gflops_old``), counted the
+dynamics' J_ij x_j twice: at d = 8 it is 1.6 times the useful work. Every benchmark prints
+the CPU and the vector width numba compiled for (:func:`compile_target`).
+A baseline's training step costs 3 times its forward pass's matmuls
+(:func:`baseline_forward_flops`).
 """
 
 from __future__ import annotations
@@ -28,7 +37,65 @@ from spinsa._torch import import_torch
 class Timing:
     name: str
     seconds: float  # best of the repetitions
-    gflops: float  # useful GFLOP/s
+    gflops: float  # useful GFLOP/s (dynamics_flops, objective_flops)
+    gflops_old: float | None = None  # GFLOP/s by the former count, 4 P N^2 d^2
+
+
+def dynamics_flops(P: int, N: int, d: int, steps: int = 1) -> float:
+    """Useful flops of ``steps`` synchronous steps (or sweeps): (2 d^2 + 4 d) per ordered pair
+    i != j and sample; the exp of each pair is not counted."""
+    return float(steps) * P * N * (N - 1) * (2 * d * d + 4 * d)
+
+
+def objective_flops(P: int, N: int, d: int) -> float:
+    """Useful flops of one pseudo-likelihood objective and gradient over P samples:
+    (4 d^2 + 3 d) per ordered pair i != j and sample; the exp of each pair is not counted."""
+    return float(P) * N * (N - 1) * (4 * d * d + 3 * d)
+
+
+def timing(name: str, seconds: float, flops: float, P: int, N: int, d: int, n=1) -> Timing:
+    """A :class:`Timing` of ``flops`` useful flops, with the former count of ``n`` steps or
+    evaluations (4 P N^2 d^2 each) beside it."""
+    return Timing(name, seconds, flops / seconds / 1e9, 4.0 * n * P * N**2 * d**2 / seconds / 1e9)
+
+
+def compile_target() -> dict:
+    """The CPU numba compiles for, its SIMD features and the vector width of the code.
+
+    ``cpu``: ``NUMBA_CPU_NAME`` if set, else the host's (llvmlite); ``features``: the SIMD
+    features enabled, ``NUMBA_CPU_FEATURES`` if set, else the host's (numba's rule: a
+    ``NUMBA_CPU_NAME`` alone keeps the host's features, so restricting the vector width
+    takes ``NUMBA_CPU_FEATURES`` too); ``vector_bits``: the widest vector register in the
+    machine code numba makes for a float32 loop under the package's fast-math, which follows
+    both (and LLVM's preference for 256-bit vectors on AVX-512 CPUs, which spinsa lifts).
+    """
+    import re
+
+    import llvmlite.binding as llvm
+    import numba
+
+    from spinsa.kernels._numba import FASTMATH
+
+    named = bool(numba.config.CPU_NAME)
+    cpu = numba.config.CPU_NAME or llvm.get_host_cpu_name()
+    if numba.config.CPU_FEATURES is not None:
+        enabled = {f[1:] for f in numba.config.CPU_FEATURES.split(",") if f.startswith("+")}
+    else:
+        enabled = {name for name, on in llvm.get_host_cpu_features().items() if on}
+    simd = ("avx512f", "avx512vl", "avx2", "fma", "avx", "sse4.2", "neon", "sve", "sve2")
+    features = [f for f in simd if f in enabled]
+
+    @numba.njit(fastmath=FASTMATH, cache=False)
+    def axpy(a, x, y):  # pragma: no cover - compiled
+        for k in range(x.shape[0]):
+            y[k] += a * x[k]
+
+    x = np.ones(1024, np.float32)
+    axpy(np.float32(2.0), x, x.copy())
+    asm = "\n".join(axpy.inspect_asm().values())
+    registers = [(512, r"%zmm\d"), (256, r"%ymm\d"), (128, r"%xmm\d|\bv\d+\.4s")]
+    bits = next((b for b, pattern in registers if re.search(pattern, asm)), 0)
+    return {"cpu": cpu, "cpu_from_env": named, "features": features, "vector_bits": bits}
 
 
 def min_wall_time(fn, repeat: int = 3) -> float:
@@ -108,15 +175,15 @@ def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
     import spinsa
 
     x0, J = _spins_and_couplings(P, N, d)
-    flops = 4.0 * P * steps * N**2 * d**2
+    flops = dynamics_flops(P, N, d, steps)
     spinsa.run(x0[:8], J, 1.0, 1)  # compile (or load from the cache)
     rss0 = peak_rss_mb()
     fast = min_wall_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
     extra_mb = peak_rss_mb() - rss0
-    out = {"fast": Timing("spinsa.run (numba)", fast, flops / fast / 1e9), "extra_mb": extra_mb}
+    out = {"fast": timing("spinsa.run (numba)", fast, flops, P, N, d, steps), "extra_mb": extra_mb}
     if with_plain:
         plain = min_wall_time(lambda: plain_torch_run(x0, J, 1.0, steps), 1)
-        out["plain"] = Timing("plain torch", plain, flops / plain / 1e9)
+        out["plain"] = timing("plain torch", plain, flops, P, N, d, steps)
         a = spinsa.run(x0[:64], J, 1.0, 3).final
         b = plain_torch_run(x0[:64], J, 1.0, 3)
         out["max_abs_diff"] = float(np.abs(a - b).max())
@@ -128,14 +195,14 @@ def bench_async(P=256, N=196, d=8, repeat=2, with_plain=True):
     import spinsa
 
     x0, J = _spins_and_couplings(P, N, d)
-    flops = 4.0 * P * N**2 * d**2  # a sweep does the work of one synchronous step
+    flops = dynamics_flops(P, N, d)  # a sweep does the work of one synchronous step
     spinsa.async_sweep(x0[:8], J, 1.0, rng=0)
     fast = min_wall_time(lambda: spinsa.async_sweep(x0, J, 1.0, rng=0), repeat)
-    out = {"fast": Timing("spinsa.async_sweep", fast, flops / fast / 1e9)}
+    out = {"fast": timing("spinsa.async_sweep", fast, flops, P, N, d)}
     if with_plain:
         order = np.random.default_rng(0).permutation(N)  # the order async_sweep draws
         plain = min_wall_time(lambda: plain_numpy_sweep(x0, J, 1.0, order), 1)
-        out["plain"] = Timing("plain numpy per site", plain, flops / plain / 1e9)
+        out["plain"] = timing("plain numpy per site", plain, flops, P, N, d)
         a = spinsa.async_sweep(x0[:16], J, 1.0, rng=0)
         out["max_abs_diff"] = float(np.abs(a - plain_numpy_sweep(x0[:16], J, 1.0, order)).max())
     return out
@@ -148,14 +215,14 @@ def bench_damico(P=1000, N=196, d=8, steps=20, repeat=2):
     from spinsa.damico import damico_run
 
     x0, J = _spins_and_couplings(P, N, d)
-    flops = 4.0 * P * steps * N**2 * d**2
+    flops = dynamics_flops(P, N, d, steps)
     damico_run(x0[:8], J, 1.0, 1)
     spinsa.run(x0[:8], J, 1.0, 1)
     notebook = min_wall_time(lambda: damico_run(x0, J, 1.0, steps), repeat)
     design = min_wall_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
     return {  # "plain" is the notebook's here: the ratio is its time over the design's
-        "fast": Timing("spinsa.run (design)", design, flops / design / 1e9),
-        "plain": Timing("damico_run", notebook, flops / notebook / 1e9),
+        "fast": timing("spinsa.run (design)", design, flops, P, N, d, steps),
+        "plain": timing("damico_run", notebook, flops, P, N, d, steps),
     }
 
 
@@ -179,11 +246,12 @@ def bench_cd_epoch(P=10_000, N=196, d=8, k=1, batch=256):
 
     cd_config = FitConfig(lam=5.0, method="cd", chain="dynamics", k=k)  # the study's chain
     pl, cd = epoch(FitConfig(lam=5.0)), epoch(cd_config)
-    flops = 4.0 * P * N**2 * d**2  # one closed form over the data
+    flops = objective_flops(P, N, d)  # one closed form over the data
+    cd_flops = 2 * flops + dynamics_flops(P, N, d, k)  # + k steps, + the model's closed form
     pl_s, cd_s = min_wall_time(pl, 1), min_wall_time(cd, 1)
     return {  # "plain" is the PL epoch: the ratio is CD's time over it
-        "fast": Timing("PL epoch", pl_s, flops / pl_s / 1e9),
-        "plain": Timing(f"CD-{k} epoch", cd_s, (2 + k) * flops / cd_s / 1e9),
+        "fast": timing("PL epoch", pl_s, flops, P, N, d),
+        "plain": timing(f"CD-{k} epoch", cd_s, cd_flops, P, N, d, 2 + k),
     }
 
 
@@ -202,12 +270,12 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
 
     xi, J = _objective_inputs(P, N, d)
     grad = np.empty_like(J)
-    flops = 4.0 * P * N**2 * d**2
+    flops = objective_flops(P, N, d)
     objective.loss_and_grad(xi[:8], J, 5.0, grad)
     rss0 = peak_rss_mb()
     fast = min_wall_time(lambda: objective.loss_and_grad(xi, J, 5.0, grad), repeat)
     out = {
-        "fast": Timing("numba loss+grad", fast, flops / fast / 1e9),
+        "fast": timing("numba loss+grad", fast, flops, P, N, d),
         "extra_mb": peak_rss_mb() - rss0,
         # parameter x sample updates per second (the unit plmc is quoted in)
         "updates_per_s": N * (N - 1) * d * d * P / fast,
@@ -216,7 +284,7 @@ def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
         from spinsa.fit.torch_backend import autograd_loss_and_grad
 
         plain = min_wall_time(lambda: autograd_loss_and_grad(xi, J, 5.0, 512), 1)
-        out["plain"] = Timing("torch autograd", plain, flops / plain / 1e9)
+        out["plain"] = timing("torch autograd", plain, flops, P, N, d)
         loss, g = autograd_loss_and_grad(xi, J, 5.0, 512)
         out["max_rel_diff"] = float(np.abs(grad - g).max() / np.abs(g).max())
     return out
@@ -230,7 +298,7 @@ def bench_gibbs(P=256, N=196, d=8, sweeps=10, repeat=2):
     from spinsa import sampling
 
     x0, J = _spins_and_couplings(P, N, d)
-    flops = 4.0 * P * N**2 * d**2
+    flops = dynamics_flops(P, N, d)  # a sweep updates every site once, as a step does
 
     def run_sweeps():
         sampling.gibbs(J, 1.0, P, sweeps, thin=sweeps, x0=x0.astype(np.float64), rng=0)
@@ -240,12 +308,41 @@ def bench_gibbs(P=256, N=196, d=8, sweeps=10, repeat=2):
     step = min_wall_time(lambda: spinsa.step(x0, J, 1.0), repeat + 1)
     sweep = min_wall_time(run_sweeps, repeat) / sweeps
     return {
-        "fast": Timing("spinsa.step (sync)", step, flops / step / 1e9),
-        "plain": Timing("Gibbs sweep", sweep, flops / sweep / 1e9),
+        "fast": timing("spinsa.step (sync)", step, flops, P, N, d),
+        "plain": timing("Gibbs sweep", sweep, flops, P, N, d),
     }
 
 
-BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd", "gibbs", "baseline")
+def plain_hebbian_spectra(J) -> list:
+    """The former spectra of a comparison with the Hebb rule: every spectrum of M by
+    numpy.linalg (the general eigenvalues included), BLAS threads as they are."""
+    M = np.asarray(J, dtype=np.float64).transpose(0, 2, 1, 3).reshape(J.shape[0] * J.shape[2], -1)
+    return [
+        np.linalg.eigvals(M),
+        np.linalg.svd(M, compute_uv=False),
+        np.linalg.eigvalsh((M + M.T) / 2),
+        np.linalg.svd(np.asarray(J, dtype=np.float64), compute_uv=False),
+    ]
+
+
+def bench_hebbian(P=1000, N=196, d=8, with_plain=True):
+    """``compare_with_hebbian`` of random couplings (no symmetry to use) against the former
+    way of computing its spectra (:func:`plain_hebbian_spectra` of J and K)."""
+    import spinsa
+    from spinsa.analysis import compare_with_hebbian, matched_hebbian
+
+    xi, _ = _spins_and_couplings(P, N, d)
+    J = spinsa.random_couplings(N, d, seed=1)
+    fast = min_wall_time(lambda: compare_with_hebbian(J, xi), 1)
+    out = {"fast": Timing("compare_with_hebbian", fast, float("nan"))}
+    if with_plain:
+        K = matched_hebbian(xi, J)
+        plain = min_wall_time(lambda: [plain_hebbian_spectra(A) for A in (J, K)], 1)
+        out["plain"] = Timing("numpy.linalg, all", plain, float("nan"))
+    return out
+
+
+BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd", "gibbs", "hebbian", "baseline")
 
 
 def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
@@ -291,6 +388,10 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         Pg, sweeps = (64, 3) if quick else (256, 10)
         title = f"a Gibbs sweep against a dynamics step: N=196, d=8, P={Pg} chains"
         runs.append((title, bench_gibbs(P=Pg, sweeps=sweeps), "sweep / step"))
+    if "hebbian" in only:
+        Nh = 100 if quick else 196
+        title = f"compare_with_hebbian: N={Nh}, d=8, P=1000, random J"
+        runs.append((title, bench_hebbian(N=Nh, with_plain=plain), "ratio"))
     if "baseline" in only:
         runs.extend(_baseline_runs(quick, plain))
     return runs
@@ -335,6 +436,9 @@ def speed_targets(runs) -> list[tuple[str, bool]]:
             check("notebook's dynamics within 25 % of the design's", ratio, ratio <= 1.25, "x")
         elif title.startswith("baseline training step"):
             check(f"{title.split(',')[0]} >= 5x the plain loop", ratio, ratio >= 5, "x")
+        elif title.startswith("compare_with_hebbian") and "N=196" in title:
+            fast = res["fast"].seconds
+            check("compare_with_hebbian at N = 196, d = 8 <= 10 s", fast, fast <= 10, " s")
         elif title.startswith("a CD-1 epoch"):
             check("a CD-1 epoch <= 3x a PL epoch, same batch size", ratio, ratio <= 3, "x")
         elif title.startswith("a Gibbs sweep"):
@@ -376,16 +480,16 @@ def bench_objective_device(P=2048, N=196, d=8, device="cuda", repeat=3, with_pla
     dev = resolve_device(device)
     xi, J = _objective_inputs(P, N, d)
     x, Jt = torch.as_tensor(xi, device=dev), torch.as_tensor(J, device=dev)
-    flops = 4.0 * P * N**2 * d**2
+    flops = objective_flops(P, N, d)
     fast_fn = _on_device(torch, dev, lambda: torch_loss_and_grad(x, Jt, 5.0))
     fast_fn()
     fast = min_wall_time(fast_fn, repeat)
-    out = {"fast": Timing(f"torch closed form ({dev.type})", fast, flops / fast / 1e9)}
+    out = {"fast": timing(f"torch closed form ({dev.type})", fast, flops, P, N, d)}
     if with_plain:
         plain_fn = _on_device(torch, dev, lambda: autograd_loss_and_grad(x, Jt, 5.0))
         plain_fn()
         plain = min_wall_time(plain_fn, 1)
-        out["plain"] = Timing(f"torch autograd ({dev.type})", plain, flops / plain / 1e9)
+        out["plain"] = timing(f"torch autograd ({dev.type})", plain, flops, P, N, d)
     ref = np.empty_like(J)
     objective.loss_and_grad(xi, J, 5.0, ref)
     g = torch_loss_and_grad(x, Jt, 5.0)[1].cpu().numpy()
@@ -400,11 +504,11 @@ def bench_dynamics_device(P=1000, N=196, d=8, steps=20, device="cuda", repeat=2)
     torch = import_torch()
     dev = resolve_device(device)
     x0, J = _spins_and_couplings(P, N, d)
-    flops = 4.0 * P * steps * N**2 * d**2
+    flops = dynamics_flops(P, N, d, steps)
     fn = _on_device(torch, dev, lambda: plain_torch_run(x0, J, 1.0, steps, device=dev))
     _on_device(torch, dev, lambda: plain_torch_run(x0[:8], J, 1.0, 1, device=dev))()
     t = min_wall_time(fn, repeat)
-    return {"fast": Timing(f"plain torch ({dev.type})", t, flops / t / 1e9)}
+    return {"fast": timing(f"plain torch ({dev.type})", t, flops, P, N, d, steps)}
 
 
 # ------------------------------------------------------------ a baseline training step

@@ -208,3 +208,93 @@ def test_attractors_are_decoded_and_compared_with_images(rng):
     )
     expected = np.corrcoef(emb.decode(xi)[0].ravel(), other.mean(0).ravel())[0, 1]
     assert mean_of_others.corr_mean[0] == pytest.approx(expected, abs=1e-5)
+
+
+def check_against_the_recorded_run(J, x0, report, **dynamics):
+    """Every trajectory of an until_converged report is the plain run of its steps_run
+    steps, classified by find_cycles on the full record. One trajectory alone rounds a
+    little differently from the batch (a few epsilons), which may move the step at which a
+    distance falls below tol by one: the record one step longer may decide."""
+    eps = float(np.finfo(x0.dtype).eps)
+    for p in range(x0.shape[0]):
+        n = int(report.steps_run[p])
+        traj = spinsa.run(x0[p : p + 1], J, 1.0, n + 1, record_every=1, **dynamics)
+        cycles = find_cycles(
+            traj.states[: n + 1], traj.times[: n + 1], report.max_period, report.tol
+        )
+        if cycles.period[0] == 0 and report.period[p] > 0:
+            cycles = find_cycles(traj.states, traj.times, report.max_period, report.tol)
+        assert cycles.period[0] == report.period[p]
+        assert abs(cycles.convergence_time[0] - report.convergence_time[p]) <= 1
+        step = np.linalg.norm(traj.states[n, 0] - traj.states[n - 1, 0], axis=-1).max()
+        assert step == pytest.approx(report.final_step[p], abs=10 * eps)
+        if report.labels[p] >= 0:  # the final state belongs to its attractor
+            q = target_overlaps(traj.states[n], report.states[report.labels[p]][None])
+            assert abs(q[0]) >= report.q_min
+
+
+def test_until_converged_stops_each_trajectory_on_its_cycle():
+    # the Ising pair of test_phases_of_one_cycle_form_one_attractor: the 2-cycle is seen
+    # at t = 3 (two lag-2 distances within tol), the fixed points at t = 1
+    J = np.zeros((2, 2, 1, 1))
+    J[0, 1] = J[1, 0] = -1.0
+    x0 = np.array([[1, 1], [-1, -1], [1, -1], [-1, 1], [1, 1]], dtype=np.float64)[..., None]
+    report = find_attractors(J, 1.0, x0, until_converged=True, gamma=0.0, max_period=2)
+    np.testing.assert_array_equal(report.period, [2, 2, 1, 1, 2])
+    np.testing.assert_array_equal(report.steps_run, [3, 3, 1, 1, 3])
+    np.testing.assert_allclose(report.basin_fraction, [0.6, 0.2, 0.2])
+    assert report.until_converged and report.tol == pytest.approx(100 * np.finfo(float).eps)
+    check_against_the_recorded_run(J, x0, report, gamma=0.0)
+
+
+def test_until_converged_follows_slow_transients(rng):
+    # two Hebbian patterns: the trajectories sit near their pattern for a while (the
+    # transient of test_global_attractor_of_two_hebbian_patterns_is_their_mean) and leave
+    # at different times; each one stops on its own
+    N, d = 12, 4
+    xi = unit(rng, 2, N, d)
+    J = spinsa.hebbian_couplings(xi)
+    x0 = np.concatenate([xi + 0.2 * unit(rng, 2, N, d), random_spins(4, N, d, rng=rng)])
+    x0 = (x0 / np.linalg.norm(x0, axis=-1, keepdims=True)).astype(np.float32)
+    report = find_attractors(J, 1.0, x0, until_converged=True, patterns=xi, absolute=True)
+    assert report.fraction_unconverged == 0
+    assert np.all(report.final_step < report.tol)
+    assert report.tol == pytest.approx(100 * np.finfo(np.float32).eps)
+    assert len(set(report.steps_run.tolist())) > 1  # stopped one by one
+    check_against_the_recorded_run(J, x0, report)
+    short = find_attractors(J, 1.0, x0, until_converged=True, max_steps=3)
+    assert short.fraction_unconverged == 1 and np.all(short.steps_run == 3)
+
+
+@pytest.mark.slow
+def test_until_converged_where_the_fixed_step_default_fails():
+    # a small pseudo-likelihood fit of synthetic digits: its trajectories still move by
+    # ~1e-3 per step at t = 200, so the fixed-step default finds nothing, while running
+    # until converged (default tolerance) finds every trajectory's fixed point
+    from spinsa.datasets.synthetic import synthetic_digits
+    from spinsa.embedding import PatchEmbedding
+
+    emb = PatchEmbedding(image_shape=(8, 8), patch=2)
+    xi = emb.encode(synthetic_digits(60, size=8, seed=0)[0])
+    config = spinsa.FitConfig(backend="lbfgs", lam=5.0, max_iter=20)
+    J = spinsa.fit_pseudolikelihood(xi, config=config).J
+    x0 = random_spins(24, emb.n_tokens, emb.d, rng=1)
+    fixed = find_attractors(J, 1.0, x0, 200)
+    assert fixed.fraction_unconverged > 0.5
+    report = find_attractors(J, 1.0, x0, until_converged=True, patterns=xi)
+    assert report.fraction_unconverged == 0 and report.n_attractors >= 1
+    assert np.all(report.period == 1) and report.steps_run.max() > 200
+    check_against_the_recorded_run(J, x0[:3], report)
+
+
+def test_until_converged_arguments(rng):
+    x = unit(rng, 3, 4, 2)
+    J = np.zeros((4, 4, 2, 2))
+    with pytest.raises(ValueError, match="not both"):
+        find_attractors(J, 1.0, x, 10, until_converged=True)
+    with pytest.raises(ValueError, match="max_steps applies"):
+        find_attractors(J, 1.0, x, 10, max_steps=20)
+    with pytest.raises(ValueError, match="steps is missing"):
+        find_attractors(J, 1.0, x)
+    with pytest.raises(ValueError, match="max_steps"):
+        find_attractors(J, 1.0, x, until_converged=True, max_steps=0)

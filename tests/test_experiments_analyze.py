@@ -412,6 +412,22 @@ def test_plot_run_writes_every_figure(analyzed, tmp_path):
         assert head == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
 
 
+def test_hebbian_figure_without_spectra(run_file, tmp_path):
+    # a comparison made with spectra=False (its spectra None) still draws, saying so
+    from spinsa.analysis import save_analysis
+    from spinsa.plotting.analysis import figure_hebbian
+
+    path = tmp_path / "run.h5"
+    shutil.copy(run_file[0], path)
+    inputs = load_run_inputs(path, SMALL["n_test"])
+    bare = compare_with_hebbian(inputs.J, inputs.patterns, spectra=False)
+    assert bare.singular_values is None
+    save_analysis(path, "hebbian/comparison", bare, overwrite=True)
+    fig = figure_hebbian(path)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any("spectra not computed" in t for t in texts)
+
+
 def test_cli_unknown_only_lists_the_analyses(fresh, capsys):
     from spinsa.cli import main
 

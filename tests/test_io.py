@@ -131,6 +131,21 @@ def test_provenance_attrs(tmp_path):
     assert before <= created <= datetime.now(timezone.utc)
 
 
+def test_dataclass_configs_inside_a_mapping_are_stored_as_their_fields(tmp_path):
+    # {"name": SomeConfig()} as config or as an attribute: stored the way a dataclass config
+    # is (config_to_dict), not refused as "not JSON serialisable"
+    from spinsa._config import config_from_dict, config_to_dict
+
+    fit = spinsa.FitConfig(lam=2.5)
+    path = _small(tmp_path / "r.h5", config={"a": fit, "b": {"c": _Opt()}}, attrs={"f": _Opt()})
+    f = io.read(path)
+    assert f.config["a"] == config_to_dict(fit)
+    assert config_from_dict(spinsa.FitConfig, f.config["a"]) == fit
+    assert f.config["b"] == {"c": {"lr": 5e-4, "betas": [0.9, 0.999]}}
+    assert f.attrs["config.a.lam"] == 2.5 and f.attrs["config.b.c.lr"] == 5e-4
+    assert f.attrs["f"] == {"lr": 5e-4, "betas": [0.9, 0.999]}
+
+
 def test_string_attr_with_json_prefix_is_not_misread(tmp_path):
     _small(tmp_path / "r.h5", attrs={"s": "json:[1, 2]", "t": "plain"})
     with h5py.File(tmp_path / "r.h5") as f:

@@ -73,6 +73,26 @@ def test_building_the_command_line_loads_no_heavy_dependency():
     )
 
 
+def test_subpackages_are_reachable_after_import_spinsa_and_load_lazily():
+    # `import spinsa` then `spinsa.plotting.figure_...`: imported on first access, and
+    # neither the import nor the access loads matplotlib (the figure functions do)
+    code = (
+        "import sys, spinsa\n"
+        "before = 'spinsa.plotting' in sys.modules\n"
+        "f = spinsa.plotting.figure_hebbian\n"
+        "a = spinsa.analysis.find_attractors\n"
+        "assert 'plotting' in dir(spinsa)\n"
+        "try:\n    spinsa.no_such_thing\nexcept AttributeError as e:\n    print(e)\n"
+        "print(before, callable(f) and callable(a))"
+    )
+    result = _python(code)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1] == "False True"
+    assert "no attribute 'no_such_thing'" in lines[-2]
+    assert _loaded_heavy("import spinsa\nspinsa.plotting\nspinsa.analysis") == []
+
+
 # Modules that need a heavy dependency at import time, with the reason. Their package must
 # still import without it (it loads them on first use); everything else must not import one.
 HEAVY_AT_IMPORT = {

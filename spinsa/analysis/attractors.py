@@ -29,6 +29,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from spinsa._checks import check_count, check_positive, check_real
+from spinsa._progress import progress
 from spinsa.analysis import _kernels
 from spinsa.analysis._results import AnalysisResult, check_patterns, check_states, check_times
 from spinsa.analysis.overlaps import (
@@ -46,6 +47,7 @@ __all__ = [
     "DecodedImages",
     "StateClusters",
     "cluster_states",
+    "default_tol",
     "find_attractors",
     "find_cycles",
     "fixed_points",
@@ -301,6 +303,10 @@ class AttractorReport(AnalysisResult):
         cycle of period <= max_period within the run.
     period, convergence_time, final_step : ndarray, shape (P,)
         As in :class:`CycleReport`.
+    steps_run : ndarray of int64, shape (P,), or None
+        Steps each trajectory ran: ``steps`` for all, or with ``until_converged`` the step
+        at which it converged (``max_steps`` if it did not). None in files written before
+        this field existed.
     states : ndarray, shape (C, N, d)
         The C attractors, by decreasing basin: the final state of each one's lowest-index
         trajectory (one phase of it for a cycle).
@@ -321,10 +327,13 @@ class AttractorReport(AnalysisResult):
         members in each basin, and unconverged.
     group_names : tuple of str
     fraction_unconverged : float
+    steps : int
+        ``steps``, or ``max_steps`` with ``until_converged``.
+    until_converged : bool
     """
 
     _same_shape = (
-        "labels period convergence_time final_step",
+        "labels period convergence_time final_step steps_run",
         "attractor_period basin_size basin_fraction overlap_mean nearest_index nearest_overlap "
         "corr_mean corr_nearest",
     )
@@ -344,12 +353,14 @@ class AttractorReport(AnalysisResult):
     group_fractions: np.ndarray | None = None
     group_unconverged: np.ndarray | None = None
     group_names: tuple[str, ...] = ()
+    steps_run: np.ndarray | None = None
     fraction_unconverged: float = 0.0
     lam: float = 1.0
     gamma: float = 1.0
     norm: str = "sphere"
     update: str = "sync"
     steps: int = 0
+    until_converged: bool = False
     max_period: int = 1
     tol: float = 1e-5
     q_min: float = 0.99
@@ -420,6 +431,121 @@ def _run_and_classify(J, lam, x0s, steps: int, max_period: int, tol: float, dyna
     return cycles, final, phases
 
 
+class _Watch:
+    """Lagged distances of running trajectories, one step at a time, and the first step at
+    which each one is on a fixed point or a cycle: as :func:`_classify` would find from the
+    records up to that step, without keeping them.
+
+    For every lag k <= K and trajectory: the run of consecutive steps with
+    D(x(t), x(t - k)) < tol, the last step at which it was not, and the last K distances.
+    Period k is reached at step t when the run is at least k long (the smallest such k
+    wins); the convergence time is then the step after the last one not within tol, minus
+    k - 1 (the first pair from which every pair holds), as in :func:`_classify`.
+    """
+
+    def __init__(self, x0s: np.ndarray, max_period: int, tol: float):
+        K, P = max_period, x0s.shape[0]
+        self.K, self.tol = K, tol
+        self.ring = np.empty((K + 1, *x0s.shape), dtype=x0s.dtype)  # x(t) at t % (K + 1)
+        self.ring[0] = x0s
+        self.run_len = np.zeros((K, P), dtype=np.int64)
+        self.last_bad = np.full((K, P), -1, dtype=np.int64)  # -1: never out of tol
+        self.recent = np.full((K, K, P), np.nan)  # D(x(t), x(t - k)) at [k - 1, t % K]
+        self.buf = np.empty(P, dtype=x0s.dtype)
+
+    def keep(self, which: np.ndarray) -> None:
+        """Go on with the trajectories ``which`` only (indices into the current ones)."""
+        self.ring = np.ascontiguousarray(self.ring[:, which])
+        self.run_len, self.last_bad = self.run_len[:, which], self.last_bad[:, which]
+        self.recent, self.buf = self.recent[:, :, which], self.buf[: which.size]
+
+    def step(self, t: int, x: np.ndarray) -> np.ndarray:
+        """Take x(t) (P, N, d); the period reached at step t by each trajectory (0: none)."""
+        x = np.ascontiguousarray(x, dtype=self.ring.dtype)
+        self.ring[t % (self.K + 1)] = x
+        period = np.zeros(x.shape[0], dtype=np.int64)
+        for k in range(1, min(self.K, t) + 1):
+            _kernels.token_max_distance(x, self.ring[(t - k) % (self.K + 1)], self.buf)
+            dist = self.buf.astype(np.float64)
+            good = dist < self.tol
+            self.run_len[k - 1] = np.where(good, self.run_len[k - 1] + 1, 0)
+            self.last_bad[k - 1, ~good] = t
+            self.recent[k - 1, t % self.K] = dist
+            period[(period == 0) & (self.run_len[k - 1] >= k)] = k
+        return period
+
+    def report(self, t: int, who: np.ndarray, period: np.ndarray) -> dict:
+        """Convergence time, residual and last step of the trajectories ``who`` that reached
+        ``period`` (> 0) at step t, and their states x(t - j), j < K."""
+        k = period[who]
+        first_good = np.maximum(self.last_bad[k - 1, who] - k + 1, 0)
+        lags = (t - np.arange(self.K)[:, None]) % self.K  # slots of the last K distances
+        last = self.recent[k - 1, lags, who]  # (K, len(who)): D at t, t - 1, ...
+        residual = np.where(np.arange(self.K)[:, None] < k, last, -np.inf).max(axis=0)
+        phases = np.stack([self.ring[(t - j) % (self.K + 1), who] for j in range(self.K)])
+        return dict(
+            convergence_time=first_good,
+            residual=residual,
+            final_step=self.recent[0, t % self.K, who],
+            phases=phases,
+        )
+
+
+CHUNK = 128  # steps between two removals of the converged trajectories from the batch
+
+
+def _run_until_converged(J, lam, x0s, max_steps: int, max_period: int, tol: float, dynamics):
+    """Run each trajectory until it is on a fixed point or a cycle of period <= max_period
+    (within tol), or for max_steps: the cycles, the final states (P, N, d), the last
+    max_period phases (K, P, N, d) and the steps each one ran (P,).
+
+    The dynamics runs in chunks of :data:`CHUNK` steps; after each, the trajectories that
+    converged leave the batch (each one's results are those of the step at which it did).
+    """
+    K, P = max_period, x0s.shape[0]
+    period = np.zeros(P, dtype=np.int64)
+    conv = np.full(P, -1, dtype=np.int64)
+    residual = np.full(P, np.nan)
+    final_step = np.full(P, np.nan)
+    final, phases = x0s.copy(), np.repeat(x0s[None], K, axis=0)
+    steps_run = np.full(P, max_steps, dtype=np.int64)
+    watch, active, x, t0 = _Watch(x0s, K, tol), np.arange(P), x0s, 0
+    seeds = np.random.default_rng(dynamics.pop("seed"))  # async site orders, chunk by chunk
+    show = dynamics.pop("progress")
+
+    def track(t_chunk, x_now):
+        t = t0 + t_chunk
+        reached = watch.step(t, x_now)
+        reached[period[active] > 0] = 0  # converged earlier in this chunk: keep its results
+        who = np.flatnonzero(reached)
+        if t == max_steps:  # the last step: what the others have at the end
+            rest = np.flatnonzero((period[active] == 0) & (reached == 0))
+            final[active[rest]] = x_now[rest]
+            final_step[active[rest]] = watch.recent[0, t % K, rest]
+            phases[:, active[rest]] = np.stack(
+                [watch.ring[(t - j) % (K + 1), rest] for j in range(K)]
+            )
+        if who.size == 0:
+            return
+        got, p = watch.report(t, who, reached), active[who]
+        period[p], conv[p], residual[p] = reached[who], got["convergence_time"], got["residual"]
+        final[p], final_step[p], phases[:, p] = x_now[who], got["final_step"], got["phases"]
+        steps_run[p] = t
+
+    with progress(max_steps, "attractors", "step", enabled=show) as bar:
+        while active.size and t0 < max_steps:
+            n = min(CHUNK, max_steps - t0)
+            seed = int(seeds.integers(2**32))
+            x = run(x, J, lam, n, record_every=n, callback=track, seed=seed, **dynamics).final
+            t0 += n
+            left = np.flatnonzero(period[active] == 0)
+            watch.keep(left)
+            active, x = active[left], np.ascontiguousarray(x[left])
+            bar.update(n)
+    cycles = CycleReport(period, conv, residual, final_step, int(max_period), float(tol))
+    return cycles, final, phases, steps_run
+
+
 def _cluster_attractors(final, phases, period, q_min: float, absolute: bool):
     """Cluster the final states of the converged trajectories, merging phases of one cycle:
     labels (P,), representatives (C,) and sizes (C,) as in :func:`_relabel`."""
@@ -465,18 +591,81 @@ def _group_fractions(groups, labels: np.ndarray, n_attractors: int) -> dict:
     )
 
 
+TOL_EPS = 100  # with until_converged, tol = TOL_EPS * eps of the spins' dtype
+MAX_STEPS = 10_000
+
+
+def default_tol(dtype) -> float:
+    """The tolerance of ``find_attractors(..., until_converged=True)``: 100 epsilons of the
+    spins' dtype (1.2e-5 in float32, 2.2e-14 in float64).
+
+    A converged float32 trajectory keeps moving by rounding, 1 to 2 epsilons per step
+    (max over tokens); 100 epsilons stay clear of that floor, and below the steps of the
+    slow transients that a looser tolerance (such as the square root of epsilon) mistakes
+    for fixed points.
+    """
+    return float(TOL_EPS * np.finfo(np.dtype(dtype)).eps)
+
+
+def _check_steps(steps, until_converged: bool, max_steps, max_period: int) -> tuple[int, int]:
+    """(steps, max_steps) of :func:`find_attractors`, checked."""
+    if until_converged:
+        if steps is not None:
+            raise ValueError(
+                "give steps (a fixed number of steps) or until_converged=True with "
+                "max_steps (the most steps a trajectory may run), not both"
+            )
+        steps = check_count(MAX_STEPS if max_steps is None else max_steps, "max_steps", 1)
+        return steps, steps
+    if max_steps is not None:
+        raise ValueError("max_steps applies with until_converged=True; otherwise give steps")
+    if steps is None:
+        raise ValueError(
+            "steps is missing: give the number of steps, or until_converged=True to run each "
+            "trajectory until it converges"
+        )
+    steps = check_count(steps, "steps", 1)
+    if steps < 2 * max_period - 1:
+        raise ValueError(
+            f"steps = {steps} is too short to recognise cycles of period {max_period}: "
+            f"it needs steps >= 2 * max_period - 1 = {2 * max_period - 1}"
+        )
+    return steps, steps
+
+
+def _run_fixed(J, lam, x0s, steps: int, max_period: int, tol: float, dynamics):
+    """:func:`_run_and_classify`, and the steps each trajectory ran (all ``steps``)."""
+    cycles, final, phases = _run_and_classify(J, lam, x0s, steps, max_period, tol, dynamics)
+    return cycles, final, phases, np.full(x0s.shape[0], steps, dtype=np.int64)
+
+
+def _check_comparisons(x0s, patterns, embedding, images, groups):
+    """The patterns of :func:`find_attractors` checked against the starts (or None), after
+    checking ``groups`` and that an embedding has something to compare with."""
+    P = x0s.shape[0]
+    if groups is not None and np.shape(groups) != (P,):
+        raise ValueError(f"groups must have shape ({P},), one label per initial condition")
+    if patterns is not None:
+        patterns = check_patterns(x0s, patterns, "patterns")
+    if embedding is not None and patterns is None and images is None:
+        raise ValueError("embedding needs patterns or images to compare the attractors with")
+    return patterns
+
+
 def find_attractors(
     J,
     lam: float,
     x0s,
-    steps: int,
+    steps: int | None = None,
     *,
+    until_converged: bool = False,
+    max_steps: int | None = None,
     gamma: float = 1.0,
     norm: str = "sphere",
     update: str = "sync",
     seed: int | None = None,
     max_period: int = 2,
-    tol: float = 1e-5,
+    tol: float | None = None,
     q_min: float = 0.99,
     absolute: bool = False,
     patterns=None,
@@ -487,12 +676,13 @@ def find_attractors(
 ) -> AttractorReport:
     """Run the dynamics from many initial conditions and identify the attractors reached.
 
-    Every trajectory runs ``steps`` steps of :func:`spinsa.run`; the distances
-    D(x(t), x(t - k)) for k <= max_period are computed on the fly (only the last
-    ``max_period + 1`` states are kept), which gives each trajectory's period and
-    convergence time as in :func:`find_cycles`. The final states of the converged ones are
-    clustered by mutual overlap (:func:`cluster_states`, phases of one cycle merged), and
-    each attractor is compared with the training patterns.
+    Every trajectory runs ``steps`` steps of :func:`spinsa.run`, or with
+    ``until_converged=True`` until it is on a fixed point or a cycle of period <=
+    ``max_period`` (or for ``max_steps``). The distances D(x(t), x(t - k)), k <= max_period,
+    are computed on the fly from the last ``max_period + 1`` states, which gives each
+    trajectory's period and convergence time as in :func:`find_cycles`. The final states of
+    the converged ones are clustered by mutual overlap (:func:`cluster_states`, phases of
+    one cycle merged), and each attractor is compared with the training patterns.
 
     Parameters
     ----------
@@ -500,12 +690,29 @@ def find_attractors(
         Couplings, shape (N, N, d, d), and the inverse temperature of the dynamics.
     x0s : ndarray, shape (P, N, d)
         Initial conditions (test images, corrupted images, :func:`random_spins`...).
-    steps : int
-        Steps per trajectory, at least 2 * max_period - 1.
+    steps : int, optional
+        Steps per trajectory, at least 2 * max_period - 1. Required unless
+        ``until_converged``.
+    until_converged : bool
+        Run each trajectory until it has converged: it stops at the first step at which its
+        last k distances D(x(t), x(t - k)) are all below ``tol`` for some k <= max_period
+        (the smallest such k is its period), and leaves the batch, so the others run
+        faster. A fixed number of steps is a guess: trained couplings often have slow
+        transients (with the tutorial's fit, every trajectory from 250 random starts still
+        moved by about 1e-3 per step at t = 200; they converged after a median of 1,362
+        steps, at most 2,066).
+    max_steps : int, optional
+        With ``until_converged``: the most steps a trajectory runs (default 10,000); those
+        still moving then count as unconverged.
     gamma, norm, update, seed, progress
-        Passed to :func:`spinsa.run`.
-    max_period, tol
+        Passed to :func:`spinsa.run` (``until_converged`` with ``update="async"``: the site
+        orders of each chunk of steps are drawn from ``seed``).
+    max_period : int
         As in :func:`find_cycles`.
+    tol : float, optional
+        As in :func:`find_cycles`. Default: 1e-5 with ``steps``; with ``until_converged``,
+        :func:`default_tol` of the spins' dtype (100 epsilons: 1.2e-5 in float32, 2.2e-14
+        in float64).
     q_min, absolute
         As in :func:`cluster_states`; ``absolute`` also ranks training patterns by |overlap|.
     patterns : ndarray, shape (M, N, d), optional
@@ -517,29 +724,27 @@ def find_attractors(
     groups : array_like, shape (P,), optional
         A label per initial condition ("test", "masked", "random"...): gives basin fractions
         per group.
+
+    Returns
+    -------
+    AttractorReport
     """
     x0s = check_states(x0s, "x0s", ndims=(3,))
     lam = check_positive(lam, "lam")
     gamma = check_real(gamma, "gamma")
     max_period = check_count(max_period, "max_period", 1)
-    steps = check_count(steps, "steps", 1)
-    if steps < 2 * max_period - 1:
-        raise ValueError(
-            f"steps = {steps} is too short to recognise cycles of period {max_period}: "
-            f"it needs steps >= 2 * max_period - 1 = {2 * max_period - 1}"
-        )
+    until_converged = bool(until_converged)
+    steps, max_steps = _check_steps(steps, until_converged, max_steps, max_period)
+    if tol is None:
+        tol = default_tol(x0s.dtype) if until_converged else 1e-5
     tol = check_positive(tol, "tol")
     q_min = _check_q_min(q_min)
     P = x0s.shape[0]
-    if groups is not None and np.shape(groups) != (P,):
-        raise ValueError(f"groups must have shape ({P},), one label per initial condition")
-    if patterns is not None:
-        patterns = check_patterns(x0s, patterns, "patterns")
-    if embedding is not None and patterns is None and images is None:
-        raise ValueError("embedding needs patterns or images to compare the attractors with")
+    patterns = _check_comparisons(x0s, patterns, embedding, images, groups)
 
     dynamics = dict(gamma=gamma, norm=norm, update=update, seed=seed, progress=progress)
-    cycles, final, phases = _run_and_classify(J, lam, x0s, steps, max_period, tol, dynamics)
+    run_ = _run_until_converged if until_converged else _run_fixed
+    cycles, final, phases, steps_run = run_(J, lam, x0s, steps, max_period, tol, dynamics)
     labels, reps, sizes = _cluster_attractors(final, phases, cycles.period, q_min, absolute)
     reps_states = final[reps]
     fields = _compare_with_training(reps_states, patterns, embedding, images, absolute)
@@ -554,12 +759,14 @@ def find_attractors(
         attractor_period=cycles.period[reps],
         basin_size=sizes,
         basin_fraction=sizes / P,
+        steps_run=steps_run,
         fraction_unconverged=float(np.mean(labels < 0)) if P else 0.0,  # none of none
         lam=lam,
         gamma=gamma,
         norm=str(norm),
         update=str(update),
         steps=steps,
+        until_converged=until_converged,
         max_period=max_period,
         tol=tol,
         q_min=q_min,

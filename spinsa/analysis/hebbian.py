@@ -132,10 +132,16 @@ class StrengthDistance(AnalysisResult):
 
 
 def _distances(positions, N: int) -> np.ndarray:
-    """|r_i - r_j| for positions of shape (N, D); (N, N) float64."""
+    """|r_i - r_j| for positions of shape (N, D), or a callable that returns them (such as
+    the bound method ``PatchEmbedding.token_positions``); (N, N) float64."""
+    if callable(positions):  # emb.token_positions passed without calling it
+        positions = positions()
     positions = np.asarray(positions, dtype=np.float64)
     if positions.ndim != 2 or positions.shape[0] != N:
-        raise ValueError(f"positions must have shape (N, D) with N = {N}, got {positions.shape}")
+        raise ValueError(
+            f"positions must have shape (N, D) with N = {N}, got {positions.shape} (e.g. "
+            "PatchEmbedding.token_positions(), or the method itself)"
+        )
     check_finite(positions, "positions")
     return np.linalg.norm(positions[:, None, :] - positions[None, :, :], axis=-1)
 
@@ -146,9 +152,9 @@ def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
     Parameters
     ----------
     J : ndarray, shape (N, N, d, d)
-    positions : ndarray, shape (N, D)
-        Position of every token, e.g. ``PatchEmbedding.token_positions()`` (pixels) or grid
-        coordinates.
+    positions : ndarray, shape (N, D), or a callable returning one
+        Position of every token: grid coordinates, ``emb.token_positions()`` (pixels), or
+        the method ``emb.token_positions`` itself (distances do not depend on its anchor).
     bins : int or array_like, optional
         ``None`` (default): one bin per distinct distance (a grid has few); an int: that many
         equal-width bins; an array: bin edges (pairs outside the edges are left out).
@@ -188,35 +194,95 @@ class CouplingSpectrum(AnalysisResult):
 
     Attributes
     ----------
-    eigenvalues : ndarray of complex128, shape (N d,)
-        Eigenvalues of M (J is not symmetric in general), by decreasing real part.
+    eigenvalues : ndarray of complex128, shape (N d,), or None
+        Eigenvalues of M (J is not symmetric in general), by decreasing real part; None
+        when not asked for (``coupling_spectrum(J, eigenvalues=False)``).
     singular_values : ndarray of float64, shape (N d,)
         Singular values of M, decreasing.
     symmetric_eigenvalues : ndarray of float64, shape (N d,)
         Eigenvalues of (M + M^T) / 2, decreasing.
-    block_singular_values : ndarray of float64, shape (N, N, d)
-        Singular values of every block J_ij, decreasing (zero on the diagonal).
+    block_singular_values : ndarray of float64, shape (N, N, d), or None
+        Singular values of every block J_ij, decreasing (zero on the diagonal); None when
+        not asked for.
     """
 
-    eigenvalues: np.ndarray
+    eigenvalues: np.ndarray | None
     singular_values: np.ndarray
     symmetric_eigenvalues: np.ndarray
-    block_singular_values: np.ndarray
+    block_singular_values: np.ndarray | None
 
 
-def coupling_spectrum(J) -> CouplingSpectrum:
-    """Eigenvalues and singular values of J (N, N, d, d) seen as one (N d, N d) matrix M."""
-    M = coupling_matrix(np.asarray(J, dtype=np.float64))
-    ev = np.linalg.eigvals(M)
-    ev = ev[np.lexsort((-ev.imag, -ev.real))]
-    sv = np.linalg.svd(M, compute_uv=False)
-    sym = np.linalg.eigvalsh((M + M.T) / 2)[::-1]
-    block = np.linalg.svd(np.asarray(J, dtype=np.float64), compute_uv=False)
+# M counts as symmetric when |M - M^T|_F <= this many epsilons of J's dtype times |M|_F
+SYMMETRY_EPS = 16
+
+
+def _matrix_spectra(M: np.ndarray, eigenvalues: bool, rtol: float) -> dict:
+    """Singular values, eigenvalues of the symmetric part and (if asked) eigenvalues of the
+    float64 matrix M (n, n), each sorted as :class:`CouplingSpectrum` says.
+
+    A symmetric M (Hebbian couplings are) needs one symmetric eigendecomposition for all
+    three: for M = S + A with S symmetric and A antisymmetric, Weyl's inequalities (singular
+    values) and the Bauer-Fike theorem (eigenvalues, S normal) move each value by at most
+    |A|_2 <= |A|_F, which ``rtol`` keeps at the rounding level of J's dtype. Otherwise the
+    SVD, and the general eigenvalue problem (by far the slowest) only when asked for.
+
+    BLAS runs on one thread here: these LAPACK reductions to tridiagonal or bidiagonal form
+    are bound by memory, and next to other busy threads (numba's, other processes') a
+    multi-threaded BLAS made them 5 to 20 times slower on a 2-core machine.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _matrix_spectra_here(M, eigenvalues, rtol)
+
+
+def _matrix_spectra_here(M: np.ndarray, eigenvalues: bool, rtol: float) -> dict:
+    S = (M + M.T) / 2
+    sym = np.linalg.eigvalsh(S)[::-1].copy()
+    out = {"symmetric_eigenvalues": sym}
+    if np.linalg.norm(M - S) <= rtol * np.linalg.norm(M):
+        out["singular_values"] = np.sort(np.abs(sym))[::-1].copy()
+        if eigenvalues:
+            out["eigenvalues"] = sym.astype(np.complex128)
+        return out
+    out["singular_values"] = np.linalg.svd(M, compute_uv=False)
+    if eigenvalues:
+        ev = np.linalg.eigvals(M)
+        out["eigenvalues"] = ev[np.lexsort((-ev.imag, -ev.real))].astype(np.complex128)
+    return out
+
+
+def coupling_spectrum(J, *, eigenvalues: bool = True, blocks: bool = True) -> CouplingSpectrum:
+    """Eigenvalues and singular values of J (N, N, d, d) seen as one (N d, N d) matrix M,
+    and the singular values of its N^2 blocks J_ij.
+
+    Computed in float64. The block singular values come from one batched LAPACK call over
+    the stacked (N, N, d, d) array. A symmetric M (up to the rounding of J's dtype, as
+    Hebbian couplings are) takes one symmetric eigendecomposition; otherwise the SVD of M
+    and, when ``eigenvalues`` is true, the general eigenvalue problem, which costs more than
+    everything else together (about 10 s at N d = 1568 on 2 cores).
+
+    Parameters
+    ----------
+    J : ndarray, shape (N, N, d, d)
+    eigenvalues : bool
+        Compute the (complex) eigenvalues of M; ``False`` leaves them ``None``.
+    blocks : bool
+        Compute the singular values of every block; ``False`` leaves them ``None``.
+
+    Returns
+    -------
+    CouplingSpectrum
+    """
+    J = check_couplings(J)
+    eps = np.finfo(J.dtype).eps  # float32 or float64, as check_couplings returns it
+    J64 = np.asarray(J, dtype=np.float64)
+    spectra = _matrix_spectra(coupling_matrix(J64), bool(eigenvalues), SYMMETRY_EPS * eps)
     return CouplingSpectrum(
-        eigenvalues=ev.astype(np.complex128),
-        singular_values=sv,
-        symmetric_eigenvalues=sym.copy(),
-        block_singular_values=block,
+        eigenvalues=spectra.get("eigenvalues"),
+        singular_values=spectra["singular_values"],
+        symmetric_eigenvalues=spectra["symmetric_eigenvalues"],
+        block_singular_values=np.linalg.svd(J64, compute_uv=False) if blocks else None,
     )
 
 
@@ -234,8 +300,9 @@ class HebbianComparison(AnalysisResult):
         |J_ij|_F and |K_ij|_F.
     distance : ndarray of float64, shape (N, N), or None
         |r_i - r_j| when positions were given.
-    singular_values, symmetric_eigenvalues : ndarray of float64, shape (N d,)
-        As in :class:`CouplingSpectrum`; with the suffix ``_hebbian``, those of K.
+    singular_values, symmetric_eigenvalues : ndarray of float64, shape (N d,), or None
+        As in :class:`CouplingSpectrum`; with the suffix ``_hebbian``, those of K. None
+        when the comparison was made with ``spectra=False``.
     global_cosine : float
         <J, K>_F / (|J| |K|).
     mean_pair_cosine, median_pair_cosine : float
@@ -252,10 +319,10 @@ class HebbianComparison(AnalysisResult):
     strength: np.ndarray
     strength_hebbian: np.ndarray
     distance: np.ndarray | None
-    singular_values: np.ndarray
-    singular_values_hebbian: np.ndarray
-    symmetric_eigenvalues: np.ndarray
-    symmetric_eigenvalues_hebbian: np.ndarray
+    singular_values: np.ndarray | None
+    singular_values_hebbian: np.ndarray | None
+    symmetric_eigenvalues: np.ndarray | None
+    symmetric_eigenvalues_hebbian: np.ndarray | None
     global_cosine: float = float("nan")
     mean_pair_cosine: float = float("nan")
     median_pair_cosine: float = float("nan")
@@ -264,7 +331,9 @@ class HebbianComparison(AnalysisResult):
     n_patterns: int = 0
 
 
-def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> HebbianComparison:
+def compare_with_hebbian(
+    J, xi, positions=None, match: str = "global", *, spectra: bool = True
+) -> HebbianComparison:
     """Everything :mod:`spinsa.analysis.hebbian` measures, for J against Hebb(xi).
 
     Parameters
@@ -273,10 +342,20 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
         Couplings (fitted, random...).
     xi : ndarray, shape (P, N, d)
         The patterns whose Hebbian couplings J is compared with (the training set).
-    positions : ndarray, shape (N, D), optional
-        Token positions, for the distance matrix.
+    positions : ndarray, shape (N, D), or a callable returning one, optional
+        Token positions, for the distance matrix: ``emb.token_positions()`` or the method
+        ``emb.token_positions`` itself.
     match : {"global", "rows"}
         How the Hebbian couplings are rescaled (:func:`matched_hebbian`).
+    spectra : bool
+        Compute the singular values and the eigenvalues of the symmetric part of both
+        (N d, N d) matrices (:func:`coupling_spectrum`, without its complex eigenvalues and
+        block singular values, which the comparison does not hold). They are most of the
+        cost (a few seconds at N = 196, d = 8); ``False`` leaves those fields ``None``.
+
+    Returns
+    -------
+    HebbianComparison
     """
     xi = check_spins(xi, "xi")
     J = check_couplings(J, xi.shape[1], xi.shape[2])
@@ -287,30 +366,37 @@ def compare_with_hebbian(J, xi, positions=None, match: str = "global") -> Hebbia
         )
     distance = None if positions is None else _distances(positions, J.shape[0])
     K = matched_hebbian(xi, J, match)
-    return comparison_of(
-        J, K, coupling_spectrum(J), coupling_spectrum(K), distance, match, int(xi.shape[0])
-    )
+    sJ = sK = None
+    if spectra:
+        sJ = coupling_spectrum(J, eigenvalues=False, blocks=False)
+        sK = coupling_spectrum(K, eigenvalues=False, blocks=False)
+    return comparison_of(J, K, sJ, sK, distance, match, int(xi.shape[0]))
 
 
 def comparison_of(J, K, spectrum, spectrum_hebbian, distance, match, n_patterns):
     """The :class:`HebbianComparison` of J with the matched Hebbian K (N, N, d, d), given
-    their :func:`coupling_spectrum` and the (N, N) ``distance`` of the tokens (or None).
+    their :func:`coupling_spectrum` (or None for both, to leave the spectra out) and the
+    (N, N) ``distance`` of the tokens (or None).
 
     The assembly step of :func:`compare_with_hebbian`, for callers that already hold K and
     both spectra (the analysis driver stores them too); inputs are not checked again.
     """
     cos = pair_cosines(J, K)
     valid = cos[np.isfinite(cos)]
+
+    def field(spectrum, name):
+        return None if spectrum is None else getattr(spectrum, name)
+
     return HebbianComparison(
         hebbian=K,
         pair_cosine=cos,
         strength=pair_strengths(J),
         strength_hebbian=pair_strengths(K),
         distance=distance,
-        singular_values=spectrum.singular_values,
-        singular_values_hebbian=spectrum_hebbian.singular_values,
-        symmetric_eigenvalues=spectrum.symmetric_eigenvalues,
-        symmetric_eigenvalues_hebbian=spectrum_hebbian.symmetric_eigenvalues,
+        singular_values=field(spectrum, "singular_values"),
+        singular_values_hebbian=field(spectrum_hebbian, "singular_values"),
+        symmetric_eigenvalues=field(spectrum, "symmetric_eigenvalues"),
+        symmetric_eigenvalues_hebbian=field(spectrum_hebbian, "symmetric_eigenvalues"),
         global_cosine=coupling_cosine(J, K),
         mean_pair_cosine=float(valid.mean()) if valid.size else float("nan"),
         median_pair_cosine=float(np.median(valid)) if valid.size else float("nan"),

@@ -11,10 +11,13 @@ def add_bench(sub) -> None:
     p = sub.add_parser(
         "bench",
         help="benchmarks against plain implementations",
-        description="Time the numba dynamics, the pseudo-likelihood objective and a "
-        "baseline's training step against plain implementations in the same process; print "
-        "times, ratios, GFLOP/s and this machine's measured float32 matmul peak. The full run "
-        "takes a few minutes.",
+        description="Time the numba dynamics, the pseudo-likelihood objective, a Gibbs sweep, "
+        "a baseline's training step and the Hebbian comparison against plain implementations "
+        "in the same process; print times, ratios, useful GFLOP/s (the flops the formulas "
+        "need: 2d^2 + 4d per pair and sample for a step, 4d^2 + 3d for the objective and "
+        "gradient) as a fraction of this machine's measured float32 matmul peak, and the CPU "
+        "and vector width numba compiled for (NUMBA_CPU_NAME and NUMBA_CPU_FEATURES choose "
+        "another). The full run takes a few minutes.",
     )
     p.add_argument(
         "--only",
@@ -70,6 +73,7 @@ def _cmd_bench(args) -> int:
         print(f"device: {bench.device_description(args.device)}")
         print(f"float32 matmul peak (torch, 8192^2, on the GPU): {peak:.1f} GFLOP/s")
     else:
+        print(f"compiled for: {_target_line(bench.compile_target())}")
         print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
     runs = bench.run_benchmarks(only, args.quick, not args.no_plain, args.device)
     for title, res, ratio in runs:
@@ -85,12 +89,30 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _target_line(target: dict) -> str:
+    """The CPU, its SIMD features and the vector width, in one line."""
+    cpu = target["cpu"] + (" (NUMBA_CPU_NAME)" if target["cpu_from_env"] else "")
+    features = " ".join(target["features"]) or "no SIMD feature known"
+    width = f"{target['vector_bits']}-bit vectors" if target["vector_bits"] else "scalar code"
+    return f"{cpu}, {features}; {width}"
+
+
 def _print_pair(title, res, peak, ratio="ratio"):
     fast = res["fast"]
     print(f"\n{title}")
+    if fast.gflops != fast.gflops:  # NaN: no flop count (the analysis)
+        for t in (res["fast"], res.get("plain")):
+            if t is not None:
+                print(f"  {t.name:<22}{t.seconds:9.3f} s")
+        if "plain" in res:
+            print(f"  {ratio:<22}{res['plain'].seconds / fast.seconds:9.2f} x")
+        return
+    old = ""
+    if fast.gflops_old is not None:  # the former 4 P N^2 d^2 count, for older figures
+        old = f"; {100 * fast.gflops_old / peak:.1f}% by the old 4 P N^2 d^2 count"
     print(
         f"  {fast.name:<22}{fast.seconds:9.3f} s  {fast.gflops:7.1f} GFLOP/s "
-        f"({100 * fast.gflops / peak:4.1f}% of matmul peak)"
+        f"({100 * fast.gflops / peak:4.1f}% of matmul peak in useful flops{old})"
     )
     if "plain" in res:
         plain = res["plain"]
@@ -114,7 +136,7 @@ def _write_json(path, device: str, peak: float, runs, verdicts) -> None:
 
     import spinsa
     from spinsa._files import atomic_write_text
-    from spinsa.bench import Timing, device_description
+    from spinsa.bench import Timing, compile_target, device_description
 
     def as_json(res: dict) -> dict:
         out = {
@@ -133,6 +155,7 @@ def _write_json(path, device: str, peak: float, runs, verdicts) -> None:
         "numba": numba.__version__,
         "threads": numba.get_num_threads(),
         "device": device_description(device),
+        "compile_target": compile_target() if device == "cpu" else None,
         "matmul_peak_gflops": peak,
         "benchmarks": [{"title": t, **as_json(res)} for t, res, _ in runs],
         "targets": [{"target": line, "met": met} for line, met in verdicts],

@@ -125,7 +125,10 @@ def write_file(
     kind : str
         What the file is: ``"run"``, ``"fit"``, ``"evaluation"``, ``"scan-point"``...
     config : dataclass or mapping, optional
-        Stored whole as ``config_json`` and flattened as ``config.<key>`` attributes.
+        Stored whole as ``config_json`` and flattened as ``config.<key>`` attributes. A
+        dataclass config, also one inside the mapping (``{"fit": FitConfig()}``), is stored
+        as its fields (``config.fit.lam``...), as :func:`spinsa._config.config_to_dict`
+        gives them.
     seeds : mapping, optional
         ``name -> seed``, stored as ``seeds.<name>`` attributes.
     group_attrs : mapping, optional
@@ -548,7 +551,7 @@ def _root_attrs(kind: str, attrs: Mapping | None, config: Any, seeds: Mapping | 
             raise TypeError(
                 f"config must be a dataclass instance or a mapping, got {type(config).__name__}"
             )
-        cfg = config_to_dict(config) if is_dataclass else dict(config)
+        cfg = config_to_dict(config if is_dataclass else dict(config))  # nested configs too
         try:
             out["config_json"] = to_json(cfg)
         except (TypeError, ValueError) as err:

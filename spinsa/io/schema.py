@@ -34,6 +34,7 @@ numpy scalars and arrays become numbers and lists, and paths become strings.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import numbers
 import os
@@ -42,6 +43,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
+
+from spinsa._config import config_to_dict
 
 SCHEMA_NAME = "spinsa"
 SCHEMA_VERSION = 1
@@ -167,9 +170,12 @@ def decode_attr(value: Any) -> Any:
 
 
 def json_default(value: Any) -> Any:
-    """For ``json.dumps(default=...)``: numpy scalars and arrays as lists, paths as strings."""
+    """For ``json.dumps(default=...)``: numpy scalars and arrays as lists, paths as strings,
+    dataclass configs as their fields (:func:`spinsa._config.config_to_dict`)."""
     if isinstance(value, (np.generic, np.ndarray)):
         return value.tolist()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return config_to_dict(value)
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -279,6 +279,8 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
             r.bin_distance, r.mean, np.nan_to_num(r.sem), color=f"C{row}", label=label, **style
         )
         values = getattr(comp, f"singular_values{suffix}")
+        if values is None:  # compared with spectra=False
+            continue
         ranks = np.arange(1, values.size + 1)
         ax[1, 3].semilogy(ranks, np.maximum(values, 1e-12), color=f"C{row}", lw=1.4, label=label)
 
@@ -294,7 +296,16 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
         "distance between patch centres (pixels)",
         r"mean $|J_{ij}|_F$",
     )
-    finish(ax[1, 3], "spectra", "rank", "singular value of the (Nd)×(Nd) matrix")
+    spectra = comp.singular_values is not None
+    if not spectra:
+        ax[1, 3].text(0.5, 0.5, "spectra not computed\n(spectra=False)", ha="center", va="center")
+    finish(
+        ax[1, 3],
+        "spectra",
+        "rank",
+        "singular value of the (Nd)×(Nd) matrix",
+        legend=8 if spectra else None,
+    )
     _title(
         fig,
         f"Fitted vs Hebbian couplings ({comp.n_patterns} patterns, |J| = "

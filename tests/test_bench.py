@@ -1,0 +1,102 @@
+"""The benchmark harness's accounting: useful flops and the target numba compiles for.
+
+Timings are never asserted (benchmarks are not tests); what is checked is what the numbers
+are divided by, and what the harness says it compiled for.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from spinsa import bench
+
+
+def test_dynamics_flops_count_each_pair_once():
+    # per ordered pair i != j and sample: y = J_ij x_j (d^2 multiply-adds), the score x_i . y
+    # and the field's alpha_ij y (d multiply-adds each)
+    P, N, d, T = 3, 5, 4, 2
+    per_pair = 2 * d * d + 2 * d + 2 * d
+    assert bench.dynamics_flops(P, N, d, T) == T * P * N * (N - 1) * per_pair
+    # at d = 8 the old 4 d^2 count is 1.6 times the useful work (with N^2 for N (N - 1))
+    ratio = 4 * 196**2 * 64 / bench.dynamics_flops(1, 196, 8)
+    assert ratio == pytest.approx(256 / 160 * 196 / 195)
+
+
+def test_objective_flops_and_the_timing_of_both_counts():
+    P, N, d = 2, 4, 3
+    assert bench.objective_flops(P, N, d) == P * N * (N - 1) * (4 * d * d + 3 * d)
+    t = bench.timing("x", 2.0, 8e9, P=10, N=4, d=3, n=5)
+    assert t.gflops == pytest.approx(4.0)
+    assert t.gflops_old == pytest.approx(5 * 4 * 10 * 16 * 9 / 2.0 / 1e9)
+
+
+def _target_in_subprocess(env: dict) -> dict:
+    code = "import json; from spinsa import bench; print(json.dumps(bench.compile_target()))"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_compile_target_describes_this_process():
+    target = bench.compile_target()
+    assert target["cpu"] and isinstance(target["features"], list)
+    assert target["vector_bits"] in (0, 128, 256, 512)
+    if "avx512f" in target["features"]:
+        assert target["vector_bits"] == 512  # spinsa lifts LLVM's 256-bit preference
+    elif "avx2" in target["features"]:
+        assert target["vector_bits"] == 256
+
+
+@pytest.mark.skipif(
+    "avx2" not in bench.compile_target()["features"], reason="needs an x86 CPU with AVX2"
+)
+def test_numba_cpu_name_and_features_are_honoured():
+    # what the issue tracker suggests for timing AVX2 code on an AVX-512 machine
+    features = "+avx2,+avx,+fma,+sse4.2,+sse4.1,+ssse3,+sse3,+sse2,+sse,-avx512f"
+    target = _target_in_subprocess({"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": features})
+    assert target["cpu"] == "haswell" and target["cpu_from_env"]
+    assert "avx512f" not in target["features"] and "avx2" in target["features"]
+    assert target["vector_bits"] == 256
+
+
+def test_bench_prints_the_target_and_useful_flops(capsys, tmp_path):
+    from spinsa.cli import main
+
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--only", "async", "--quick", "--no-plain", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "compiled for: " in out and "-bit vectors" in out
+    assert "of matmul peak in useful flops" in out and "old 4 P N^2 d^2 count" in out
+    record = json.loads(path.read_text())
+    assert record["compile_target"]["vector_bits"] in (0, 128, 256, 512)
+    fast = record["benchmarks"][0]["fast"]
+    flops = bench.dynamics_flops(64, 196, 8)
+    assert fast["gflops"] == pytest.approx(flops / fast["seconds"] / 1e9)
+    assert fast["gflops_old"] / fast["gflops"] == pytest.approx(4 * 64 * 196**2 * 64 / flops)
+    assert np.isfinite(fast["seconds"])
+
+
+def test_plain_hebbian_spectra_are_the_coupling_spectrum(rng):
+    # the bench's former way and the batched one compute the same spectra
+    from spinsa.analysis import coupling_spectrum
+
+    J = rng.standard_normal((5, 5, 3, 3))
+    ev, sv, sym, blocks = bench.plain_hebbian_spectra(J)
+    sp = coupling_spectrum(J)
+    np.testing.assert_allclose(np.sort_complex(sp.eigenvalues), np.sort_complex(ev), atol=1e-12)
+    np.testing.assert_allclose(sp.singular_values, sv, atol=1e-12)
+    np.testing.assert_allclose(sp.symmetric_eigenvalues, sym[::-1], atol=1e-12)
+    np.testing.assert_allclose(sp.block_singular_values, blocks, atol=1e-12)
+    res = bench.bench_hebbian(P=10, N=6, d=3)
+    assert res["fast"].seconds > 0 and res["plain"].seconds > 0
