@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from spinsa import analysis, io
-from spinsa._convergence import Convergence, not_converged_text
+from spinsa._convergence import Convergence, criterion_text, not_converged_text
 from spinsa._files import atomic_write_text
 from spinsa.analysis.summary import (
     SIGNIFICANT_Z,
@@ -1099,6 +1099,43 @@ def _attractor_lines(info) -> list[str]:
     ]
 
 
+def _sequence_no_verdict(name: str, attrs: dict) -> str | None:
+    """None when model ``name`` of a ``sequences.h5`` converged: a backprop model by the
+    stopping rule, the spin model by its L-BFGS fit's own status; else the text in place of
+    its verdict."""
+    if name == SPIN_MODEL:
+        if "fit_converged" not in attrs:  # a file of a spinsa before the record
+            return "no convergence recorded — no verdict"
+        if attrs["fit_converged"]:
+            return None
+        return f"fit not converged ({attrs.get('fit_message', 'L-BFGS')}) — no verdict"
+    return no_verdict(attrs.get("convergence", {}).get(name, {}))
+
+
+def _sequence_training_lines(attrs: dict, cfg: dict) -> list[str]:
+    """How far every trained model converged, one bullet each."""
+    records = attrs.get("convergence", {})
+    lines = [
+        "Convergence: a verdict only for a model that converged (the backprop models: at "
+        "most " + f"{cfg['epochs']} epochs, stopped at {_criterion(cfg)} on the validation "
+        "windows, with the weights of the lowest validation MSE; the spin model: the "
+        "L-BFGS fit's own convergence).",
+        "",
+    ]
+    for name in cfg["baselines"]:
+        record = Convergence.from_attrs(records.get(name, {}))
+        lines.append(f"- {name}: {record.describe() if record else no_verdict({})}")
+    fit = attrs.get("fit_converged")
+    state = "no record" if fit is None else ("converged" if fit else "not converged")
+    lines.append(f"- {SPIN_MODEL} (L-BFGS fit): {state} ({attrs.get('fit_message', '-')})")
+    return lines
+
+
+def _criterion(cfg: dict) -> str:
+    """The stopping rule of a sequences config (files before ``rel_tol``: 0, the rule then)."""
+    return criterion_text(cfg.get("rel_tol", 0.0), cfg["patience"])
+
+
 def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     """Write ``report.md`` of a ``sequences.h5`` (the setup, the table, plain statements),
     reading the file only."""
@@ -1129,16 +1166,19 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     ]
     ref = scores[best_ref]
     forecasts, truth = io.read_group(h5, "forecasts")[0], info.array("truth")
+    lines += [*_sequence_training_lines(a, cfg), ""]
     for name in _order(scores, cfg["baselines"]):
         s = scores[name]
         if is_reference(name):
             continue
         z = paired_gain_z((forecasts[name] - truth) ** 2, (forecasts[best_ref] - truth) ** 2)
+        compared = f"the best reference ({best_ref}, {ref['mse']:.4f}; z = {z:+.1f})"
+        why = _sequence_no_verdict(name, a)
+        if why is not None:
+            lines.append(f"- {name}: MSE {s['mse']:.4f}; **{why}** (against {compared}).")
+            continue
         verdict = "beats" if significant(z) else "does not beat"
-        lines.append(
-            f"- {name}: MSE {s['mse']:.4f}; {verdict} the best reference ({best_ref}, "
-            f"{ref['mse']:.4f}; z = {z:+.1f})."
-        )
+        lines.append(f"- {name}: MSE {s['mse']:.4f}; {verdict} {compared}.")
     lines += [
         "",
         "## The spin model's own analyses",
