@@ -212,4 +212,3 @@ class Convergence:
             )
         why = "no validation curve" if self.best_epoch < 0 else self.criterion
         return f"{self.no_verdict} ({why}; at most {self.max_epochs} epochs)"
-

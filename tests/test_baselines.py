@@ -4,13 +4,14 @@ The blocks are checked against hand-written float64 numpy formulas; training on 
 8x8 images runs on the CPU in seconds.
 """
 
-
 import numpy as np
 import pytest
 from scipy.special import erf
 
 torch = pytest.importorskip("torch")
 
+import spinsa.baselines.train as train_module  # noqa: E402
+from spinsa._convergence import stopping_epoch  # noqa: E402
 from spinsa._training import sinusoidal_positions  # noqa: E402
 from spinsa.baselines import (  # noqa: E402
     BaselineConfig,
@@ -30,8 +31,6 @@ from spinsa.baselines.models import (  # noqa: E402
     patchify,
     unpatchify,
 )
-import spinsa.baselines.train as train_module  # noqa: E402
-from spinsa._convergence import stopping_epoch  # noqa: E402
 from spinsa.baselines.train import (  # noqa: E402
     HISTORY,
     load_checkpoint,
@@ -527,8 +526,10 @@ def test_early_stop_converges_and_keeps_the_best_weights(rng, tmp_path):
     c = hist.convergence
     assert c.converged and c.epochs_used == hist.n_epochs < cfg.epochs
     assert c.epochs_used - 1 == stopping_epoch(hist.val_loss, cfg.rel_tol, cfg.patience)
-    assert c.criterion == "less than 0.5 % relative improvement of the best validation loss " \
+    assert (
+        c.criterion == "less than 0.5 % relative improvement of the best validation loss "
         "over 2 epochs"
+    )
     ckpt = load_checkpoint(tmp_path / "e.pt")
     assert ckpt["convergence"] == c.to_attrs()
     loaded, _, _, loaded_hist = load_baseline(tmp_path / "e.pt")

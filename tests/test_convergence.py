@@ -87,8 +87,10 @@ def test_convergence_record():
     curve = 1 + 2.0 ** -np.arange(14)
     c = Convergence.of_curve(curve, max_epochs=20)
     assert c.converged and (c.epochs_used, c.max_epochs, c.best_epoch) == (14, 20, 13)
-    assert c.criterion == criterion_text() == (
-        "less than 0.5 % relative improvement of the best validation loss over 5 epochs"
+    assert (
+        c.criterion
+        == criterion_text()
+        == ("less than 0.5 % relative improvement of the best validation loss over 5 epochs")
     )
     assert c.no_verdict is None and c.describe().startswith("converged after 14 of at most 20")
     assert Convergence.from_attrs(c.to_attrs()) == c

@@ -8,12 +8,12 @@ pytest.importorskip("torch")
 from tiny_configs import ONE_MODEL, PNG  # noqa: E402
 
 from spinsa import io  # noqa: E402
+from spinsa._convergence import Convergence, criterion_text  # noqa: E402
 from spinsa.analysis.patches import patch_pixels  # noqa: E402
 from spinsa.baselines import BaselineConfig, corrupt_images  # noqa: E402
 from spinsa.cli import main  # noqa: E402
 from spinsa.experiments import ReproduceConfig, pipeline, reproduce  # noqa: E402
 from spinsa.experiments.baselines import BaselinesSpec  # noqa: E402
-from spinsa._convergence import Convergence, criterion_text  # noqa: E402
 from spinsa.report import (  # noqa: E402
     BLOCK_BEATS_SA,
     SA_MORE_UNIFORM,

@@ -194,7 +194,9 @@ def noise_batch(clean: Any, variance: float, generator: Any) -> Any:
     return (m + (noisy - my) * ratio).clamp_(0.0, 1.0)
 
 
-def validation_split(n_images: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def validation_split(
+    n_images: int, val_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The indices of the training and the validation images, both sorted.
 
     ``round(val_fraction · n_images)`` images (at least one when ``val_fraction`` > 0) drawn

@@ -251,7 +251,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     dict
         ``format``, ``identity`` (``name``, ``context``), ``config`` (a dict), ``epoch``
         (epochs done), ``model``, ``optimizer``, ``best_model`` (state dicts), ``best_epoch``,
-        ``convergence`` (:meth:`spinsa._convergence.Convergence.to_attrs`), ``history`` (``epoch_loss``, ``val_loss``, ``epoch_seconds``, ...),
+        ``convergence`` (:meth:`spinsa._convergence.Convergence.to_attrs`), ``history``
+        (``epoch_loss``, ``val_loss``, ``epoch_seconds``, ...),
         ``data`` and the RNG states (:func:`spinsa._training.train`).
     """
     return read_checkpoint(path, CHECKPOINT_FORMAT, map_location)
