@@ -128,8 +128,8 @@ class Convergence:
     max_epochs : int
         The cap.
     best_epoch : int
-        The epoch (0-based) of the lowest validation loss, whose weights the model keeps;
-        -1 without a validation curve.
+        The epoch (0-based) of the lowest validation loss (the first of equal ones; a NaN
+        counts as +inf), whose weights the model keeps; -1 without a validation curve.
     rel_tol, patience : float, int
         The rule.
     criterion : str
@@ -173,8 +173,7 @@ class Convergence:
         """
         v = np.asarray(val_loss, dtype=np.float64).reshape(-1)
         stop = stopping_epoch(v[:max_epochs], rel_tol, patience)
-        finite = np.where(np.isnan(v), np.inf, v)
-        best = int(np.argmin(finite)) if v.size and np.isfinite(finite).any() else -1
+        best = int(np.argmin(np.where(np.isnan(v), np.inf, v))) if v.size else -1
         return cls(
             converged=stop is not None,
             epochs_used=len(v) if epochs_used is None else epochs_used,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import time
 import warnings
@@ -121,6 +122,11 @@ def _fingerprint(arrays: Mapping[str, np.ndarray]) -> str:
         h.update(repr((a.dtype.str, a.shape)).encode())
         h.update(np.ascontiguousarray(a))
     return h.hexdigest()
+
+
+def _below(value: float, best: float) -> bool:
+    """``value < best``, with a NaN loss counted as +inf (as the stopping rule counts it)."""
+    return (math.inf if math.isnan(value) else value) < (math.inf if math.isnan(best) else best)
 
 
 def _seed_rng(torch: Any, device: Any, seed: int) -> None:
@@ -346,7 +352,7 @@ class _Run:
             val = self.validate()
             history["val_loss"].append(val)
             postfix["val"] = f"{val:.4g}"
-            if self.best_epoch < 0 or val < history["val_loss"][self.best_epoch]:
+            if self.best_epoch < 0 or _below(val, history["val_loss"][self.best_epoch]):
                 self.best_epoch = epoch
                 self.best_model = {
                     k: v.detach().clone() for k, v in self.model.state_dict().items()

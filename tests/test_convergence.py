@@ -103,6 +103,7 @@ def test_convergence_record():
     none = Convergence.of_curve([], max_epochs=3, epochs_used=3)
     assert not none.converged and none.best_epoch == -1
     assert "no validation curve" in none.describe()
+    assert Convergence.of_curve([math.nan, 2.0, 1.0, 1.0], max_epochs=9).best_epoch == 2
     assert not_converged_text(1) == "not converged after 1 epoch — no verdict"
     assert criterion_text(0, 1) == "no lower validation loss for 1 epoch"
     with pytest.raises(ValueError, match="converged must be True or False"):

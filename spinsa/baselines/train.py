@@ -238,10 +238,8 @@ def _validation_loss(model: Any, inputs: Any, clean: Any, taus: range, batch: in
             x, y = inputs[i : i + batch], clean[i : i + batch]
             z, done = model.encode(x), 0
             for tau in taus:  # one trajectory serves every τ of the block
-                z = model.iterate(z, tau - done)
-                done = tau
-                err = (model.decode(z) - y).double().pow(2).sum()
-                total += err
+                z, done = model.iterate(z, tau - done), tau
+                total += (model.decode(z) - y).double().pow(2).sum()
     return float(total) / (clean.numel() * len(taus))
 
 
