@@ -4,12 +4,16 @@
 images) and of :mod:`spinsa.sequences.train` (the RNN, transformer and S4D forecasters); each
 caller gives only its model, its loss on a batch and its data. One epoch shuffles the
 examples (a CPU ``torch.Generator`` seeded with ``config.seed``) and takes AdamW steps on
-minibatches; a caller with a validation loss gets early stopping and the best weights.
+minibatches. A caller with a validation loss gets the validation curve, early stopping by
+the one rule of :mod:`spinsa._convergence` (default: less than 0.5 % relative improvement of
+the best validation loss over 5 epochs; ``config.epochs`` stays the cap) and, at the end, the
+weights of the epoch of lowest validation loss; every run returns its
+:class:`~spinsa._convergence.Convergence` (docs/convergence.md).
 
 Reproducibility: every other random draw (masks, noise, dropout) comes from torch's global
 RNG on the training device, seeded with ``config.seed + 1`` inside a forked RNG, so that the
 caller's stream is untouched. Every checkpoint holds the model, optimiser, schedule, both
-RNG states, the history and the best weights, is written through
+RNG states, the history, the best weights and the convergence record, is written through
 :func:`spinsa._files.atomic_path` and is read back with ``weights_only=True``; a run
 interrupted after any checkpoint and resumed ends with exactly the result of an
 uninterrupted run (bit for bit on the CPU). See docs/guarantees.md.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import time
 import warnings
@@ -31,6 +36,13 @@ import numpy as np
 
 from spinsa._checks import check_count
 from spinsa._config import config_differences, config_to_dict, describe_differences
+from spinsa._convergence import (
+    DEFAULT_PATIENCE,
+    DEFAULT_REL_TOL,
+    Convergence,
+    check_rule,
+    stopping_epoch,
+)
 from spinsa._files import atomic_path
 from spinsa._progress import progress as progress_bar
 from spinsa._torch import import_torch
@@ -112,6 +124,11 @@ def _fingerprint(arrays: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
+def _below(value: float, best: float) -> bool:
+    """``value < best``, with a NaN loss counted as +inf (as the stopping rule counts it)."""
+    return (math.inf if math.isnan(value) else value) < (math.inf if math.isnan(best) else best)
+
+
 def _seed_rng(torch: Any, device: Any, seed: int) -> None:
     """Seed the global RNG that masks, noise and dropout draw from on ``device``."""
     if device.type == "cuda":
@@ -157,11 +174,12 @@ class _Run:
         lr_factor: Callable[[int], float] | None,
         no_decay: tuple[str, ...],
         validate: Callable[[], float] | None,
-        patience: int,
+        rule: tuple[float, int],
         extra_history: tuple[str, ...],
     ) -> None:
         torch = import_torch()
-        self.model, self.config, self.validate, self.patience = model, config, validate, patience
+        self.model, self.config, self.validate = model, config, validate
+        self.rel_tol, self.patience = rule
         self.device = next(model.parameters()).device
         self.cuda = self.device.type == "cuda"
         self.path = Path(checkpoint) if checkpoint is not None else None
@@ -182,9 +200,21 @@ class _Run:
         self.best_epoch, self.best_model = -1, None
 
     def stopped_early(self) -> bool:
-        """``patience`` epochs without a lower validation loss."""
-        best, history = self.best_epoch, self.history
-        return best >= 0 and len(history["val_loss"]) - 1 - best >= self.patience
+        """The stopping rule holds on the validation curve (a pure function of the history,
+        so a resumed run stops where an uninterrupted one does)."""
+        if self.validate is None:
+            return False
+        return stopping_epoch(self.history["val_loss"], self.rel_tol, self.patience) is not None
+
+    def convergence(self) -> Convergence:
+        """The record of the run so far."""
+        return Convergence.of_curve(
+            self.history.get("val_loss", []),
+            self.config.epochs,
+            self.rel_tol,
+            self.patience,
+            epochs_used=len(self.history["epoch_loss"]),
+        )
 
     def finished(self) -> bool:
         return len(self.history["epoch_loss"]) >= self.config.epochs or self.stopped_early()
@@ -203,7 +233,7 @@ class _Run:
             "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
             "best_epoch": self.best_epoch,
             "best_model": self.best_model,
-            "stopped_early": self.stopped_early(),
+            "convergence": self.convergence().to_attrs(),
             "rng_order": self.generator.get_state(),
             "rng_device": torch.cuda.get_rng_state(device) if self.cuda else torch.get_rng_state(),
             "device_type": device.type,
@@ -282,12 +312,12 @@ class _Run:
                 ):
                     self.save()
 
-    def finish(self) -> tuple[dict[str, list], int, bool]:
+    def finish(self) -> tuple[dict[str, list], Convergence]:
         """Load the best weights (with ``validate``), set eval mode; what :func:`train` returns."""
         if self.best_model is not None:
             self.model.load_state_dict(self.best_model)
         self.model.eval()
-        return self.history, self.best_epoch, self.stopped_early()
+        return self.history, self.convergence()
 
     def _steps(self, step: Callable, grad_clip: float, bar: Any) -> tuple[np.ndarray, list[int]]:
         """One epoch's AdamW steps in a new order: the loss and size of every minibatch."""
@@ -331,7 +361,7 @@ class _Run:
             val = self.validate()
             history["val_loss"].append(val)
             postfix["val"] = f"{val:.4g}"
-            if self.best_epoch < 0 or val < history["val_loss"][self.best_epoch]:
+            if self.best_epoch < 0 or _below(val, history["val_loss"][self.best_epoch]):
                 self.best_epoch = epoch
                 self.best_model = {
                     k: v.detach().clone() for k, v in self.model.state_dict().items()
@@ -354,12 +384,13 @@ def train(
     no_decay: tuple[str, ...] = (),
     grad_clip: float = 0.0,
     validate: Callable[[], float] | None = None,
-    patience: int = 1,
+    rel_tol: float = DEFAULT_REL_TOL,
+    patience: int = DEFAULT_PATIENCE,
     per_example: bool = False,
     extra_history: tuple[str, ...] = (),
     desc: str = "",
     progress: bool = False,
-) -> tuple[dict[str, list], int, bool]:
+) -> tuple[dict[str, list], Convergence]:
     """Train ``model`` with AdamW on minibatches, resuming from ``checkpoint`` if it exists.
 
     Parameters
@@ -395,9 +426,15 @@ def train(
     grad_clip : float
         Clip the gradient's norm to this (0: no clipping).
     validate : callable, optional
-        ``validate() -> float``, the validation loss after an epoch: the weights of the best
-        epoch are kept, and training stops after ``patience`` epochs without a lower one.
-    patience : int
+        ``validate() -> float``, the validation loss after an epoch (of data held out of the
+        training examples, never the test set): the weights of the epoch of lowest
+        validation loss are kept and loaded at the end, and training stops once
+        :func:`spinsa._convergence.stopping_epoch` finds the rule met. Without it the run
+        trains ``config.epochs`` epochs and is never ``converged``.
+    rel_tol, patience : float, int
+        The stopping rule: stop when the best validation loss improved by less than
+        ``rel_tol`` (relative) over the last ``patience`` epochs (0.005 and 5: less than
+        0.5 % over 5 epochs; ``rel_tol=0``: ``patience`` epochs without a lower loss).
     per_example : bool
         The epoch's loss is the mean over examples (True) or over steps (False).
     extra_history : tuple of str
@@ -410,13 +447,13 @@ def train(
     history : dict of lists
         Of every step: ``step_loss``, ``step_lr``; of every epoch: ``epoch_loss``,
         ``epoch_seconds`` and, with ``validate``, ``val_loss``; and ``extra_history``.
-    best_epoch : int
-        The epoch (0-based) whose weights ``model`` now holds (in eval mode), -1 without
-        ``validate``.
-    stopped_early : bool
-        True when ``patience`` epochs passed without a lower validation loss.
+    convergence : spinsa._convergence.Convergence
+        ``converged`` (the rule held within ``config.epochs``), ``epochs_used``,
+        ``max_epochs``, ``best_epoch`` (0-based, the epoch whose weights ``model`` now
+        holds, in eval mode; -1 without ``validate``: the last weights) and the rule.
     """
     torch = import_torch()
+    rule = check_rule(rel_tol, patience)
     end = config.epochs
     if stop_after is not None:
         end = min(end, check_count(stop_after, "stop_after", 1))
@@ -430,7 +467,7 @@ def train(
         lr_factor=lr_factor,
         no_decay=no_decay,
         validate=validate,
-        patience=patience,
+        rule=rule,
         extra_history=extra_history,
     )
     with torch.random.fork_rng(devices=[run.device] if run.cuda else []):

@@ -663,8 +663,14 @@ def bench_baseline_step(
     """
     from spinsa.baselines import BaselineConfig, train_baseline
 
-    config = BaselineConfig(
-        model=model, width=width, batch_size=batch, epochs=1, device=device, progress=False
+    config = BaselineConfig(  # no validation split: every image is trained on, as in the loop
+        model=model,
+        width=width,
+        batch_size=batch,
+        epochs=1,
+        device=device,
+        progress=False,
+        val_fraction=0.0,
     )
     images = np.random.default_rng(0).random((n_steps * batch, 28, 28), dtype=np.float32)
     train_baseline(config, images[:batch], "masked")  # warm-up: torch's first-call set-up

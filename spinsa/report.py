@@ -5,7 +5,9 @@ Reports, like figures, are views of files: the writers read ``reproduce.h5``,
 ``report.md`` atomically. The statistics they state (means and standard errors, the
 combined-SE z, which reference a model beats) come from :mod:`spinsa.analysis.summary`; the
 rules that turn them into verdicts ("holds", "does not hold") are the ``assess_*``
-functions here, which return rows, not markdown.
+functions here, which return rows, not markdown. A trained model gives a verdict only when
+its file records that it converged (:mod:`spinsa._convergence`); otherwise the verdict reads
+"not converged after N epochs — no verdict" (:func:`no_verdict`).
 
 - :func:`write_reproduce_report`: ``spinsa reproduce`` (with :func:`baseline_report_lines`);
 - :func:`write_compare_report`: ``spinsa compare``;
@@ -21,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from spinsa import analysis, io
+from spinsa._convergence import Convergence, criterion_text, not_converged_text
 from spinsa._files import atomic_write_text
 from spinsa.analysis.summary import (
     SIGNIFICANT_Z,
@@ -29,7 +32,7 @@ from spinsa.analysis.summary import (
     read_summaries,
     significant,
 )
-from spinsa.fit.convergence import convergence_words, no_verdict
+from spinsa.fit.convergence import convergence_words
 from spinsa.io.results import COMPARE_KIND, model_names, read_tree
 from spinsa.references import REFERENCES
 from spinsa.sequences.references import SPIN_MODELS, is_reference
@@ -42,6 +45,7 @@ __all__ = [
     "baseline_report_lines",
     "error_table",
     "fmt",
+    "no_verdict",
     "pm",
     "table",
     "write_compare_report",
@@ -252,7 +256,7 @@ def unconverged_fits(model_attrs: dict[str, dict]) -> dict[str, str]:
         if a.get("fit_converged") is False:
             unit = "epochs" if a.get("experiment_config", {}).get("fit", {}).get(
                 "backend") == "torch" else "iterations"  # fmt: skip
-            out[m] = no_verdict(a.get("fit_iterations"), unit)
+            out[m] = not_converged_text(a.get("fit_iterations"), unit)
     return out
 
 
@@ -576,6 +580,24 @@ SA_MORE_UNIFORM = (
 )
 
 
+def no_verdict(attrs) -> str | None:
+    """None when ``attrs`` (a trained model's attributes in its file) record that it
+    converged; else what the report prints in place of a verdict, ``"not converged after N
+    epochs — no verdict"`` (a file of a spinsa before the record: N is its ``epochs``)."""
+    record = Convergence.from_attrs(attrs)
+    if record is None:
+        return not_converged_text(attrs.get("epochs"))
+    return record.no_verdict
+
+
+def _convergence_cell(attrs) -> str:
+    """The table cell of a trained model: how far it converged, in bold when it did not."""
+    record = Convergence.from_attrs(attrs)
+    if record is None or not record.converged:
+        return f"**{no_verdict(attrs)}**"
+    return f"after {record.epochs_used} of at most {record.max_epochs} epochs"
+
+
 def assess_baseline_claims(
     baselines: dict[str, dict[str, dict]],
     sa: dict[str, dict[str, dict]],
@@ -586,10 +608,15 @@ def assess_baseline_claims(
     best error below the bare SA's best; the bare SA's median masked-patch variance below
     both baselines'.
 
+    A statement gets a verdict only when every baseline it rests on converged (its
+    ``converged`` attribute); otherwise its verdict is :func:`no_verdict` of the first one
+    that did not ("not converged after N epochs — no verdict"), and the evidence names it.
+
     Parameters
     ----------
     baselines : dict
-        ``model -> task -> {"best_t", "best_error", "best_sem"}`` for "recycled" and "vit".
+        ``model -> task -> {"best_t", "best_error", "best_sem", "converged",
+        "epochs_used", ...}`` for "recycled" and "vit" (:func:`read_baseline_summaries`).
     sa : dict
         ``sa model -> task -> summarize_arrays(...)``.
     medians : dict
@@ -603,29 +630,39 @@ def assess_baseline_claims(
     rb, vit = baselines["recycled"], baselines["vit"]
     out = []
 
-    def claim(statement, where, ok, evidence):
+    labels = {"recycled": "block", "vit": "ViT"}
+
+    def claim(statement, where, ok, evidence, rests_on):
+        for model, task in rests_on:  # a verdict only from converged baselines
+            why = no_verdict(baselines[model][task])
+            if why is not None:
+                evidence = f"{labels[model]} ({task}) {why.split(' — ')[0]}; {evidence}"
+                out.append((statement, where, why, evidence))
+                return
         out.append((statement, where, "holds" if ok else "does not hold", evidence))
 
     for task in (t for t in TASKS if t in rb):
         bt, error = rb[task]["best_t"], fmt(rb[task]["best_error"])
-        claim(BLOCK_BEST_T, task, lo <= bt <= hi, f"best t = {bt} (error {error})")
+        why = f"best t = {bt} (error {error})"
+        claim(BLOCK_BEST_T, task, lo <= bt <= hi, why, [("recycled", task)])
     for task in (t for t in TASKS if t in vit):
         v = vit[task]["best_error"]
         others = {"block": rb[task]["best_error"]}
         others.update({m: s[task]["best_error"] for m, s in sa.items() if task in s})
         listed = ", ".join(f"{m} best {fmt(o)}" for m, o in others.items())
         ok = all(v < o for o in others.values())
-        claim(VIT_BEST, task, ok, f"ViT {fmt(v)}; {listed}")
+        claim(VIT_BEST, task, ok, f"ViT {fmt(v)}; {listed}", [("vit", task), ("recycled", task)])
     for task in (t for t in TASKS if t in rb):
         for m, s in ((m, s) for m, s in sa.items() if task in s):
             b, a = rb[task]["best_error"], s[task]["best_error"]
             block = f"block {fmt(b)} at t = {rb[task]['best_t']}"
             bare = f"bare SA ({m}) {fmt(a)} at t = {s[task]['best_t']}"
-            claim(BLOCK_BEATS_SA, f"{task}, {m}", b < a, f"{block}; {bare}")
+            claim(BLOCK_BEATS_SA, f"{task}, {m}", b < a, f"{block}; {bare}", [("recycled", task)])
     for m in (m for m in sa if m in medians):
         ok = all(medians[m] < medians[b] for b in baselines if b in medians)
         shown = ", ".join(f"{k} {fmt(medians[k], 5)}" for k in (m, *baselines) if k in medians)
-        claim(SA_MORE_UNIFORM, m, ok, f"median masked-patch variance: {shown}")
+        on = [(b, "masked") for b in baselines if b in medians and "masked" in baselines[b]]
+        claim(SA_MORE_UNIFORM, m, ok, f"median masked-patch variance: {shown}", on)
     return out
 
 
@@ -654,16 +691,18 @@ def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[st
         "## Backprop baselines: recycled block and ViT",
         "",
         f"Trained by backpropagation on {first['n_train']} training images "
-        f"({first['patch']}x{first['patch']} patches; {first['epochs']} epoch(s) for the "
-        f"block, {bl['vit']['masked']['epochs']} for the ViT), evaluated on the same "
+        f"({first['patch']}x{first['patch']} patches; at most {first['epochs']} epoch(s) for "
+        f"the block, {bl['vit']['masked']['epochs']} for the ViT), evaluated on the same "
         f"{first['n_test']} test images with the run's task streams (same noise; the same "
         "masks when the patch sizes agree). Errors are mean squared pixel errors over all "
         "pixels in [0, 1] (the damico2024 model measures its own in its pixel space "
         "min(2p, 1)).",
         "",
+        *_baseline_training_lines(first),
+        "",
         "| model | task | parameters | best t | best error | error at t = 1 | error at t = T |"
-        " training (s) |",
-        "|---|---|---|---|---|---|---|---|",
+        " training (s) | converged |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for model, label in (("recycled", "recycled block"), ("vit", "ViT")):
         for task, a in bl.get(model, {}).items():
@@ -674,14 +713,14 @@ def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[st
                 f"| {label} | {task} | {a['n_parameters']['total']:,} | "
                 f"{a['best_t'] if model == 'recycled' else '-'} | {best} | "
                 f"{fmt(a['error_t1'])} | {fmt(a['error_T'])} | "
-                f"{fmt(a['train_seconds'], 1)} |"
+                f"{fmt(a['train_seconds'], 1)} | {_convergence_cell(a)} |"
             )
     for m, s in sa.items():
         for task, x in s.items():
             lines.append(
                 f"| bare SA ({m}) | {task} | - | {x['best_t']} | "
                 f"{pm(x['best_error'], x['best_sem'])} | "
-                f"{fmt(x['error_t1'])} | {fmt(x['error_T'])} | - |"
+                f"{fmt(x['error_t1'])} | {fmt(x['error_T'])} | - | - |"
             )
     lines += [
         "",
@@ -703,7 +742,8 @@ def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[st
         "Fidelity statements, measured plainly: the block's best t in 2..8 (the training "
         "range 3..7, give or take one); the ViT's error below every other model's best; the "
         "block's best error below the bare SA's best; the bare SA's median masked-patch "
-        "variance below both baselines'.",
+        "variance below both baselines'. A statement gets a verdict only when the baselines "
+        "it rests on converged.",
         "",
         "| statement | where | verdict | evidence |",
         "|---|---|---|---|",
@@ -711,6 +751,30 @@ def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[st
     for claim, where, verdict, why in assess_baseline_claims(bl, sa, medians):
         lines.append(f"| {claim} | {where} | **{verdict}** | {why} |")
     return lines
+
+
+def _baseline_training_lines(attrs) -> list[str]:
+    """How the baselines were stopped: the held-out images and the rule, from a model's
+    attributes (a file of a spinsa before the convergence record: that it has none)."""
+    record = Convergence.from_attrs(attrs)
+    if record is None:
+        return [
+            "This file records no validation curve nor convergence: the baselines trained "
+            "for a fixed number of epochs, so no statement gets a verdict."
+        ]
+    n_val = attrs.get("n_val", 0)
+    if not n_val:
+        return [
+            "No training image was held out for validation (val_fraction = 0): nothing "
+            "tells whether the baselines converged, so no statement gets a verdict."
+        ]
+    return [
+        f"{n_val} of the training images were held out (never the test images); the loss on "
+        "them after every epoch is the validation curve. Training stopped at the first epoch "
+        f"with {record.criterion} (or at the most epochs), and each model keeps the weights "
+        "of its lowest validation loss. A model that reached the most epochs first has not "
+        "converged, and gives no verdict."
+    ]
 
 
 # ---------------------------------------------------------------------------- compare
@@ -1084,8 +1148,7 @@ def _persistence_lines(a: dict) -> list[str]:
     for start, v in a["vs_persistence"].items():
         s = scores[SPIN_MODELS[start]]
         verdict = "beats persistence" if v["beats"] else "does not beat persistence"
-        if a.get("fit_converged") is False:  # the couplings' fit did not converge
-            verdict = no_verdict(a.get("fit_iterations"))
+        verdict = _fit_no_verdict(a) or verdict  # the verdict rests on the couplings' fit
         lines.append(
             f"| {start} | {a['best_t'][start]} | {pm(s['mse'], s['mse_sem'])} | "
             f"{fmt(v['z'], 1)} ({fmt(v['paired_z'], 1)}) | {verdict} |"
@@ -1093,10 +1156,46 @@ def _persistence_lines(a: dict) -> list[str]:
     return [*lines, ""]
 
 
-def _fit_words(a: dict) -> str:
-    """How the couplings' fit ended (:func:`spinsa.fit.convergence.convergence_words`)."""
-    record = {k: a.get(f"fit_{k}") for k in ("converged", "criterion", "iterations", "message")}
-    return f" The fit: {convergence_words(record)}."
+def _fit_no_verdict(a: dict) -> str | None:
+    """None when the couplings' L-BFGS fit of a ``sequences.h5`` converged (its own status);
+    else the text in place of a verdict drawn from any start of the spin model."""
+    converged = a.get("fit_converged")
+    if converged:
+        return None
+    return not_converged_text(None if converged is None else a.get("fit_iterations"), "iterations")
+
+
+def _sequence_no_verdict(name: str, attrs: dict) -> str | None:
+    """None when model ``name`` of a ``sequences.h5`` converged: a backprop model by the
+    stopping rule, the spin model by its L-BFGS fit's own status; else the text in place of
+    its verdict."""
+    if name in SPIN_MODELS.values():  # every start reads the same fitted couplings
+        return _fit_no_verdict(attrs)
+    return no_verdict(attrs.get("convergence", {}).get(name, {}))
+
+
+def _sequence_training_lines(attrs: dict, cfg: dict) -> list[str]:
+    """How far every trained model converged, one bullet each."""
+    records = attrs.get("convergence", {})
+    lines = [
+        "Convergence: a verdict only for a model that converged (the backprop models: at "
+        "most " + f"{cfg['epochs']} epochs, stopped at {_criterion(cfg)} on the validation "
+        "windows, with the weights of the lowest validation MSE; the spin model: the "
+        "L-BFGS fit's own convergence).",
+        "",
+    ]
+    for name in cfg["baselines"]:
+        record = Convergence.from_attrs(records.get(name, {}))
+        lines.append(f"- {name}: {record.describe() if record else no_verdict({})}")
+    fit = {k: attrs.get(f"fit_{k}") for k in ("converged", "criterion", "iterations", "message")}
+    spins = ", ".join(n for n in SPIN_MODELS.values() if n in attrs.get("scores", {}))
+    lines.append(f"- {spins} (one L-BFGS fit of the couplings): {convergence_words(fit)}")
+    return lines
+
+
+def _criterion(cfg: dict) -> str:
+    """The stopping rule of a sequences config (files before ``rel_tol``: 0, the rule then)."""
+    return criterion_text(cfg.get("rel_tol", 0.0), cfg["patience"])
 
 
 def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
@@ -1121,7 +1220,7 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
         f"The bare self-attention: {cfg['k']} value(s) per token, pseudo-likelihood at "
         f"λ = {cfg['lam_train']} (L = {a['fit_loss']:.4f}), the dynamics at "
         f"λ = {cfg['lam_eval']}, γ = {cfg['gamma']}, read at the t ≥ 1 of lowest validation "
-        f"error. {starts}.{_fit_words(a)}",
+        f"error. {starts}.",
         "",
         *error_table(scores, cfg["baselines"]),
         "",
@@ -1133,16 +1232,19 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     ]
     ref = scores[best_ref]
     forecasts, truth = io.read_group(h5, "forecasts")[0], info.array("truth")
+    lines += [*_sequence_training_lines(a, cfg), ""]
     for name in _order(scores, cfg["baselines"]):
         s = scores[name]
         if is_reference(name):
             continue
         z = paired_gain_z((forecasts[name] - truth) ** 2, (forecasts[best_ref] - truth) ** 2)
+        compared = f"the best reference ({best_ref}, {ref['mse']:.4f}; z = {z:+.1f})"
+        why = _sequence_no_verdict(name, a)
+        if why is not None:
+            lines.append(f"- {name}: MSE {s['mse']:.4f}; **{why}** (against {compared}).")
+            continue
         verdict = "beats" if significant(z) else "does not beat"
-        lines.append(
-            f"- {name}: MSE {s['mse']:.4f}; {verdict} the best reference ({best_ref}, "
-            f"{ref['mse']:.4f}; z = {z:+.1f})."
-        )
+        lines.append(f"- {name}: MSE {s['mse']:.4f}; {verdict} {compared}.")
     lines += ["", "## The spin model's own analyses", ""]
     for start, t in a["best_t"].items():
         lines += [

@@ -10,6 +10,8 @@ from scipy.special import erf
 
 torch = pytest.importorskip("torch")
 
+import spinsa.baselines.train as train_module  # noqa: E402
+from spinsa._convergence import stopping_epoch  # noqa: E402
 from spinsa._training import sinusoidal_positions  # noqa: E402
 from spinsa.baselines import (  # noqa: E402
     BaselineConfig,
@@ -30,11 +32,13 @@ from spinsa.baselines.models import (  # noqa: E402
     unpatchify,
 )
 from spinsa.baselines.train import (  # noqa: E402
+    HISTORY,
     load_checkpoint,
     lr_factor,
     mask_batch,
     noise_batch,
     sample_tau,
+    validation_split,
 )
 from spinsa.embedding import PatchEmbedding  # noqa: E402
 from spinsa.io import SpinsaFileError  # noqa: E402
@@ -44,7 +48,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_config(**kw):
+    """A recipe on 8x8 images; every image trains (no validation set) unless ``kw`` says."""
     base = dict(
+        val_fraction=0.0,
         image_shape=(8, 8),
         patch=2,
         width=16,
@@ -533,6 +539,100 @@ def test_checkpoint_and_resume_give_the_uninterrupted_weights(rng, tmp_path):
     np.testing.assert_array_equal(loaded_hist.step_loss, hist.step_loss)
 
 
+def early_config(**kw):
+    """A recipe that the stopping rule ends after a few epochs (of at most 40)."""
+    return tiny_config(epochs=40, val_fraction=0.25, patience=2, lr=3e-3, **kw)
+
+
+def test_validation_split_is_seeded_and_disjoint():
+    fit, val = validation_split(20, 0.25, seed=3)
+    assert len(val) == 5 and len(fit) == 15 and not set(fit) & set(val)
+    np.testing.assert_array_equal(np.sort(np.concatenate([fit, val])), np.arange(20))
+    np.testing.assert_array_equal(validation_split(20, 0.25, seed=3)[1], val)
+    assert not np.array_equal(validation_split(20, 0.25, seed=4)[1], val)
+    assert len(validation_split(20, 0.01, seed=0)[1]) == 1  # at least one image
+    assert len(validation_split(20, 0.0, seed=0)[1]) == 0
+    with pytest.raises(ValueError, match="leaves none to train on"):
+        validation_split(1, 0.1, seed=0)
+
+
+@pytest.mark.parametrize("model", ["recycled", "vit"])
+def test_validation_curve_is_the_loss_on_held_out_images(rng, model):
+    images = tiny_images(rng, P=16)
+    cfg = tiny_config(model=model, epochs=3, val_fraction=0.25, tau_min=2, tau_max=3)
+    net, hist = train_baseline(cfg, images, "masked")
+    assert hist.val_loss.shape == (3,) and np.isfinite(hist.val_loss).all()
+    c = hist.convergence
+    assert (c.epochs_used, c.max_epochs, c.best_epoch) == (3, 3, int(np.argmin(hist.val_loss)))
+    assert not c.converged  # 3 epochs cannot show 5 epochs without progress
+    # the model holds the best epoch's weights: their loss on the held-out images, with
+    # masks drawn once from seed + 2 and tau averaged over 2..3, is the best of the curve
+    _, val = validation_split(16, 0.25, cfg.seed)
+    clean = torch.from_numpy(images[val])
+    imap = torch.from_numpy(PatchEmbedding(image_shape=(8, 8), patch=2).token_index_map())
+    g = torch.Generator().manual_seed(cfg.seed + 2)
+    inputs, _ = mask_batch(clean, cfg.n_masked, imap, 16, g)
+    taus = (2, 3) if model == "recycled" else (1,)
+    with torch.no_grad():
+        want = np.mean([float(((net(inputs, t) - clean) ** 2).double().mean()) for t in taus])
+    np.testing.assert_allclose(want, hist.val_loss[c.best_epoch], rtol=1e-5)
+    # the training steps never saw the held-out images: 12 images, 3 steps of 4 per epoch
+    assert hist.step_loss.shape == (9,)
+
+
+def test_early_stop_converges_and_keeps_the_best_weights(rng, tmp_path):
+    images = tiny_images(rng, P=24)
+    cfg = early_config()
+    net, hist = train_baseline(cfg, images, "denoise", checkpoint=tmp_path / "e.pt")
+    c = hist.convergence
+    assert c.converged and c.epochs_used == hist.n_epochs < cfg.epochs
+    assert c.epochs_used - 1 == stopping_epoch(hist.val_loss, cfg.rel_tol, cfg.patience)
+    assert (
+        c.criterion == "less than 0.5 % relative improvement of the best validation loss "
+        "over 2 epochs"
+    )
+    ckpt = load_checkpoint(tmp_path / "e.pt")
+    assert ckpt["convergence"] == c.to_attrs()
+    loaded, _, _, loaded_hist = load_baseline(tmp_path / "e.pt")
+    assert loaded_hist.convergence == c
+    for (name, p), q in zip(net.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(p, q), name  # the best weights, not the last ones
+    if c.best_epoch < c.epochs_used - 1:  # the checkpoint's last weights are other ones
+        assert not torch.equal(ckpt["model"]["f_in.weight"], net.f_in.weight)
+
+
+def test_resume_after_a_kill_with_early_stopping_gives_the_uninterrupted_run(
+    rng, tmp_path, monkeypatch
+):
+    images = tiny_images(rng, P=24)
+    cfg = early_config()
+    ref_net, ref = train_baseline(cfg, images, "denoise")
+    n = ref.convergence.epochs_used
+    assert ref.convergence.converged and 4 <= n < cfg.epochs
+
+    # killed while validating the last epoch but one, before its checkpoint
+    real, calls = train_module._validation_loss, []
+
+    def dying(*args, **kw):
+        calls.append(1)
+        if len(calls) == n - 1:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    path = tmp_path / "k.pt"
+    monkeypatch.setattr(train_module, "_validation_loss", dying)
+    with pytest.raises(KeyboardInterrupt):
+        train_baseline(cfg, images, "denoise", checkpoint=path)
+    monkeypatch.setattr(train_module, "_validation_loss", real)
+    assert load_checkpoint(path)["epoch"] == n - 2
+    net, hist = train_baseline(cfg, images, "denoise", checkpoint=path, resume=True)
+    for (name, p), q in zip(ref_net.state_dict().items(), net.state_dict().values()):
+        assert torch.equal(p, q), name
+    for name in set(HISTORY) - {"epoch_seconds"}:  # every number but the wall times
+        np.testing.assert_array_equal(getattr(hist, name), getattr(ref, name), err_msg=name)
+    assert hist.convergence == ref.convergence
+
+
 def test_checkpoint_guards(rng, tmp_path):
     images = tiny_images(rng, P=4)
     cfg = tiny_config(epochs=1)
@@ -661,11 +761,24 @@ def test_config_validation():
         BaselineConfig(epochs=2.0)
     with pytest.raises(ValueError, match="schedule"):
         BaselineConfig(schedule="linear")
+    with pytest.raises(ValueError, match=r"val_fraction must be in \[0, 1\)"):
+        BaselineConfig(val_fraction=1.0)
+    with pytest.raises(ValueError, match="val_fraction"):
+        BaselineConfig(val_fraction=-0.1)
+    with pytest.raises(ValueError, match="rel_tol"):
+        BaselineConfig(rel_tol=1.5)
+    with pytest.raises(ValueError, match="patience"):
+        BaselineConfig(patience=0)
+    cfg = BaselineConfig()
+    assert (cfg.val_fraction, cfg.rel_tol, cfg.patience) == (0.1, 0.005, 5)
 
 
 def test_config_toml_round_trip(tmp_path):
     cfg = BaselineConfig(model="vit", value_activation="swiglu", parallel=True, lr=5e-4)
     assert BaselineConfig.from_toml(cfg.to_toml()) == cfg
+    rule = BaselineConfig(val_fraction=0.2, rel_tol=0.01, patience=3)
+    assert BaselineConfig.from_toml(rule.to_toml()) == rule
+    assert "rel_tol = 0.01\npatience = 3\n" in rule.to_toml()
     odd = BaselineConfig(image_shape=(12, 8), patch=2, device='cuda:1"\\', weight_decay=1e-20)
     assert BaselineConfig.from_toml(odd.to_toml()) == odd
     assert BaselineConfig.from_dict(odd.to_dict()) == odd

@@ -8,13 +8,18 @@ pytest.importorskip("torch")
 from tiny_configs import ONE_MODEL, PNG  # noqa: E402
 
 from spinsa import io  # noqa: E402
+from spinsa._convergence import Convergence, criterion_text  # noqa: E402
 from spinsa.analysis.patches import patch_pixels  # noqa: E402
 from spinsa.baselines import BaselineConfig, corrupt_images  # noqa: E402
 from spinsa.cli import main  # noqa: E402
 from spinsa.experiments import ReproduceConfig, pipeline, reproduce  # noqa: E402
 from spinsa.experiments.baselines import BaselinesSpec  # noqa: E402
 from spinsa.report import (  # noqa: E402
+    BLOCK_BEATS_SA,
+    SA_MORE_UNIFORM,
     assess_baseline_claims,
+    baseline_report_lines,
+    no_verdict,
     read_baseline_summaries,
 )
 from spinsa.tasks import pixel_mask  # noqa: E402
@@ -197,13 +202,21 @@ def test_spec_validation():
     assert BaselinesSpec.from_dict(spec.to_dict()) == spec
 
 
+def converged(epochs_used=12, max_epochs=100, ok=True):
+    """The convergence attributes of a trained baseline."""
+    curve = [1.0] * epochs_used if ok else 0.9 ** np.arange(epochs_used)
+    return Convergence.of_curve(curve, max_epochs).to_attrs()
+
+
 def test_claim_verdicts():
     bl = {
         "recycled": {
-            t: {"best_t": 5, "best_error": 0.02, "best_sem": 1e-4} for t in ("masked", "denoise")
+            t: {"best_t": 5, "best_error": 0.02, "best_sem": 1e-4, **converged()}
+            for t in ("masked", "denoise")
         },
         "vit": {
-            t: {"best_t": 1, "best_error": 0.01, "best_sem": 1e-4} for t in ("masked", "denoise")
+            t: {"best_t": 1, "best_error": 0.01, "best_sem": 1e-4, **converged()}
+            for t in ("masked", "denoise")
         },
     }
     sa = {"design": {t: {"best_t": 1, "best_error": 0.05} for t in ("masked", "denoise")}}
@@ -211,7 +224,7 @@ def test_claim_verdicts():
     verdicts = assess_baseline_claims(bl, sa, medians)
     assert len(verdicts) == 7
     assert all(v[2] == "holds" for v in verdicts)
-    bl["recycled"]["masked"] = {"best_t": 20, "best_error": 0.06, "best_sem": 1e-4}
+    bl["recycled"]["masked"] = {"best_t": 20, "best_error": 0.06, "best_sem": 1e-4, **converged()}
     bl["vit"]["denoise"]["best_error"] = 0.03
     verdicts = assess_baseline_claims(bl, sa, {**medians, "design": 0.05})
     bad = {(v[0], v[1]) for v in verdicts if v[2] == "does not hold"}
@@ -224,3 +237,66 @@ def test_claim_verdicts():
             "design",
         ),
     }
+
+
+def test_unconverged_baselines_give_no_verdict():
+    def attrs(**kw):
+        return {"best_t": 5, "best_error": 0.02, "best_sem": 1e-4, **kw}
+
+    bl = {
+        "recycled": {t: attrs(**converged()) for t in ("masked", "denoise")},
+        "vit": {t: attrs(**converged()) for t in ("masked", "denoise")},
+    }
+    bl["vit"]["masked"] = attrs(**converged(epochs_used=3, max_epochs=3, ok=False))
+    bl["recycled"]["denoise"] = attrs(epochs=1)  # a file before the record
+    sa = {"design": {t: {"best_t": 1, "best_error": 0.05} for t in ("masked", "denoise")}}
+    medians = {"design": 0.001, "recycled": 0.01, "vit": 0.02}
+    verdicts = {(v[0], v[1]): (v[2], v[3]) for v in assess_baseline_claims(bl, sa, medians)}
+    stuck = "not converged after 3 epochs — no verdict"
+    assert verdicts[("the ViT is best", "masked")][0] == stuck
+    assert verdicts[("the ViT is best", "masked")][1].startswith("ViT (masked) not converged")
+    assert verdicts[(SA_MORE_UNIFORM, "design")][0] == stuck  # rests on the masked ViT
+    old = "not converged after 1 epoch — no verdict"
+    assert verdicts[("the block's error is lowest for t in about 3-7", "denoise")][0] == old
+    assert verdicts[("the ViT is best", "denoise")][0] == old  # rests on the block too
+    # the converged ones keep theirs
+    assert verdicts[("the block's error is lowest for t in about 3-7", "masked")][0] == "holds"
+    assert verdicts[(BLOCK_BEATS_SA, "masked, design")][0] == "holds"
+    assert no_verdict(converged()) is None
+    assert no_verdict(converged(5, 5, ok=False)) == "not converged after 5 epochs — no verdict"
+
+
+def test_quick_report_marks_the_baselines_not_converged(finished):
+    """One epoch cannot meet the rule: every row and statement says so, none has a verdict."""
+    out, _ = finished
+    s = read_baseline_summaries(out / "baselines.h5")
+    for model in ("recycled", "vit"):
+        for task in ("masked", "denoise"):
+            a = s[model][task]
+            assert (a["converged"], a["epochs_used"], a["max_epochs"]) == (False, 1, 1)
+            assert a["criterion"] == criterion_text() and a["n_val"] == 8
+    section = "\n".join(baseline_report_lines(out / "baselines.h5", out / "reproduce.h5"))
+    assert section.count("**not converged after 1 epoch — no verdict**") >= 4 + 7
+    assert "**holds**" not in section and "**does not hold**" not in section
+    assert "less than 0.5 % relative improvement of the best validation loss over 5" in section
+    history = io.read_group(out / "baselines.h5", "models/vit/masked/history")[0]
+    assert history["val_loss"].shape == history["epoch_loss"].shape == (1,)
+
+
+def test_report_from_a_converged_baseline_gives_verdicts(finished, tmp_path):
+    """The same file with the record set to converged: the statements get verdicts."""
+    import shutil
+
+    import h5py
+
+    out, _ = finished
+    path = tmp_path / "baselines.h5"
+    shutil.copy(out / "baselines.h5", path)
+    with h5py.File(path, "r+") as f:
+        for model in ("recycled", "vit"):
+            for task in ("masked", "denoise"):
+                f[f"models/{model}/{task}"].attrs["converged"] = True
+    lines = "\n".join(baseline_report_lines(path, out / "reproduce.h5"))
+    assert "— no verdict" not in lines
+    assert lines.count("**holds**") + lines.count("**does not hold**") == 7
+    assert "after 1 of at most 1 epochs" in lines

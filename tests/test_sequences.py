@@ -1,10 +1,16 @@
 """Sequences: splits, the spin encoding, the references, the spin forecaster, the pipeline."""
 
+import json
+import re
+import shutil
+
+import h5py
 import numpy as np
 import pytest
 
 from spinsa import PatchEmbedding, io
 from spinsa.cli import EXIT_CODES, main
+from spinsa.report import write_sequences_report
 from spinsa.sequences.data import split_series, synthetic_series, windows
 from spinsa.sequences.encoding import SeriesEmbedding
 from spinsa.sequences.forecast import SpinForecaster, best_step, fit_forecaster
@@ -204,7 +210,6 @@ def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
     assert spin["test_mse_t"][0] == pytest.approx(scores["persistence"]["mse"], rel=1e-12)
     # the verdict rests on the fit: from an unconverged one the report draws none
     from spinsa.io.results import read_tree
-    from spinsa.report import write_sequences_report
 
     tree = read_tree(out / "sequences.h5", "/")[0]
     for converged in (True, False):
@@ -216,6 +221,28 @@ def test_sequences_run_on_a_csv_writes_the_table_and_figures(tmp_path):
         no = "not converged after 40 iterations — no verdict"
         assert (no in text) == (not converged)
         assert ("does not beat persistence |" in text or "beats persistence |" in text) == converged
+    # one epoch cannot meet the stopping rule: no verdict for the backprop models
+    for name in ("rnn", "transformer", "s4d"):
+        record = info.attrs["convergence"][name]
+        assert (record["converged"], record["epochs_used"], record["max_epochs"]) == (False, 1, 1)
+        line = next(x for x in report.splitlines() if x.startswith(f"- {name}: MSE"))
+        assert "**not converged after 1 epoch — no verdict**" in line, line
+        assert "beats" not in line.split("(against")[0]
+    assert "less than 0.5 % relative improvement of the best validation loss over 2" in report
+    spin = next(x for x in report.splitlines() if x.startswith("- bare SA: MSE"))
+    assert ("no verdict" in spin) != info.attrs["fit_converged"]
+    # the same file with every model converged: every model gets its verdict
+    h5 = tmp_path / "converged.h5"
+    shutil.copy(out / "sequences.h5", h5)
+    records = {k: {**v, "converged": True} for k, v in info.attrs["convergence"].items()}
+    with h5py.File(h5, "r+") as f:
+        f.attrs["convergence"] = "json:" + json.dumps(records)
+        f.attrs["fit_converged"] = True
+    text = write_sequences_report(h5, tmp_path / "converged.md").read_text()
+    assert "— no verdict" not in text
+    for name in ("bare SA", "bare SA (persistence start)", "rnn", "transformer", "s4d"):
+        line = next(x for x in text.splitlines() if x.startswith(f"- {name}: MSE"))
+        assert re.search("(beats|does not beat) the best reference", line), line
     assert (out / "forecasts.png").stat().st_size > 0 and (out / "spin_error.png").exists()
     # run again: the finished fit and the trained models are reused, the numbers are the same
     assert main(argv) == 0
@@ -287,6 +314,8 @@ def test_sequences_run_refuses_bad_input(tmp_path, capsys):
         (["--patch", "3"], "--context .10. must be a multiple of --patch .3."),
         (["--patch", "2", "--dim", "3"], "--dim .3. must be at least 2 x --patch .4."),
         (["--context", "200"], "longer than 2 x context"),
+        (["--rel-tol", "1.5"], r"--rel-tol must be in \[0, 1\)"),
+        (["--patience", "0"], "--patience must be"),
     ],
 )
 def test_sequences_run_names_the_flag_that_is_wrong(tmp_path, capsys, flags, message):

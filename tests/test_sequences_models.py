@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import spinsa.sequences.train as train_module  # noqa: E402
+from spinsa._convergence import stopping_epoch  # noqa: E402
 from spinsa.sequences.models import (  # noqa: E402
     MODEL_NAMES,
     S4DForecaster,
@@ -60,7 +61,7 @@ def assert_same_result(a, b):
     assert_same_weights(a.model, b.model)
     np.testing.assert_array_equal(a.train_loss, b.train_loss)
     np.testing.assert_array_equal(a.val_loss, b.val_loss)
-    assert (a.best_epoch, a.stopped_early) == (b.best_epoch, b.stopped_early)
+    assert a.convergence == b.convergence
 
 
 def randomise_ssm(kernel, rng):
@@ -209,9 +210,12 @@ def test_early_stopping_keeps_the_best_weights(rng, tmp_path):
     cfg = ForecasterConfig(epochs=30, batch_size=32, lr=3e-3, patience=2, device="cpu")
     path = tmp_path / "early.pt"
     result = train_forecaster("s4d", x_train, y_train, x_val, -y_val, cfg, checkpoint=path)
-    assert result.stopped_early
-    assert result.n_epochs == result.best_epoch + cfg.patience + 1 < cfg.epochs
-    assert np.all(result.val_loss[result.best_epoch + 1 :] >= result.best_val_loss)
+    assert result.converged and result.convergence.max_epochs == cfg.epochs
+    # it stopped at the first epoch where the rule holds, well before the cap
+    stop = stopping_epoch(result.val_loss, cfg.rel_tol, cfg.patience)
+    assert result.n_epochs == stop + 1 == result.convergence.epochs_used < cfg.epochs
+    assert stopping_epoch(result.val_loss[:-1], cfg.rel_tol, cfg.patience) is None
+    assert result.best_epoch == int(np.argmin(result.val_loss))
     mse = np.mean((predict(result.model, x_val).astype(np.float64) + y_val) ** 2)
     np.testing.assert_allclose(mse, result.best_val_loss, rtol=1e-5)
     # a finished checkpoint returns at once with the same result
@@ -256,6 +260,36 @@ def test_kill_and_resume_give_the_uninterrupted_result(rng, tmp_path, monkeypatc
     assert_same_result(train_forecaster(name, *data, cfg, checkpoint=path), ref)
 
 
+def test_kill_and_resume_with_an_early_stop_give_the_uninterrupted_result(
+    rng, tmp_path, monkeypatch
+):
+    x_train, y_train, x_val, y_val = ar2_windows(rng, n_train=200, n_val=60, context=8)
+    data = (x_train, y_train, x_val, y_val)
+    cfg = ForecasterConfig(epochs=30, batch_size=32, lr=1e-3, patience=3, device="cpu")
+    ref = train_forecaster("rnn", *data, cfg)
+    assert ref.converged and 6 <= ref.n_epochs < cfg.epochs  # stopped by the rule
+    # killed while validating the last epoch but one (its checkpoint not yet written)
+    path = tmp_path / "killed.pt"
+    real_mse, calls = train_module._mse, []
+
+    def dying_mse(*args, **kw):
+        calls.append(1)
+        if len(calls) == ref.n_epochs - 1:
+            raise KeyboardInterrupt
+        return real_mse(*args, **kw)
+
+    monkeypatch.setattr(train_module, "_mse", dying_mse)
+    with pytest.raises(KeyboardInterrupt):
+        train_forecaster("rnn", *data, cfg, checkpoint=path)
+    monkeypatch.setattr(train_module, "_mse", real_mse)
+    assert load_checkpoint(path)["epoch"] == ref.n_epochs - 2
+    assert not load_checkpoint(path)["convergence"]["converged"]
+    resumed = train_forecaster("rnn", *data, cfg, checkpoint=path)
+    assert_same_result(resumed, ref)
+    assert load_checkpoint(path)["convergence"] == ref.convergence.to_attrs()
+    assert_same_result(load_forecaster(path), ref)
+
+
 def test_checkpoint_of_another_config_or_data_is_refused(rng, tmp_path):
     x_train, y_train, x_val, y_val = ar2_windows(rng, n_train=100, n_val=40, context=8)
     data = (x_train, y_train, x_val, y_val)
@@ -289,6 +323,8 @@ def test_config_and_data_validation(rng):
         dict(lr=0.0),
         dict(weight_decay=-1.0),
         dict(patience=0),
+        dict(rel_tol=1.0),
+        dict(rel_tol=-0.01),
         dict(seed=-1),
         dict(device="gpu"),
         dict(checkpoint_every=0),

@@ -11,7 +11,10 @@ Example TOML (every key optional; a ``[baseline]`` table or top-level keys)::
     model = "recycled"        # or "vit"
     patch = 4                 # 4x4 patches: N = 49 tokens on 28x28 images
     value_activation = "gelu" # "none" or "swiglu" (MABViT)
-    epochs = 20
+    epochs = 20               # the most epochs; early stopping usually ends sooner
+    val_fraction = 0.1        # training images held out for the validation curve
+    rel_tol = 0.005           # stop below 0.5 % relative improvement of the best
+    patience = 5              # validation loss over 5 epochs
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 from spinsa._checks import check_choice, check_count, check_positive, check_real
 from spinsa._checks import check_images as _check_images
 from spinsa._config import check_keys, config_from_dict, config_to_dict, read_toml
+from spinsa._convergence import DEFAULT_PATIENCE, DEFAULT_REL_TOL, check_rule
 from spinsa.embedding import PatchEmbedding
 from spinsa.tasks import TASKS, masked_count
 
@@ -94,7 +98,8 @@ class BaselineConfig:
         Training iterations τ of the recycled block, drawn uniformly from
         {tau_min, ..., tau_max} at every optimiser step (3..7 in the paper).
     epochs : int
-        Passes over the training images.
+        The most passes over the training images (the schedule spans them all); training
+        stops sooner when the stopping rule holds (docs/convergence.md).
     batch_size : int
         Images per optimiser step.
     lr : float
@@ -115,9 +120,20 @@ class BaselineConfig:
         Fraction of patches masked (set to zero pixels) in the masked task (0.3).
     noise_variance : float
         Variance of the Gaussian pixel noise of the denoising task (0.7).
+    val_fraction : float
+        Fraction of the training images held out as the validation set, a seeded random
+        subset (``numpy.random.default_rng(seed)``; at least one image when > 0): its loss
+        after every epoch is the validation curve that decides early stopping and which
+        epoch's weights are kept. 0: train on every image, for ``epochs`` epochs, never
+        ``converged``.
+    rel_tol, patience : float, int
+        The stopping rule (:func:`spinsa._convergence.stopping_epoch`): stop when the best
+        validation loss improved by less than ``rel_tol`` (relative) over the last
+        ``patience`` epochs; 0.005 and 5 by default.
     seed : int
-        Seeds the initial weights and every random draw of training (order of the images,
-        τ, masks, noise).
+        Seeds the initial weights, the validation split and every random draw of training
+        (order of the images, τ, masks, noise; the validation set's masks and noise are
+        drawn once, from ``seed + 2``).
     device : str
         ``"auto"`` (CUDA when present, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
     checkpoint_every : int
@@ -149,6 +165,9 @@ class BaselineConfig:
     grad_clip: float = 1.0
     mask_fraction: float = 0.3
     noise_variance: float = 0.7
+    val_fraction: float = 0.1
+    rel_tol: float = DEFAULT_REL_TOL
+    patience: int = DEFAULT_PATIENCE
     seed: int = 0
     device: str = "auto"
     checkpoint_every: int = 1
@@ -177,6 +196,13 @@ class BaselineConfig:
             raise ValueError(f"tau_max = {self.tau_max} must be >= tau_min = {self.tau_min}")
         if not values["mask_fraction"] < 1:
             raise ValueError(f"mask_fraction must be in (0, 1), got {self.mask_fraction!r}")
+        values["val_fraction"] = check_real(self.val_fraction, "val_fraction")
+        if not 0 <= values["val_fraction"] < 1:
+            raise ValueError(
+                f"val_fraction must be in [0, 1) (0.1 holds out a tenth of the training "
+                f"images; 0 none), got {self.val_fraction!r}"
+            )
+        values["rel_tol"], values["patience"] = check_rule(self.rel_tol, self.patience)
         if not isinstance(self.device, str) or not self.device:
             raise ValueError(f"device must be a name such as 'auto' or 'cuda', got {self.device!r}")
         for name, value in values.items():

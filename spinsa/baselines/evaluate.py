@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from spinsa._checks import check_choice, check_count
+from spinsa._convergence import Convergence
 from spinsa._torch import import_torch, resolve_device
 from spinsa.baselines.config import TASKS, BaselineConfig, check_images
 from spinsa.embedding import PatchEmbedding
@@ -248,6 +249,8 @@ def load_baseline(
     Returns
     -------
     model : RecycledBlock or ViT, in eval mode
+        With the weights of the epoch of lowest validation loss (the last ones without a
+        validation set), as :func:`~spinsa.baselines.train_baseline` returns it.
     config : BaselineConfig
     task : str
     history : TrainHistory
@@ -259,8 +262,14 @@ def load_baseline(
     ckpt = load_checkpoint(path, map_location=dev)
     config = BaselineConfig.from_dict(ckpt["config"])
     model = build_model(config).to(dev)
-    model.load_state_dict(ckpt["model"])
+    # the weights train_baseline returns: those of the lowest validation loss, if any
+    best = ckpt["best_model"]
+    model.load_state_dict(ckpt["model"] if best is None else best)
     model.eval()
     task = ckpt["identity"]["task"]
-    history = TrainHistory(task, **{k: v.tolist() for k, v in ckpt["history"].items()})
+    history = TrainHistory(
+        task,
+        **{k: v.tolist() for k, v in ckpt["history"].items()},
+        convergence=Convergence.from_attrs(ckpt["convergence"]),
+    )
     return model, config, task, history

@@ -5,6 +5,12 @@ One optimiser step corrupts a batch of clean training images on the device (:fun
 model (the recycled block for τ ~ U{tau_min..tau_max} iterations, the ViT once) and minimises
 the mean squared error against the clean images over all pixels.
 
+A seeded ``config.val_fraction`` of the training images (:func:`validation_split`) is held
+out: after every epoch the same loss on them, with masks and noise drawn once and τ averaged
+over {tau_min..tau_max}, is the validation curve. Training stops by the rule of
+:mod:`spinsa._convergence` (``config.rel_tol``, ``config.patience``; ``config.epochs`` is the
+cap) and the model returned holds the weights of the epoch of lowest validation loss.
+
 The epochs, checkpoints and exact resumption are those of :func:`spinsa._training.train`:
 the initial weights come from ``config.seed``, the order of the images and τ from its CPU
 generator, masks and noise from torch's global RNG on the training device (seeded there).
@@ -14,13 +20,14 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from spinsa._checks import check_choice, check_count
+from spinsa._convergence import Convergence
 from spinsa._torch import import_torch, resolve_device
 from spinsa._training import read_checkpoint, train
 from spinsa.baselines.config import RESUME_NEUTRAL, TASKS, BaselineConfig, check_images
@@ -36,9 +43,11 @@ __all__ = [
     "noise_batch",
     "sample_tau",
     "train_baseline",
+    "validation_split",
 ]
 
-CHECKPOINT_FORMAT = "spinsa-baseline/2"
+# 3: the validation curve, the stopping rule and the convergence record
+CHECKPOINT_FORMAT = "spinsa-baseline/3"
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +67,11 @@ class TrainHistory:
         Learning rate used at every step.
     step_tau : ndarray, shape (n_steps,), int64
         Iterations τ of the recycled block at every step (0 for the ViT).
+    val_loss : ndarray, shape (n_epochs,) or (0,), float64
+        Validation loss after every epoch (empty with ``val_fraction = 0``).
+    convergence : spinsa._convergence.Convergence or None
+        Whether the stopping rule held, the epochs used and the rule (None only for a
+        history built by hand).
     """
 
     task: str
@@ -66,6 +80,8 @@ class TrainHistory:
     step_loss: np.ndarray
     step_lr: np.ndarray
     step_tau: np.ndarray
+    val_loss: np.ndarray = ()
+    convergence: Convergence | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.task, "task", TASKS)
@@ -78,6 +94,8 @@ class TrainHistory:
             raise ValueError("epoch_loss and epoch_seconds must have one length")
         if not len(self.step_loss) == len(self.step_lr) == len(self.step_tau):
             raise ValueError("step_loss, step_lr and step_tau must have one length")
+        if len(self.val_loss) not in (0, len(self.epoch_loss)):
+            raise ValueError("val_loss must have one value per epoch, or none")
 
     @property
     def n_epochs(self) -> int:
@@ -86,7 +104,7 @@ class TrainHistory:
 
 
 #: The array fields of a TrainHistory, as stored in checkpoints and baselines.h5.
-HISTORY = tuple(f.name for f in fields(TrainHistory) if f.name != "task")
+HISTORY = ("epoch_loss", "epoch_seconds", "step_loss", "step_lr", "step_tau", "val_loss")
 
 
 # --------------------------------------------------------------------------- pieces
@@ -176,6 +194,55 @@ def noise_batch(clean: Any, variance: float, generator: Any) -> Any:
     return (m + (noisy - my) * ratio).clamp_(0.0, 1.0)
 
 
+def validation_split(
+    n_images: int, val_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The indices of the training and the validation images, both sorted.
+
+    ``round(val_fraction · n_images)`` images (at least one when ``val_fraction`` > 0) drawn
+    without replacement by ``numpy.random.default_rng(seed)``; the rest train.
+
+    Raises
+    ------
+    ValueError
+        No image would be left to train on.
+    """
+    n_images = check_count(n_images, "n_images", 1)
+    n_val = max(1, round(val_fraction * n_images)) if val_fraction > 0 else 0
+    if n_val >= n_images:
+        raise ValueError(
+            f"val_fraction = {val_fraction} of {n_images} image(s) leaves none to train on: "
+            "give more training images, or val_fraction = 0 (no validation, no convergence)"
+        )
+    val = np.sort(np.random.default_rng(seed).choice(n_images, n_val, replace=False))
+    return np.setdiff1d(np.arange(n_images), val), val
+
+
+def _validation_inputs(config: BaselineConfig, task: str, clean: Any, index_map: Any) -> Any:
+    """The validation images' corrupted inputs, drawn once on the CPU from ``seed + 2``
+    (never from the training streams, so that validating changes no training draw)."""
+    g = import_torch().Generator().manual_seed(config.seed + 2)
+    if task == "masked":
+        return mask_batch(clean, config.n_masked, index_map.cpu(), config.n_tokens, g)[0]
+    return noise_batch(clean, config.noise_variance, g)
+
+
+def _validation_loss(model: Any, inputs: Any, clean: Any, taus: range, batch: int) -> float:
+    """The training loss on the validation images, averaged over τ in ``taus`` (the recycled
+    block; the ViT runs once): (1/|taus|) Σ_τ MSE(model(inputs, τ), clean), float64."""
+    torch = import_torch()
+    model.eval()
+    total = torch.zeros((), dtype=torch.float64, device=clean.device)
+    with torch.no_grad():
+        for i in range(0, len(clean), batch):
+            x, y = inputs[i : i + batch], clean[i : i + batch]
+            z, done = model.encode(x), 0
+            for tau in taus:  # one trajectory serves every τ of the block
+                z, done = model.iterate(z, tau - done), tau
+                total += (model.decode(z) - y).double().pow(2).sum()
+    return float(total) / (clean.numel() * len(taus))
+
+
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Read a baseline checkpoint (:func:`spinsa._training.read_checkpoint`).
 
@@ -183,9 +250,11 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     -------
     dict
         ``format``, ``config`` (a dict; :meth:`BaselineConfig.from_dict` rebuilds it),
-        ``identity`` (``{"task": ...}``), ``epoch`` (epochs done), ``model``, ``optimizer``,
-        ``scheduler`` (state dicts), ``history`` (a dict of tensors), ``data`` and the RNG
-        states (:func:`spinsa._training.train`).
+        ``identity`` (``{"task": ...}``), ``epoch`` (epochs done), ``model`` (the last
+        weights), ``best_model`` (those of the lowest validation loss, or None),
+        ``optimizer``, ``scheduler`` (state dicts), ``history`` (a dict of tensors),
+        ``convergence`` (:meth:`spinsa._convergence.Convergence.to_attrs`), ``data`` and the
+        RNG states (:func:`spinsa._training.train`).
     """
     return read_checkpoint(path, CHECKPOINT_FORMAT, map_location)
 
@@ -209,7 +278,9 @@ def train_baseline(
     config : BaselineConfig
         Model and recipe.
     images_train : array_like, shape (P, H, W)
-        Clean training images in [0, 1]; they are copied to the device once (float32).
+        Clean training images in [0, 1]; they are copied to the device once (float32). A
+        seeded ``config.val_fraction`` of them is held out for the validation curve
+        (:func:`validation_split`).
     task : {"masked", "denoise"}
         Masked prediction (``config.n_masked`` patches zeroed) or denoising (Gaussian noise
         of ``config.noise_variance``).
@@ -227,9 +298,11 @@ def train_baseline(
     Returns
     -------
     model : RecycledBlock or ViT
-        The trained model in eval mode, on the training device.
+        The trained model in eval mode, on the training device, with the weights of the
+        epoch of lowest validation loss (the last weights with ``val_fraction = 0``).
     history : TrainHistory
-        Losses, learning rates and τ of every step, loss and time of every epoch.
+        Losses, learning rates and τ of every step, loss and time of every epoch, the
+        validation curve and the convergence record.
 
     Raises
     ------
@@ -250,11 +323,21 @@ def train_baseline(
         )
     device = resolve_device(config.device)
     model = model.to(device)
-    data = torch.from_numpy(images).to(device)
+    fit_idx, val_idx = validation_split(len(images), config.val_fraction, config.seed)
+    data = torch.from_numpy(images[fit_idx]).to(device)
     grid = PatchEmbedding(image_shape=config.image_shape, patch=config.patch)
     index_map = torch.from_numpy(grid.token_index_map()).to(device)
-    steps_per_epoch = math.ceil(images.shape[0] / config.batch_size)
+    steps_per_epoch = math.ceil(len(fit_idx) / config.batch_size)
     recycled, n_masked = config.model == "recycled", config.n_masked
+    validate = None
+    if len(val_idx):
+        val_clean = torch.from_numpy(images[val_idx])
+        val_inputs = _validation_inputs(config, task, val_clean, index_map).to(device)
+        val_clean = val_clean.to(device)
+        taus = range(config.tau_min, config.tau_max + 1) if recycled else range(1, 2)
+
+        def validate():
+            return _validation_loss(model, val_inputs, val_clean, taus, config.batch_size)
 
     def step(idx, generator, history):
         clean = data[idx]
@@ -266,11 +349,11 @@ def train_baseline(
         history["step_tau"].append(tau)
         return torch.nn.functional.mse_loss(model(inputs, tau), clean)
 
-    hist, _, _ = train(
+    hist, convergence = train(
         model,
         step,
         config,
-        data={"images_train": images},
+        data={"images_train": images[fit_idx], "validation": images[val_idx]},
         identity={"task": task},
         fmt=CHECKPOINT_FORMAT,
         checkpoint=checkpoint,
@@ -278,8 +361,11 @@ def train_baseline(
         stop_after=stop_after,
         lr_factor=lambda s: lr_factor(config, s, steps_per_epoch),
         grad_clip=config.grad_clip,
+        validate=validate,
+        rel_tol=config.rel_tol,
+        patience=config.patience,
         extra_history=("step_tau",),
         desc=f"{config.model} ({task})",
         progress=config.progress,
     )
-    return model, TrainHistory(task, **hist)
+    return model, TrainHistory(task, **hist, convergence=convergence)

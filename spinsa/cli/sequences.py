@@ -15,6 +15,13 @@ _FLAGS = {
     "--steps": ("steps", int, "steps T of the forecasting dynamics (30; --quick 20)"),
     "--lam-eval": ("lam_eval", float, "lambda of the forecasting dynamics (1)"),
     "--epochs": ("epochs", int, "most epochs of each backprop model (30; --quick 4)"),
+    "--patience": ("patience", int, "epochs over which the stopping rule looks (5; --quick 2)"),
+    "--rel-tol": (
+        "rel_tol",
+        float,
+        "stop when the best validation MSE improved by less than this, relative, over "
+        "--patience epochs (0.005)",
+    ),
     "--seed": ("seed", int, "seed of the embedding, the fit and the training (0)"),
 }
 

@@ -12,9 +12,11 @@ Layout of ``baselines.h5``::
     /models/<recycled|vit>/<task>/{mean,sem}/{all,masked,visible}   (T,) over test images
     /models/<recycled|vit>/<task>/errors/all             (T, P) float32 per image
     /models/<recycled|vit>/<task>/history/{epoch_loss, epoch_seconds, step_loss, step_lr,
-                                           step_tau}
+                                           step_tau, val_loss}
         attrs: best_t, best_error, best_sem, error_t1, error_T, n_parameters (dict),
-               train_seconds, eval_seconds, n_train, patch
+               train_seconds, eval_seconds, n_train, n_val, patch, epochs (the cap),
+               and the convergence record: converged, epochs_used, max_epochs,
+               best_epoch, rel_tol, patience, criterion (docs/convergence.md)
     /patch_variances/{bin_edges, counts, density, mean, median, n_patches}
     /patch_variances/values/<model>                     (K,) one per masked patch
         attrs: models, patch (dict model -> patch side), best_t (dict model -> t)
@@ -35,7 +37,7 @@ from spinsa._config import config_from_dict, config_to_dict
 from spinsa.analysis.patches import masked_patch_variances, patch_pixels, patch_variance_histograms
 from spinsa.analysis.summary import best_time, read_summaries
 from spinsa.baselines.config import BaselineConfig
-from spinsa.baselines.train import HISTORY
+from spinsa.baselines.train import HISTORY, validation_split
 from spinsa.experiments.pipeline import PIXELS, state_at
 from spinsa.tasks import TASKS
 
@@ -258,6 +260,7 @@ def _train_and_evaluate(bc, task, train, test, ckpt, T, streams, n_var, fig2, sa
     t0 = time.perf_counter()
     net, hist = train_baseline(bc, train, task, checkpoint=ckpt, resume=True)
     t1 = time.perf_counter()
+    convergence = hist.convergence
     ev = evaluate_baseline(net, test, task, T=T, **streams)
     summary = ev.summary()
     mean = np.asarray(summary.mean.all, dtype=np.float64)
@@ -290,13 +293,15 @@ def _train_and_evaluate(bc, task, train, test, ckpt, T, streams, n_var, fig2, sa
         "train_call_seconds": t1 - t0,
         "eval_seconds": t2 - t1,
         "n_train": int(train.shape[0]),
+        "n_val": len(validation_split(len(train), bc.val_fraction, bc.seed)[1]),
         "n_test": int(test.shape[0]),
         "patch": bc.patch,
         "epochs": bc.epochs,
+        **convergence.to_attrs(),
     }
     say(
         f"  {bc.model} / {task}: best t = {best_t}, error {mean[b]:.4f}; "
-        f"train {t1 - t0:.1f} s, evaluate {t2 - t1:.1f} s"
+        f"train {t1 - t0:.1f} s, evaluate {t2 - t1:.1f} s; {convergence.describe()}"
     )
     return arrays, attrs
 

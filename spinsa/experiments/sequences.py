@@ -9,7 +9,8 @@ before it, on the same windows:
   (:mod:`spinsa.sequences.forecast`); the report says whether the dynamics improves on
   persistence;
 - the RNN, the transformer encoder and S4D, trained by backprop with early stopping on the
-  validation windows (:mod:`spinsa.sequences.train`);
+  validation windows (:mod:`spinsa.sequences.train`, the rule of :mod:`spinsa._convergence`);
+  each records whether it converged, and the report gives a verdict only for those that did;
 - persistence, the training mean and AR(context) (:mod:`spinsa.sequences.references`).
 
 Then the spin model's own analyses: its error against t, how long each test forecast stays
@@ -35,6 +36,7 @@ import numpy as np
 from spinsa import io
 from spinsa._checks import SCORE_LIMIT, check_choice, check_count, check_positive, check_real
 from spinsa._config import config_to_dict
+from spinsa._convergence import DEFAULT_REL_TOL, Convergence, check_rule
 from spinsa.analysis.summary import combined_z, paired_gain_z, significant
 from spinsa.experiments.stages import Pipeline
 from spinsa.report import write_sequences_report
@@ -67,6 +69,8 @@ _FLAG = {
     "k": "--patch",
     "steps": "--steps",
     "epochs": "--epochs",
+    "patience": "--patience",
+    "rel_tol": "--rel-tol",
     "lam_eval": "--lam-eval",
 }
 
@@ -102,7 +106,10 @@ class SequenceConfig:
     baselines : tuple of str
         Backprop models to train.
     epochs, patience, batch_size : int
-        Their training (early stopping on the validation MSE).
+        Their training: at most ``epochs``, stopped when the best validation MSE improved
+        by less than ``rel_tol`` (relative) over ``patience`` epochs.
+    rel_tol : float
+        The stopping rule's relative improvement (0.005: 0.5 %; :mod:`spinsa._convergence`).
     attractor_starts, attractor_steps : int
         Random initial conditions and steps used to find the chain's attractors.
     seed : int
@@ -125,6 +132,7 @@ class SequenceConfig:
     baselines: tuple[str, ...] = BASELINES
     epochs: int = 30
     patience: int = 5
+    rel_tol: float = DEFAULT_REL_TOL
     batch_size: int = 256
     attractor_starts: int = 200
     attractor_steps: int = 2000
@@ -153,6 +161,9 @@ class SequenceConfig:
                     "where the softmax of any couplings of norm 1 overflows; use a smaller one"
                 )
         check_real(self.gamma, "gamma")
+        if not 0 <= check_real(self.rel_tol, "--rel-tol") < 1:
+            raise ValueError(f"--rel-tol must be in [0, 1) (0.005: 0.5 %), got {self.rel_tol!r}")
+        object.__setattr__(self, "rel_tol", check_rule(self.rel_tol, self.patience)[0])
         if self.norm is not None:
             check_positive(self.norm, "norm")
         if self.context % self.k:
@@ -228,7 +239,7 @@ def _data_sha256(splits) -> str:
 
 
 _FIT_FIELDS = ("context", "k", "d", "lam_train", "max_iter", "norm", "seed")
-_TRAIN_FIELDS = ("context", "epochs", "patience", "batch_size", "seed")
+_TRAIN_FIELDS = ("context", "epochs", "patience", "rel_tol", "batch_size", "seed")
 
 
 class _Run:
@@ -274,22 +285,22 @@ class _Run:
         c = self.config
         (xtr, ytr), (xva, yva) = self.xy["train"], self.xy["val"]
         cfg = ForecasterConfig(
-            epochs=c.epochs, patience=c.patience, batch_size=c.batch_size, seed=c.seed,
-            device="cpu",
+            epochs=c.epochs, patience=c.patience, rel_tol=c.rel_tol, batch_size=c.batch_size,
+            seed=c.seed, device="cpu",
         )  # fmt: skip
         f32 = [a.astype(np.float32) for a in (xtr, ytr, xva, yva)]
         ckpt = self.out / f"{name}.ckpt"
         res = train_forecaster(name, *f32, cfg, checkpoint=ckpt, progress=self.progress)
         self.say(
             f"{name}: best epoch {res.best_epoch + 1} of {len(res.val_loss)}, val MSE "
-            f"{min(res.val_loss):.4f}, {res.seconds:.1f} s"
+            f"{min(res.val_loss):.4f}, {res.seconds:.1f} s; {res.convergence.describe()}"
         )
         arrays = {
             "train_loss": np.asarray(res.train_loss),
             "val_loss": np.asarray(res.val_loss),
             "forecast": predict(res.model, self.xy["test"][0].astype(np.float32)),
         }
-        attrs = {"best_epoch": int(res.best_epoch), "seconds": float(res.seconds)}
+        attrs = {"seconds": float(res.seconds), **res.convergence.to_attrs()}
         io.write_file(
             self.out / f"{name}.h5", arrays, attrs, kind=MODEL_KIND,
             config={**self.stage_config(_TRAIN_FIELDS), "model": name}, overwrite=True,
@@ -347,11 +358,13 @@ def write_results(run: _Run) -> Path:
     spins = {start: _spin_start(run, J, start) for start in config.starts}
     predictions = {SPIN_MODELS[start]: r["forecast"] for start, r in spins.items()}
 
-    histories = {}
+    histories, convergence = {}, {}
     for name in config.baselines:
-        arrays = io.read_group(out / f"{name}.h5", "/")[0]
+        arrays, model_attrs = io.read_group(out / f"{name}.h5", "/")
         predictions[name] = arrays["forecast"]
         histories[name] = {"train_loss": arrays["train_loss"], "val_loss": arrays["val_loss"]}
+        record = Convergence.from_attrs(model_attrs)
+        convergence[name] = {} if record is None else record.to_attrs()
 
     ar = fit_ar(xtr, ytr, config.context)
     predictions.update(reference_forecasts(ar, xte))
@@ -387,7 +400,8 @@ def write_results(run: _Run) -> Path:
         "scores": scores,
         "fit_loss": float(fit_attrs["loss"]),
         **{f"fit_{k}": fit_attrs.get(k) for k in ("converged", "criterion", "iterations")},
-        "fit_message": fit_attrs.get("message", ""),
+        "fit_message": str(fit_attrs.get("message", "")),
+        "convergence": convergence,
         "n_attractors": int(attractors.n_attractors),
         "fraction_unconverged": float(attractors.fraction_unconverged),
         "lifetime_mean": {s: float(np.mean(r["curves"]["lifetime"])) for s, r in spins.items()},

@@ -339,6 +339,10 @@ class FitConfig:
                 raise ValueError(f"{name} must be a finite number >= 0, got {values[name]!r}")
         if not 0 < values["lr_decay"] <= 1:
             raise ValueError(f"lr_decay must be a number in (0, 1], got {self.lr_decay!r}")
+        if not values["min_improvement"] < 1:  # the rule of spinsa._convergence
+            raise ValueError(
+                f"min_improvement must be in [0, 1) (0.005: 0.5 %), got {self.min_improvement!r}"
+            )
         if not values["validation_fraction"] < 1:
             raise ValueError(
                 f"validation_fraction must be in [0, 1), got {self.validation_fraction!r}"

@@ -9,27 +9,29 @@ Two criteria, one per kind of optimiser:
 - **Epochs** (``backend="torch"``: the minibatch pseudo-likelihood, CD, BPTT): a plateau of
   the monitored curve, :func:`plateau_index`: over the last ``patience`` evaluations its
   best value improved by less than ``min_improvement`` (relative) on the best value before
-  them. The monitored curve is the validation loss when the fit holds out a validation
-  split (``validation_fraction > 0``), else the method's own training loss: the full-batch
-  L(J) for the pseudo-likelihood, the epoch's mean minibatch loss for CD and BPTT. With
+  them. This is spinsa's one stopping rule, :func:`spinsa._convergence.stopping_epoch`,
+  with ``rel_tol = min_improvement``, on the evaluated points of the curve. The monitored
+  curve is the validation loss when the fit holds out a validation split
+  (``validation_fraction > 0``), else the method's own training loss: the full-batch L(J)
+  for the pseudo-likelihood, the epoch's mean minibatch loss for CD and BPTT. With
   ``early_stopping=True`` the fit stops there; without it the fit runs its epochs and
   ``converged`` says whether the criterion was met on the way.
 
 Reports draw a verdict from a fit only when it converged; otherwise they print
-:func:`no_verdict`.
+:func:`spinsa._convergence.not_converged_text` ("not converged after N iterations — no
+verdict").
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from spinsa._convergence import not_converged_text, stopping_epoch
 
 __all__ = [
     "plateau_index",
     "plateau_criterion",
     "lbfgs_criterion",
-    "no_verdict",
     "convergence_words",
 ]
 
@@ -42,8 +44,10 @@ def plateau_index(curve, patience: int, min_improvement: float) -> int | None:
         (b(e - patience) - b(e)) / |b(e - patience)| < min_improvement,
 
     i.e. the last ``patience`` points together lowered the best value by less than the
-    fraction ``min_improvement`` (0.005: 0.5 %). Non-finite points (epochs that were not
-    evaluated) are left out first, so ``e`` counts evaluations.
+    fraction ``min_improvement`` (0.005: 0.5 %), or did not lower it at all. This is
+    :func:`spinsa._convergence.stopping_epoch` with ``rel_tol = min_improvement``, applied
+    after the non-finite points (epochs that were not evaluated) are left out, so ``e``
+    counts evaluations.
 
     Parameters
     ----------
@@ -52,22 +56,15 @@ def plateau_index(curve, patience: int, min_improvement: float) -> int | None:
     patience : int
         Points over which the improvement is measured, >= 1.
     min_improvement : float
-        Relative improvement below which the curve has converged, >= 0.
+        Relative improvement below which the curve has converged, in [0, 1).
 
     Returns
     -------
     int or None
         The index into the finite points of ``curve``; None while the criterion is unmet.
     """
-    c = np.asarray(curve, dtype=np.float64)
-    c = c[np.isfinite(c)]
-    best = np.minimum.accumulate(c) if c.size else c
-    for e in range(patience, best.size):
-        before = best[e - patience]
-        gain = before - best[e]
-        if gain < min_improvement * abs(before) or (before == 0 and gain <= 0):
-            return e
-    return None
+    c = np.asarray(curve, dtype=np.float64).reshape(-1)
+    return stopping_epoch(c[np.isfinite(c)], min_improvement, patience)
 
 
 def plateau_criterion(patience: int, min_improvement: float, monitored: str) -> str:
@@ -86,16 +83,10 @@ def lbfgs_criterion(gtol: float, ftol: float, max_iter: int, rows: bool = False)
     )
 
 
-def no_verdict(iterations, unit: str = "iterations") -> str:
-    """What a report prints instead of a verdict drawn from an unconverged fit."""
-    missing = iterations is None or (isinstance(iterations, float) and math.isnan(iterations))
-    n = "?" if missing else int(iterations)
-    return f"not converged after {n} {unit} — no verdict"
-
-
 def convergence_words(record: dict, unit: str = "iterations") -> str:
     """How a fit ended, for a report: ``"converged after N <unit> (<criterion>)"``, or
-    :func:`no_verdict` with the criterion, or that the file predates the record.
+    :func:`spinsa._convergence.not_converged_text` with the criterion, or that the file
+    predates the record.
 
     ``record``: the keys ``converged``, ``criterion``, ``iterations`` and ``message`` (a fit
     file's root attributes; :meth:`spinsa.fit.FitResult.convergence`).
@@ -106,4 +97,4 @@ def convergence_words(record: dict, unit: str = "iterations") -> str:
         return f"convergence not recorded ({record.get('message') or 'an older file'})"
     if converged:
         return f"converged after {n} {unit} ({criterion})"
-    return f"{no_verdict(n, unit)} (criterion: {criterion}; {record.get('message', '')})"
+    return f"{not_converged_text(n, unit)} (criterion: {criterion}; {record.get('message', '')})"

@@ -130,13 +130,16 @@ def figure_errors(
 
 def _draw_baselines(ax, path, task: str, pixels: str) -> list[float]:
     """The recycled block (a curve over t = 1..T, C5) and the ViT (a level, C6) of a
-    baselines file; returns the best error of each baseline drawn."""
+    baselines file, labelled "(not converged)" unless their file records that they converged
+    (docs/convergence.md); returns the best error of each baseline drawn."""
     best = []
     for color, model, label in (("C5", "recycled", "recycled block"), ("C6", "vit", "ViT")):
         try:
-            arrays, _ = read_tree(path, f"models/{model}/{task}")
+            arrays, attrs = read_tree(path, f"models/{model}/{task}")
         except KeyError:
             continue
+        if not bool(attrs.get("converged", False)):
+            label += " (not converged)"
         t, mean = arrays["times"], np.asarray(arrays["mean"][pixels], dtype=float)
         sem = np.nan_to_num(np.asarray(arrays["sem"][pixels], dtype=float))
         if model == "vit":

@@ -1,9 +1,12 @@
 """Training of the backprop forecasters: AdamW on the MSE, early stopping, checkpoints.
 
 One epoch shuffles the training windows (a seeded CPU ``torch.Generator``), takes AdamW steps
-on minibatches of the mean squared error of the next value, then measures the validation MSE.
-The weights of the best validation epoch are kept; training stops after ``patience`` epochs
-without a strictly lower validation MSE, or after ``epochs``.
+on minibatches of the mean squared error of the next value, then measures the MSE on the
+validation windows (a part of the series held out of training, never the test part). The
+weights of the best validation epoch are kept; training stops by the rule of
+:mod:`spinsa._convergence` (less than ``rel_tol`` relative improvement of the best validation
+MSE over ``patience`` epochs: 0.5 % over 5 by default), or after ``epochs``, and the result
+records whether it ``converged``.
 
 The epochs, checkpoints and exact resumption are those of :func:`spinsa._training.train`:
 the initial weights come from ``config.seed`` (:func:`~spinsa.sequences.models.make_model`),
@@ -23,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from spinsa._checks import check_choice, check_count, check_finite, check_positive
+from spinsa._convergence import DEFAULT_PATIENCE, DEFAULT_REL_TOL, Convergence, check_rule
 from spinsa._torch import import_torch, resolve_device
 from spinsa._training import read_checkpoint, train
 
@@ -37,7 +41,8 @@ __all__ = [
     "train_forecaster",
 ]
 
-CHECKPOINT_FORMAT = "spinsa-forecaster/2"
+# 3: the stopping rule of spinsa._convergence and the convergence record
+CHECKPOINT_FORMAT = "spinsa-forecaster/3"
 
 #: Config fields that may change between a run and its resumption (they do not change the
 #: numbers on one device type).
@@ -61,8 +66,11 @@ class ForecasterConfig:
     weight_decay : float
         AdamW's decoupled weight decay, on weight matrices only (not on biases, LayerNorm
         parameters, nor S4D's A and Δ: :data:`spinsa.sequences.models.SSM_PARAMETERS`).
-    patience : int
-        Stop after this many epochs without a lower validation MSE than the best so far.
+    rel_tol, patience : float, int
+        The stopping rule (:func:`spinsa._convergence.stopping_epoch`): stop when the best
+        validation MSE improved by less than ``rel_tol`` (relative) over the last
+        ``patience`` epochs (0.005 and 5: less than 0.5 % over 5 epochs; ``rel_tol = 0``:
+        ``patience`` epochs without a lower one).
     seed : int
         Seeds the initial weights, the order of the windows and dropout.
     device : str
@@ -75,7 +83,8 @@ class ForecasterConfig:
     batch_size: int = 256
     lr: float = 1e-3
     weight_decay: float = 1e-2
-    patience: int = 5
+    rel_tol: float = DEFAULT_REL_TOL
+    patience: int = DEFAULT_PATIENCE
     seed: int = 0
     device: str = "auto"
     checkpoint_every: int = 1
@@ -84,12 +93,12 @@ class ForecasterConfig:
         for name, minimum in (
             ("epochs", 1),
             ("batch_size", 1),
-            ("patience", 1),
             ("seed", 0),
             ("checkpoint_every", 1),
         ):
             check_count(getattr(self, name), name, minimum)
         check_positive(self.lr, "lr")
+        object.__setattr__(self, "rel_tol", check_rule(self.rel_tol, self.patience)[0])
         wd = self.weight_decay
         if isinstance(wd, bool) or not isinstance(wd, (int, float)) or not 0 <= wd < math.inf:
             raise ValueError(f"weight_decay must be a finite number >= 0, got {wd!r}")
@@ -117,10 +126,10 @@ class ForecasterResult:
         Mean training MSE of every epoch done (in training mode, over its minibatches).
     val_loss : ndarray, shape (n_epochs,), float64
         Validation MSE after every epoch (eval mode).
-    best_epoch : int
-        Index into ``val_loss`` of the epoch whose weights ``model`` holds (0-based).
-    stopped_early : bool
-        True when training stopped after ``patience`` epochs without improvement.
+    convergence : spinsa._convergence.Convergence
+        ``converged`` (the stopping rule held within ``config.epochs``), ``epochs_used``,
+        ``best_epoch`` (the index into ``val_loss`` of the epoch whose weights ``model``
+        holds) and the rule.
     seconds : float
         Wall time of the epochs done (summed over interrupted and resumed runs).
     """
@@ -130,8 +139,7 @@ class ForecasterResult:
     model: Any
     train_loss: np.ndarray
     val_loss: np.ndarray
-    best_epoch: int
-    stopped_early: bool
+    convergence: Convergence
     seconds: float
 
     def __post_init__(self) -> None:
@@ -144,6 +152,16 @@ class ForecasterResult:
     def n_epochs(self) -> int:
         """Epochs done."""
         return len(self.val_loss)
+
+    @property
+    def best_epoch(self) -> int:
+        """The epoch (0-based) whose weights ``model`` holds."""
+        return self.convergence.best_epoch
+
+    @property
+    def converged(self) -> bool:
+        """The stopping rule held within ``config.epochs``."""
+        return self.convergence.converged
 
     @property
     def best_val_loss(self) -> float:
@@ -233,21 +251,21 @@ def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[
     dict
         ``format``, ``identity`` (``name``, ``context``), ``config`` (a dict), ``epoch``
         (epochs done), ``model``, ``optimizer``, ``best_model`` (state dicts), ``best_epoch``,
-        ``stopped_early``, ``history`` (``epoch_loss``, ``val_loss``, ``epoch_seconds``, ...),
+        ``convergence`` (:meth:`spinsa._convergence.Convergence.to_attrs`), ``history``
+        (``epoch_loss``, ``val_loss``, ``epoch_seconds``, ...),
         ``data`` and the RNG states (:func:`spinsa._training.train`).
     """
     return read_checkpoint(path, CHECKPOINT_FORMAT, map_location)
 
 
-def _result(name, config, model, history, best_epoch, stopped_early) -> ForecasterResult:
+def _result(name, config, model, history, convergence) -> ForecasterResult:
     return ForecasterResult(
         name=name,
         config=config,
         model=model,
         train_loss=np.asarray(history["epoch_loss"]),
         val_loss=np.asarray(history["val_loss"]),
-        best_epoch=best_epoch,
-        stopped_early=stopped_early,
+        convergence=convergence,
         seconds=float(sum(history["epoch_seconds"])),
     )
 
@@ -271,9 +289,7 @@ def load_forecaster(path: str | os.PathLike, device: str = "cpu") -> ForecasterR
     model.load_state_dict(ckpt["best_model"])
     model.eval()
     history = {k: v.tolist() for k, v in ckpt["history"].items()}
-    return _result(
-        name, config, model, history, int(ckpt["best_epoch"]), bool(ckpt["stopped_early"])
-    )
+    return _result(name, config, model, history, Convergence.from_attrs(ckpt["convergence"]))
 
 
 # --------------------------------------------------------------------------- training
@@ -291,7 +307,8 @@ def train_forecaster(
     progress: bool = False,
     stop_after: int | None = None,
 ) -> ForecasterResult:
-    """Train a forecaster by backpropagation with early stopping on the validation MSE.
+    """Train a forecaster by backpropagation with early stopping on the validation MSE
+    (:mod:`spinsa._convergence`).
 
     Parameters
     ----------
@@ -301,7 +318,8 @@ def train_forecaster(
     y_train : array_like, shape (n_train,)
         The value after every window.
     x_val, y_val : array_like, shapes (n_val, context), (n_val,)
-        Validation windows and targets.
+        Validation windows and targets: held out of training (never the test windows);
+        their MSE after every epoch is the validation curve.
     config : ForecasterConfig, optional
         The recipe (default: ``ForecasterConfig()``).
     checkpoint : str or PathLike, optional
@@ -317,7 +335,8 @@ def train_forecaster(
     Returns
     -------
     ForecasterResult
-        The model with the weights of the best validation epoch, in eval mode.
+        The model with the weights of the best validation epoch, in eval mode, its curves
+        and its convergence record.
 
     Raises
     ------
@@ -342,7 +361,7 @@ def train_forecaster(
     def step(idx, generator, history):
         return torch.nn.functional.mse_loss(model(xt[idx]), yt[idx])
 
-    history, best_epoch, stopped_early = train(
+    history, convergence = train(
         model,
         step,
         config,
@@ -354,9 +373,10 @@ def train_forecaster(
         stop_after=stop_after,
         no_decay=SSM_PARAMETERS,
         validate=lambda: _mse(model, xv, yv),
+        rel_tol=config.rel_tol,
         patience=config.patience,
         per_example=True,
         desc=name,
         progress=progress,
     )
-    return _result(name, config, model, history, best_epoch, stopped_early)
+    return _result(name, config, model, history, convergence)
