@@ -30,8 +30,14 @@ def log_z_by_quadrature(kappa: float, d: int) -> float:
         )
     else:  # e^{-u} has died out long before u = 2 kappa: the far end's weight is smooth
         value, _ = integrate.quad(
-            lambda u: math.exp(-u) * (top - u) ** a, 0.0, 80.0, weight="alg", wvar=(a, 0.0),
-            epsabs=0, epsrel=1e-13, limit=200,
+            lambda u: math.exp(-u) * (top - u) ** a,
+            0.0,
+            80.0,
+            weight="alg",
+            wvar=(a, 0.0),
+            epsabs=0,
+            epsrel=1e-13,
+            limit=200,
         )
     return log_sphere_area(d - 1) + kappa + math.log(value) - (2 * a + 1) * math.log(kappa)
 
