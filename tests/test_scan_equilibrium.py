@@ -47,16 +47,21 @@ def test_summary_is_the_overlap_of_the_chains(model, sampler):
     R = chains.records.shape[0]
     own = np.zeros(4)
     best = np.zeros(4)
+    norm = np.zeros(4)
     for c in range(4):
         for r in range(R):
             m = [sum(xi[mu, i] @ chains.records[r, c, i] for i in range(6)) / 6 for mu in (0, 1)]
             own[c] += m[c % 2] / R
             best[c] += max(abs(m[0]), abs(m[1])) / R
+            norm[c] += math.hypot(*m) / R
     assert got["overlap"] == pytest.approx(own.mean(), abs=1e-12)
     assert got["overlap_sem"] == pytest.approx(own.std(ddof=1) / 2, abs=1e-12)
     assert got["max_overlap"] == pytest.approx(best.mean(), abs=1e-12)
+    assert got["overlap_norm"] == pytest.approx(norm.mean(), abs=1e-12)
     assert got["energy"] == pytest.approx(chains.energies.mean() / 6, abs=1e-12)
-    assert got["paramagnetic_overlap"] == pytest.approx(math.sqrt(2 / (math.pi * 12)))
+    assert got["paramagnetic_overlap"] == pytest.approx(math.sqrt(2 / (math.pi * 12)), rel=0.15)
+    assert got["paramagnetic_overlap"] < got["paramagnetic_max_overlap"]
+    assert got["paramagnetic_max_overlap"] < got["paramagnetic_overlap_norm"]
 
 
 @pytest.mark.parametrize("d", [1, 3])

@@ -445,8 +445,9 @@ def _draw_lines(ds, out_dir, lines: Mapping[str, Any], fixed, fmt: str) -> list[
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for var in lines.get("variables", ["overlap"]):
+        ref = lines.get("reference")
         fig = line_panels(ds, var, lines["x"], lines.get("hue"), lines.get("panels", ()),
-                          fixed=fixed, reference=lines.get("reference"))  # fmt: skip
+                          fixed=fixed, reference=ref and ref.format(var=var))  # fmt: skip
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", var)
         paths.append(save_figure(fig, out_dir / f"lines_{name}.{fmt}", dpi=120))
     return paths
@@ -465,7 +466,8 @@ def draw_scan_figures(ds, out_dir: str | os.PathLike, table: Mapping[str, Any]) 
         and ``best`` (variables whose best point, :func:`best_point` averaged over the
         dimensions not drawn, is added to the curves; skipped with a warning when none);
         ``lines``: a table of :data:`LINE_KEYS` for :func:`line_panels`, one file
-        ``lines_<var>.<fmt>`` per variable (without ``x`` and ``y``, only these).
+        ``lines_<var>.<fmt>`` per variable (without ``x`` and ``y``, only these); its
+        ``reference`` may name the variable as ``{var}``: ``"paramagnetic_{var}"``.
 
     Returns
     -------

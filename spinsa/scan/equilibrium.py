@@ -128,8 +128,13 @@ def equilibrium_summary(config: EquilibriumConfig) -> dict[str, np.ndarray]:
       the records of a chain, then over the chains (mean and standard error over chains);
     - ``max_overlap``, ``max_overlap_sem``: the same for max_mu |m_mu| (a chain that moved
       to another pattern, or to its mirror image -xi, still counts);
-    - ``paramagnetic_overlap``: E|m| of one pattern for uniform random spins,
-      sqrt(2 / (pi N d)) for large N: where ``overlap`` goes when nothing is retrieved;
+    - ``overlap_norm``, ``overlap_norm_sem``: the same for (sum_mu m_mu^2)^(1/2). For d >= 2
+      the patterns' sites span planes, and the states x_i ~ cos(t) xi_i^1 + sin(t) xi_i^2
+      have nearly the energy of a pattern: chains drift among such mixtures, which lowers
+      ``overlap`` but not ``overlap_norm``;
+    - ``paramagnetic_overlap``, ``paramagnetic_max_overlap``, ``paramagnetic_overlap_norm``:
+      the same quantities for uniform random spins (400 draws; E|m| ~ sqrt(2 / (pi N d))):
+      where they go when nothing is retrieved;
     - ``energy``: the mean energy per spin; ``acceptance``: Metropolis's acceptance rate
       (1 for heat bath); ``alpha``: P / N; ``beta``: 1 / T.
     """
@@ -151,13 +156,17 @@ def equilibrium_summary(config: EquilibriumConfig) -> dict[str, np.ndarray]:
     m = np.einsum("rcia,pia->rcp", chains.records, xi) / c.n_tokens  # (R, C, P)
     own = m[:, np.arange(c.n_chains), which].mean(axis=0)  # (C,)
     best = np.abs(m).max(axis=2).mean(axis=0)
+    norm = np.sqrt((m**2).sum(axis=2)).mean(axis=0)
     sem = np.sqrt(c.n_chains)
+    floor = _random_overlaps(xi, rng)
     return {
         "overlap": np.float64(own.mean()),
         "overlap_sem": np.float64(own.std(ddof=1) / sem),
         "max_overlap": np.float64(best.mean()),
         "max_overlap_sem": np.float64(best.std(ddof=1) / sem),
-        "paramagnetic_overlap": np.float64(_random_overlap(c.n_tokens, c.d)),
+        "overlap_norm": np.float64(norm.mean()),
+        "overlap_norm_sem": np.float64(norm.std(ddof=1) / sem),
+        **{f"paramagnetic_{k}": np.float64(v) for k, v in floor.items()},
         "energy": np.float64(chains.energies.mean() / c.n_tokens),
         "acceptance": np.float64(chains.acceptance.mean()),
         "alpha": np.float64(c.n_patterns / c.n_tokens),
@@ -165,10 +174,15 @@ def equilibrium_summary(config: EquilibriumConfig) -> dict[str, np.ndarray]:
     }
 
 
-def _random_overlap(N: int, d: int) -> float:
-    """E|m| for m = (1/N) sum_i xi_i . x_i with uniform x_i: m has variance 1 / (N d), and is
-    close to Gaussian for N d >> 1."""
-    return float(np.sqrt(2.0 / (np.pi * N * d)))
+def _random_overlaps(xi: np.ndarray, rng, n: int = 400) -> dict[str, float]:
+    """E|m_0|, E max_mu |m_mu| and E (sum_mu m_mu^2)^(1/2) over ``n`` uniform random spin
+    configurations (the patterns' own, fixed ``xi``)."""
+    P, N, d = xi.shape
+    x = rng.standard_normal((n, N, d))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    m = np.einsum("kia,pia->kp", x, xi) / N
+    return {"overlap": np.abs(m[:, 0]).mean(), "max_overlap": np.abs(m).max(1).mean(),
+            "overlap_norm": np.sqrt((m**2).sum(1)).mean()}  # fmt: skip
 
 
 def run_equilibrium_point(config: Mapping[str, Any], out_path: os.PathLike) -> None:
