@@ -1,4 +1,4 @@
-"""Couplings J of shape (N, N, d, d): random, Hebbian, and their norms.
+"""Couplings J of shape (N, N, d, d): random, Hebbian, lattice, and their norms.
 
 Every function here returns couplings whose diagonal blocks J[i, i] are exactly zero
 (a token does not couple to itself: docs/model.md, 'Spins and couplings').
@@ -76,6 +76,53 @@ def hebbian_couplings(xi) -> np.ndarray:
     flat = xi.reshape(P, N * d)
     J = (flat.T @ flat).reshape(N, d, N, d).transpose(0, 2, 1, 3) / P  # BLAS, K = P
     return zero_diagonal(np.ascontiguousarray(J, dtype=xi.dtype))
+
+
+def lattice_couplings(shape, d=1, coupling=1.0, periodic=True, dtype=np.float64) -> np.ndarray:
+    """Nearest-neighbour couplings of a hypercubic lattice: J_ij = coupling * I_d for every
+    bond i-j, zero elsewhere.
+
+    With ``d = 1`` and the two-body model (:func:`spinsa.sampling.gibbs`,
+    ``model="twobody"``) this is the Ising model at inverse temperature beta (``d = 2``: XY,
+    ``d = 3``: Heisenberg), energy -coupling * sum over bonds of x_i . x_j.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        Sites along each lattice direction, each >= 2 (an int is a 1-D chain); sites are
+        numbered in row-major (C) order, N = prod(shape).
+    d : int
+        Spin dimension, >= 1.
+    coupling : float
+        The bond strength (negative: antiferromagnetic).
+    periodic : bool
+        Bonds across the boundaries (a torus). A periodic direction of length 2 bonds its
+        two sites twice, so their coupling is 2 * coupling.
+    dtype : float32 or float64
+
+    Returns
+    -------
+    ndarray, shape (N, N, d, d)
+        Symmetric (J_ji = J_ij^T), zero diagonal blocks.
+    """
+    dims = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+    if not dims:
+        raise ValueError("shape must name at least one lattice direction, got ()")
+    dims = tuple(check_count(n, "each lattice length in shape", minimum=2) for n in dims)
+    d = check_count(d, "d", minimum=1)
+    coupling = float(coupling)
+    if not np.isfinite(coupling):
+        raise ValueError(f"coupling must be a finite number, got {coupling!r}")
+    N = int(np.prod(dims))
+    A = np.zeros((N, N))
+    site = np.arange(N).reshape(dims)
+    for axis, n in enumerate(dims):
+        a = site if periodic else np.take(site, range(n - 1), axis=axis)
+        b = np.roll(site, -1, axis=axis) if periodic else np.take(site, range(1, n), axis=axis)
+        np.add.at(A, (a.ravel(), b.ravel()), coupling)  # add.at: L = 2 bonds twice
+        np.add.at(A, (b.ravel(), a.ravel()), coupling)
+    J = A[:, :, None, None] * np.eye(d)
+    return zero_diagonal(J.astype(dtype))
 
 
 def frobenius_norm(J) -> float:

@@ -348,7 +348,7 @@ def _block(st: _State, cfg: ChainConfig, J: np.ndarray, n_sweeps: int) -> np.nda
     accepted = np.empty(cfg.n_chains, np.int64)
     if cfg.method == "gibbs":
         _k.gibbs_sweeps(st.X, J, cfg.beta, MODELS[cfg.model], SCANS[cfg.scan], n_sweeps,
-                        st.states, heat_bath_table(st.X.shape[2]))  # fmt: skip
+                        st.states, heat_bath_table(st.X.shape[2]), *st.rows)  # fmt: skip
         accepted[:] = n_sweeps * st.X.shape[1]
     else:
         _k.metropolis_sweeps(st.X, J, cfg.lam, cfg.beta, SCANS[cfg.scan], n_sweeps, st.step,
@@ -372,6 +372,7 @@ def _run(cfg, J, x0, checkpoint, checkpoint_every, show, callback) -> Chains:
                              f"got {X.shape}")  # fmt: skip
     fingerprint = _fingerprint(J, X)
     st = _State(cfg, X, states)
+    st.rows = _k.coupled_sites(J)  # the two-body field skips zero blocks (lattices)
     path = None if checkpoint is None else Path(checkpoint)
     if path is not None and path.exists():
         st.load(path, cfg, fingerprint)

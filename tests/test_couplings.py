@@ -50,3 +50,41 @@ def test_norm_helpers(rng):
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def lattice_bonds_by_hand(L, periodic):
+    """The bonds of an L x L square lattice, from the neighbours of every site (r, c)."""
+    A = np.zeros((L * L, L * L))
+    for r in range(L):
+        for c in range(L):
+            for dr, dc in ((1, 0), (0, 1)):
+                r2, c2 = r + dr, c + dc
+                if not periodic and (r2 >= L or c2 >= L):
+                    continue
+                i, j = r * L + c, (r2 % L) * L + c2 % L
+                A[i, j] += 1
+                A[j, i] += 1
+    return A
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_lattice_couplings_are_the_square_lattice(periodic):
+    J = couplings.lattice_couplings((4, 4), d=3, coupling=0.5, periodic=periodic)
+    assert J.shape == (16, 16, 3, 3) and J.dtype == np.float64
+    A = lattice_bonds_by_hand(4, periodic)
+    np.testing.assert_array_equal(J, 0.5 * A[:, :, None, None] * np.eye(3))
+    assert (A.sum(1) == 4).all() if periodic else A.sum() == 2 * 24
+    np.testing.assert_array_equal(J, J.transpose(1, 0, 3, 2))
+
+
+def test_lattice_couplings_chain_rectangle_and_errors():
+    chain = couplings.lattice_couplings(5, periodic=True)[:, :, 0, 0]
+    np.testing.assert_array_equal(chain, np.roll(np.eye(5), 1, 1) + np.roll(np.eye(5), -1, 1))
+    two = couplings.lattice_couplings(2)[:, :, 0, 0]  # the two bonds of a ring of 2 sites
+    np.testing.assert_array_equal(two, [[0, 2], [2, 0]])
+    rect = couplings.lattice_couplings((2, 3), periodic=False)[:, :, 0, 0]
+    assert rect.sum() == 2 * 7  # 2 x 3 grid: 3 vertical + 4 horizontal bonds
+    with pytest.raises(ValueError, match="lattice length"):
+        couplings.lattice_couplings((4, 1))
+    with pytest.raises(ValueError, match="coupling must be a finite"):
+        couplings.lattice_couplings(4, coupling=np.inf)

@@ -64,7 +64,7 @@ def gibbs(x: np.ndarray, J: np.ndarray, lam: float, sweeps: int, rng) -> np.ndar
     states = generator_states(rng, X.shape[0])
     _k_sampling.gibbs_sweeps(
         X, J, lam, _k_sampling.ATTENTION, _k_sampling.SYSTEMATIC, sweeps, states,
-        heat_bath_table(X.shape[2]),
+        heat_bath_table(X.shape[2]), *_k_sampling.coupled_sites(J),
     )  # fmt: skip
     return X.astype(x.dtype)
 

@@ -274,6 +274,36 @@ def twobody_site(x, J, beta, i, s, mu, tmp):
     _draw_along(mu, math.sqrt(r2), beta, s, x, i, tmp)
 
 
+@njit
+def twobody_site_among(x, J, beta, i, cols, s, mu, tmp):
+    """:func:`twobody_site` with the field summed over the sites ``cols`` only (those whose
+    block J_ij is not zero, :func:`coupled_sites`): a lattice costs its bonds, not N."""
+    d = x.shape[1]
+    for a in range(d):
+        mu[a] = 0.0
+    for j in cols:
+        for a in range(d):
+            acc = 0.0
+            for b in range(d):
+                acc += J[i, j, a, b] * x[j, b]
+            mu[a] += acc
+    r2 = 0.0
+    for a in range(d):
+        r2 += mu[a] * mu[a]
+    _draw_along(mu, math.sqrt(r2), beta, s, x, i, tmp)
+
+
+def coupled_sites(J):
+    """(indptr, indices): row i's sites j != i with a nonzero block J_ij are
+    indices[indptr[i]:indptr[i + 1]], ascending (compressed sparse rows)."""
+    N = J.shape[0]
+    mask = np.any(J != 0, axis=(2, 3))
+    mask[np.arange(N), np.arange(N)] = False
+    indptr = np.zeros(N + 1, np.int64)
+    indptr[1:] = np.cumsum(mask.sum(axis=1))
+    return indptr, np.nonzero(mask)[1].astype(np.int64)
+
+
 @njit(parallel=True)
 def resample_sites(X, J, lam, model, sites, states, table):
     """X[p, sites[p]] <- a draw from its conditional, for every sample p of X (P, N, d)."""
@@ -289,10 +319,12 @@ def resample_sites(X, J, lam, model, sites, states, table):
 
 
 @njit(parallel=True)
-def gibbs_sweeps(X, J, beta, model, scan, n_sweeps, states, table):
+def gibbs_sweeps(X, J, beta, model, scan, n_sweeps, states, table, indptr, indices):
     """``n_sweeps`` heat-bath sweeps (N site updates each) of every chain of X (C, N, d).
 
     ``scan``: RANDOM (each update picks a uniform site) or SYSTEMATIC (sites 0 .. N-1).
+    ``indptr``, ``indices``: :func:`coupled_sites` of J (used by the two-body model only;
+    the attention model's zero blocks are uniform components and count).
     """
     C, N, d = X.shape
     for c in prange(C):
@@ -309,7 +341,8 @@ def gibbs_sweeps(X, J, beta, model, scan, n_sweeps, states, table):
                 if model == ATTENTION:
                     attention_site(x, J, beta, i, s, table, logw, mu, tmp)
                 else:
-                    twobody_site(x, J, beta, i, s, mu, tmp)
+                    cols = indices[indptr[i] : indptr[i + 1]]
+                    twobody_site_among(x, J, beta, i, cols, s, mu, tmp)
 
 
 # ------------------------------------------------------------------ Metropolis (attention)

@@ -29,6 +29,7 @@ __all__ = [
     "curves_figure",
     "draw_phase_diagrams",
     "draw_scan_figures",
+    "line_panels",
     "phase_diagram",
     "phase_panels",
 ]
@@ -255,6 +256,62 @@ def phase_panels(
     return fig
 
 
+def line_panels(ds, var: str, x: str, hue: str | None = None, panels: Sequence[str] = (), *,
+                fixed: Mapping[str, Any] | None = None, reference: str | None = None):  # fmt: skip
+    """``var`` against ``x`` with error bars, one line per value of ``hue``, one panel per
+    value of the ``panels`` dimensions (rows, then columns).
+
+    The error bars are ``<var>_sem`` when ``ds`` has it (standard errors). Dimensions
+    neither drawn nor fixed (seeds) are averaged over, and their standard errors combined
+    as those of a mean of independent estimates. ``reference``: a variable drawn as a
+    dotted line of the same colour (``paramagnetic_overlap``: the overlap of random spins).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    dims = list(panels)
+    if len(dims) > 2:
+        raise ValueError(f"panels takes at most two dimensions (rows, columns), got {dims}")
+    for dim in [x, *([hue] if hue else []), *dims]:
+        if dim not in ds.dims:
+            raise ValueError(f"{dim!r} is not a dimension; those: {list(ds.dims)}")
+    da = _selected(ds, var, fixed)
+    sem = _selected(ds, f"{var}_sem", fixed) if f"{var}_sem" in ds.data_vars else None
+    ref = _selected(ds, reference, fixed) if reference else None
+    over = [d for d in da.dims if d not in {x, hue, *dims}]
+    if over:
+        n = np.prod([da.sizes[d] for d in over])
+        da = da.mean(over)
+        sem = None if sem is None else np.sqrt((sem**2).sum(over)) / n
+        ref = None if ref is None else ref.mean([d for d in over if d in ref.dims])
+    rows = ds[dims[0]].values.tolist() if dims else [None]
+    cols = ds[dims[1]].values.tolist() if len(dims) > 1 else [None]
+    hues = ds[hue].values.tolist() if hue else [None]
+    fig = new_figure((3.6 * len(cols) + 0.6, 3.0 * len(rows) + 0.4))
+    axes = fig.subplots(len(rows), len(cols), squeeze=False, sharex=True, sharey=True)
+    for i, row in enumerate(rows):
+        for j, col in enumerate(cols):
+            ax = axes[i, j]
+            at = dict(zip(dims, [v for v in (row, col) if v is not None], strict=True))
+            for k, h in enumerate(hues):
+                where = {**at, **({hue: h} if hue else {})}
+                y = da.sel(where).transpose(x).values
+                err = None if sem is None else sem.sel(where).transpose(x).values
+                label = None if hue is None else f"{_short(hue, ds.dims)} = {h:.3g}"
+                ax.errorbar(ds[x].values, y, yerr=err, marker="o", ms=3, capsize=2,
+                            color=f"C{k}", label=label)  # fmt: skip
+                if ref is not None:
+                    r = ref.sel({d: v for d, v in where.items() if d in ref.dims})
+                    r = r.transpose(*[d for d in (x,) if d in r.dims]).values
+                    ax.plot(ds[x].values, np.broadcast_to(r, y.shape), ":", color=f"C{k}")
+            title = ", ".join(f"{_short(d, ds.dims)} = {v}" for d, v in at.items())
+            first = (i, j) == (0, 0)
+            finish(ax, title, xlabel=x if i == len(rows) - 1 else "",
+                   ylabel=var if j == 0 else None, legend=7 if first and hue else None)  # fmt: skip
+    return fig
+
+
 def _short(dim: str, others) -> str:
     """The last part of a dotted dimension name, unless another dimension ends alike."""
     last = dim.rsplit(".", 1)[-1]
@@ -375,6 +432,27 @@ def draw_phase_diagrams(
     return paths
 
 
+LINE_KEYS = ("x", "hue", "panels", "variables", "reference")
+
+
+def _draw_lines(ds, out_dir, lines: Mapping[str, Any], fixed, fmt: str) -> list[Path]:
+    """``lines_<var>.<fmt>``: :func:`line_panels` of each of ``lines["variables"]``."""
+    unknown = sorted(set(lines) - set(LINE_KEYS))
+    if unknown or "x" not in lines:
+        raise ValueError(f"[collect] lines needs x and takes {', '.join(LINE_KEYS)}; got "
+                         f"{sorted(lines)}")  # fmt: skip
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for var in lines.get("variables", ["overlap"]):
+        ref = lines.get("reference")
+        fig = line_panels(ds, var, lines["x"], lines.get("hue"), lines.get("panels", ()),
+                          fixed=fixed, reference=ref and ref.format(var=var))  # fmt: skip
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", var)
+        paths.append(save_figure(fig, out_dir / f"lines_{name}.{fmt}", dpi=120))
+    return paths
+
+
 def draw_scan_figures(ds, out_dir: str | os.PathLike, table: Mapping[str, Any]) -> list[Path]:
     """The figures a scan's ``[collect]`` table asks for (docs/scans.md).
 
@@ -386,7 +464,10 @@ def draw_scan_figures(ds, out_dir: str | os.PathLike, table: Mapping[str, Any]) 
         ``x``, ``y``, ``variables``, ``fix``, ``reduce``, ``format``, ``panels``, ``mark``
         (:func:`draw_phase_diagrams`), ``curves`` (points whose error curves are drawn)
         and ``best`` (variables whose best point, :func:`best_point` averaged over the
-        dimensions not drawn, is added to the curves; skipped with a warning when none).
+        dimensions not drawn, is added to the curves; skipped with a warning when none);
+        ``lines``: a table of :data:`LINE_KEYS` for :func:`line_panels`, one file
+        ``lines_<var>.<fmt>`` per variable (without ``x`` and ``y``, only these); its
+        ``reference`` may name the variable as ``{var}``: ``"paramagnetic_{var}"``.
 
     Returns
     -------
@@ -403,7 +484,11 @@ def draw_scan_figures(ds, out_dir: str | os.PathLike, table: Mapping[str, Any]) 
             curves.append(best_point(ds, var, over, fixed))
         except (ValueError, KeyError) as err:  # nothing finite there yet: the others are drawn
             warnings.warn(f"no best point of {var}: {err}", stacklevel=2)
-    return draw_phase_diagrams(
+    lines = dict(table.get("lines", {}))
+    paths = [] if not lines else _draw_lines(ds, out_dir, lines, fixed, table.get("format", "png"))
+    if lines and x is None and y is None:  # a study of curves only
+        return paths
+    return paths + draw_phase_diagrams(
         ds,
         out_dir,
         table.get("variables"),

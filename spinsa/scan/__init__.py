@@ -28,6 +28,7 @@ from spinsa.plotting.scan import (
     phase_diagram,
     phase_panels,
 )
+from spinsa.scan.equilibrium import EquilibriumConfig
 from spinsa.scan.kinds import PointKind, SyntheticConfig, point_kind, summarize_experiment
 from spinsa.scan.results import collect, open_collected
 from spinsa.scan.run import MissingDependencyError, ScanReport, run_scan
@@ -37,7 +38,8 @@ from spinsa.scan.store import PointStore, ScanDir, ScanMismatchError
 # fmt: off
 __all__ = [
     "Axis", "ScanPoint", "ScanSpec", "axis_values", "load_scan", "point_key",  # spec
-    "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment",  # kinds
+    "PointKind", "SyntheticConfig", "EquilibriumConfig", "point_kind",  # kinds
+    "summarize_experiment",
     "PointStore", "ScanDir", "ScanMismatchError",  # store
     "MissingDependencyError", "ScanReport", "run_scan",  # run
     "collect", "open_collected",  # results

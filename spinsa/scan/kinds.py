@@ -31,6 +31,7 @@ import numpy as np
 from spinsa._checks import check_choice, check_count, check_positive, check_real
 from spinsa._config import config_from_dict, config_to_dict
 from spinsa.io.schema import to_json
+from spinsa.scan.equilibrium import EquilibriumConfig, run_equilibrium_point
 
 __all__ = ["POINT_KINDS", "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment"]
 
@@ -349,6 +350,12 @@ def configure_synthetic(base: Mapping, overrides: Mapping[str, Any]) -> dict:
     return config_to_dict(config_from_dict(SyntheticConfig, set_dotted(base, overrides)))
 
 
+def configure_equilibrium(base: Mapping, overrides: Mapping[str, Any]) -> dict:
+    """The overrides set on the base, the defaults filled in, checked
+    (:class:`spinsa.scan.equilibrium.EquilibriumConfig`)."""
+    return config_to_dict(config_from_dict(EquilibriumConfig, set_dotted(base, overrides)))
+
+
 # --------------------------------------------------------------------------- the table
 
 POINT_KINDS: dict[str, PointKind] = {
@@ -361,6 +368,7 @@ POINT_KINDS: dict[str, PointKind] = {
         fit=run_experiment_fit,
     ),
     "synthetic": PointKind("synthetic", run_synthetic_point, configure_synthetic),
+    "equilibrium": PointKind("equilibrium", run_equilibrium_point, configure_equilibrium),
 }
 
 

@@ -33,6 +33,7 @@ SCAN_KEYS = ("name", "point", "base", "retries", "description")
 AXIS_KEYS = ("values", "start", "stop", "num", "log", "int", "range")
 COLLECT_KEYS = ("x", "y", "variables", "fix", "reduce", "include", "format")
 COLLECT_KEYS += ("panels", "mark", "curves", "best")  # the figures of a study
+COLLECT_KEYS += ("lines",)  # curves with error bars (an equilibrium study)
 
 
 def _is_int(value: Any) -> bool:
