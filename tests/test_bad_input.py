@@ -139,7 +139,7 @@ API = [
     ("a CD fit at lam 1e39", fit(lam=1e39, backend="torch", method="cd"), ValueError, "too large for float32"),
     ("a BPTT fit at lam 1e39", fit(lam=1e39, backend="torch", method="bptt"), ValueError, "too large for float32"),
     ("BPTT noise beyond float32", fit(backend="torch", method="bptt", task="denoise", noise_std=1e30), ValueError, "noise_std = 1e+30"),
-    ("CD with k = 10**12 (finding 19)", fit(backend="torch", method="cd", k=10**12), ValueError, "k = 1000000000000"),
+    ("CD with k = 10**12 (finding 19)", fit(backend="torch", method="cd", chain="dynamics", k=10**12), ValueError, "k = 1000000000000"),
     ("BPTT unrolled 10**12 steps", fit(backend="torch", method="bptt", tau_max=10**12), InsufficientMemoryError, "needs about"),
     ("a fit whose lr blows J up", fit(backend="torch", lr=1e30, epochs=2, constraint="l2"), spinsa.NonFiniteResultError, "lr = 1e+30"),
 ]  # fmt: skip
@@ -385,7 +385,7 @@ CLI_NEW = [
     ("a CD fit at lam 1e39", TORCH + " --lam 1e39 --set fit.method=cd", 2, "too large for float32"),
     ("a BPTT fit at lam 1e39", TORCH + " --lam 1e39 --set fit.method=bptt", 2, "too large for float32"),
     ("finding 3: BPTT noise 1e30", TORCH + " --set fit.method=bptt --set fit.task=denoise --set fit.noise_std=1e30", 2, "noise_std = 1e+30"),
-    ("finding 19: CD with k = 10**12", TORCH + " --set fit.method=cd --set fit.k=1000000000000", 2, "k = 1000000000000"),
+    ("finding 19: CD with k = 10**12", TORCH + " --set fit.method=cd --set fit.chain=dynamics --set fit.k=1000000000000", 2, "k = 1000000000000"),
     ("a torch fit whose lr makes J NaN", TORCH + " --set fit.lr=1e30 --set fit.constraint=l2 --set fit.epochs=2", 2, "came out non-finite"),
     # findings 9, 13: bench's --json is checked before the benchmarks run
     ("finding 9: bench --json onto an existing file", BENCH + " --json {tmp}/exists.json", 4, "pass --overwrite"),

@@ -412,13 +412,13 @@ def test_plot_run_writes_every_figure(analyzed, tmp_path):
         assert head == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
 
 
-def test_hebbian_figure_without_spectra(run_file, tmp_path):
+def test_hebbian_figure_without_spectra(analyzed, tmp_path):
     # a comparison made with spectra=False (its spectra None) still draws, saying so
     from spinsa.analysis import save_analysis
     from spinsa.plotting.analysis import figure_hebbian
 
     path = tmp_path / "run.h5"
-    shutil.copy(run_file[0], path)
+    shutil.copy(analyzed[0], path)
     inputs = load_run_inputs(path, SMALL["n_test"])
     bare = compare_with_hebbian(inputs.J, inputs.patterns, spectra=False)
     assert bare.singular_values is None
