@@ -180,6 +180,25 @@ def test_tabulated_log_partition_matches_direct(d):
     np.testing.assert_allclose(got, log_partition(kappa, d), rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("d", [1, 3, 8])
+def test_gram_blocks_give_field_norms(d):
+    """The sweep's |J_ij x_j|^2 = sum_p G[i, p, j] Q[p, j] (Gram blocks of J, pair products
+    of x) equals the squared norm of J_ij x_j by numpy, for every pair (i, j)."""
+    from spinsa.kernels import sampling as kernels
+
+    rng = np.random.default_rng(d)
+    N = 7
+    J = rng.standard_normal((N, N, d, d))
+    x = rng.standard_normal((N, d))
+    G = kernels.gram_blocks(J)
+    Q = np.empty((d * (d + 1) // 2, N))
+    for j in range(N):
+        kernels.pair_products(x, j, Q)
+    got = np.einsum("ipj,pj->ij", G, Q)
+    want = (np.einsum("ijab,jb->ija", J, x) ** 2).sum(axis=2)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 # ------------------------------------------------------------------ chains against exact laws
 def ising_states(N):
     return np.array(list(itertools.product([-1.0, 1.0], repeat=N)))

@@ -222,21 +222,10 @@ def _draw_along(mu, r, kappa_scale, s, x, i, tmp):
 
 
 @njit
-def attention_site(x, J, lam, i, s, table, logw, mu, tmp):
-    """Heat-bath update of site i of one chain x (N, d) under e^{-lam e_i}.
-
-    ``table``: :func:`logz_table` for this d. Scratch: logw (N,), mu (d,), tmp (d,).
-    """
-    N, d = x.shape
-    dd = float(d)
-    top = -np.inf
-    for j in range(N):
-        if j == i:
-            logw[j] = -np.inf
-            continue
-        r = _block_times(J, i, j, x, mu)
-        logw[j] = logz_lookup(lam * r, dd, table)
-        top = max(top, logw[j])
+def _pick_and_draw(x, J, lam, i, s, logw, top, mu, tmp):
+    """Draw j with probability proportional to e^{logw[j]} (``top`` its maximum), then
+    x[i] <- vMF(h_ij / |h_ij|, lam |h_ij|). logw is overwritten with the weights."""
+    N = x.shape[0]
     total = 0.0
     for j in range(N):
         logw[j] = math.exp(logw[j] - top)  # now a weight in [0, 1]
@@ -252,6 +241,80 @@ def attention_site(x, J, lam, i, s, table, logw, mu, tmp):
                 break
     r = _block_times(J, i, pick, x, mu)
     _draw_along(mu, r, lam, s, x, i, tmp)
+
+
+@njit
+def attention_site(x, J, lam, i, s, table, logw, mu, tmp):
+    """Heat-bath update of site i of one chain x (N, d) under e^{-lam e_i}.
+
+    ``table``: :func:`logz_table` for this d. Scratch: logw (N,), mu (d,), tmp (d,).
+    """
+    N, d = x.shape
+    dd = float(d)
+    top = -np.inf
+    for j in range(N):
+        if j == i:
+            logw[j] = -np.inf
+            continue
+        r = _block_times(J, i, j, x, mu)
+        logw[j] = logz_lookup(lam * r, dd, table)
+        top = max(top, logw[j])
+    _pick_and_draw(x, J, lam, i, s, logw, top, mu, tmp)
+
+
+@njit(parallel=True)
+def gram_blocks(J):
+    """G (N, d(d+1)/2, N): G[i, p, j] = (J_ij^T J_ij)_bc, doubled off the diagonal, p running
+    over the pairs b <= c, so that |J_ij x_j|^2 = sum_p G[i, p, j] Q[p, j] with
+    Q[p, j] = x_jb x_jc (:func:`pair_products`); j is the contiguous axis, so one site's
+    N norms vectorise."""
+    N, _, d, _ = J.shape
+    G = np.empty((N, d * (d + 1) // 2, N))
+    for i in prange(N):
+        for j in range(N):
+            p = 0
+            for b in range(d):
+                for c in range(b, d):
+                    acc = 0.0
+                    for a in range(d):
+                        acc += J[i, j, a, b] * J[i, j, a, c]
+                    G[i, p, j] = acc if b == c else 2.0 * acc
+                    p += 1
+    return G
+
+
+@njit
+def pair_products(x, j, Q):
+    """Column j of Q (d(d+1)/2, N) <- x_jb x_jc over the pairs b <= c (see gram_blocks)."""
+    d = x.shape[1]
+    p = 0
+    for b in range(d):
+        for c in range(b, d):
+            Q[p, j] = x[j, b] * x[j, c]
+            p += 1
+
+
+@njit
+def attention_site_gram(x, J, G, Q, lam, i, s, table, logw, mu, tmp):
+    """:func:`attention_site` with |h_ij|^2 = sum_p G[i, p, j] Q[p, j] (:func:`gram_blocks`):
+    d(d+1)/2 products per pair instead of d^2 + d, vectorised over j. Q (d(d+1)/2, N) must hold
+    :func:`pair_products` of x and is kept up to date."""
+    N, d = x.shape
+    dd = float(d)
+    for j in range(N):
+        logw[j] = 0.0
+    for p in range(Q.shape[0]):
+        for j in range(N):
+            logw[j] += G[i, p, j] * Q[p, j]
+    top = -np.inf
+    for j in range(N):
+        # the quadratic form can round below zero where h_ij nearly vanishes
+        logw[j] = logz_lookup(lam * math.sqrt(max(logw[j], 0.0)), dd, table)
+    logw[i] = -np.inf
+    for j in range(N):
+        top = max(top, logw[j])
+    _pick_and_draw(x, J, lam, i, s, logw, top, mu, tmp)
+    pair_products(x, i, Q)
 
 
 @njit
@@ -327,19 +390,27 @@ def gibbs_sweeps(X, J, beta, model, scan, n_sweeps, states, table, indptr, indic
     the attention model's zero blocks are uniform components and count).
     """
     C, N, d = X.shape
+    if model == ATTENTION:
+        G = gram_blocks(J)
+    else:
+        G = np.empty((0, 0, 0))
     for c in prange(C):
         s = states[c]
         x = X[c]
         mu = np.empty(d)
         tmp = np.empty(d)
         logw = np.empty(N)
+        Q = np.empty((G.shape[1], N))
+        if model == ATTENTION:
+            for j in range(N):
+                pair_products(x, j, Q)
         for _ in range(n_sweeps):
             for k in range(N):
                 i = k
                 if scan == RANDOM:
                     i = min(int(uniform(s) * N), N - 1)
                 if model == ATTENTION:
-                    attention_site(x, J, beta, i, s, table, logw, mu, tmp)
+                    attention_site_gram(x, J, G, Q, beta, i, s, table, logw, mu, tmp)
                 else:
                     cols = indices[indptr[i] : indptr[i + 1]]
                     twobody_site_among(x, J, beta, i, cols, s, mu, tmp)
