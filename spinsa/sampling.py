@@ -50,7 +50,9 @@ __all__ = [
     "diagnostics",
     "generator_states",
     "gibbs",
+    "heat_bath_sweeps",
     "metropolis",
+    "row_matched_states",
     "sample_vmf",
     "site_resample",
     "twobody_energy",
@@ -179,9 +181,74 @@ def site_resample(x, J, lam, sites, rng=None, model="attention") -> np.ndarray:
     X = np.array(x, dtype=np.float64)
     states = generator_states(rng, P)
     _k.resample_sites(
-        X, J, lam, MODELS[model], sites.astype(np.int64), states, heat_bath_table(x.shape[2])
-    )
+        X, J, lam, MODELS[model], sites.astype(np.int64), states, heat_bath_table(x.shape[2]),
+        *_k.coupled_sites(J),
+    )  # fmt: skip
     return X.astype(x.dtype, copy=False)
+
+
+def row_matched_states(x, J, lam, rng=None) -> np.ndarray:
+    """Every site redrawn in turn: ``out[p, i]`` is a draw of x_i from the attention model's
+    conditional (at beta = lam) given the other spins of ``x[p]``.
+
+    Row i of a pseudo-likelihood fit then reads x_i from ``out`` and the other spins from
+    ``x``: the "row-matched" states on which the normalised pseudo-likelihood is consistent
+    and whose gradient is CD's single-site model term (docs/inverse-problems.md).
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+        Spins.
+    J : array_like, shape (N, N, d, d)
+        Couplings (diagonal blocks ignored).
+    lam : float
+        lam > 0.
+    rng : None, int, SeedSequence or Generator
+        One generator state per sample is drawn from it.
+
+    Returns
+    -------
+    ndarray, shape (P, N, d), the dtype of ``x``
+        Unit spins; ``out[p, i]`` for every p and i is a fresh draw.
+    """
+    x, J, lam, _ = _check_model_inputs(x, J, lam, "attention")
+    out = np.empty_like(x)
+    states = generator_states(rng, x.shape[0])
+    _k.resample_every_site(x, J, lam, states, heat_bath_table(x.shape[2]), out)
+    return out
+
+
+def heat_bath_sweeps(x, J, lam, n_sweeps, rng=None) -> np.ndarray:
+    """The states after ``n_sweeps`` systematic heat-bath sweeps of the attention model at
+    beta = lam, started at ``x``: what :func:`gibbs` does, without records or checkpoints
+    (the chains of CD's ``chain="sweep"`` and of planted samples).
+
+    Parameters
+    ----------
+    x : array_like, shape (P, N, d)
+        Starting spins, one chain per sample.
+    J : array_like, shape (N, N, d, d)
+        Couplings (diagonal blocks ignored).
+    lam : float
+        lam > 0.
+    n_sweeps : int
+        Sweeps of N site updates each, >= 0.
+    rng : None, int, SeedSequence or Generator
+        One generator state per chain is drawn from it.
+
+    Returns
+    -------
+    ndarray, shape (P, N, d), the dtype of ``x``
+    """
+    x, J, lam, _ = _check_model_inputs(x, J, lam, "attention")
+    n_sweeps = check_count(n_sweeps, "n_sweeps", 0)
+    X = x.astype(np.float64)
+    states = generator_states(rng, X.shape[0])
+    _k.gibbs_sweeps(
+        X, J, lam, _k.ATTENTION, _k.SYSTEMATIC, n_sweeps, states, heat_bath_table(X.shape[2]),
+        *_k.coupled_sites(J),
+    )  # fmt: skip
+    return X.astype(x.dtype)
 
 
 # ------------------------------------------------------------------ chains

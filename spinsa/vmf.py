@@ -19,7 +19,6 @@ import numpy as np
 
 from spinsa._checks import check_count, check_finite
 from spinsa.kernels import vmf as _k
-from spinsa.kernels._numba import njit
 
 __all__ = ["log_partition", "log_sphere_area", "mean_resultant_length"]
 
@@ -30,21 +29,13 @@ def log_sphere_area(d: int) -> float:
     return math.log(2.0) + 0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d)
 
 
-@njit
-def _apply(kappa, d, out_logz, out_mean):
-    for n in range(kappa.size):
-        out_logz[n], out_mean[n] = _k.log_partition_and_mean(kappa[n], d)
-
-
 def _both(kappa, d: int) -> tuple[np.ndarray, np.ndarray]:
     d = check_count(d, "d", 1)
     kappa = np.asarray(kappa, dtype=np.float64)
     check_finite(kappa, "kappa")
     if np.any(kappa < 0):
         raise ValueError("kappa must be >= 0 (a concentration, beta |h|)")
-    flat = np.ascontiguousarray(kappa).reshape(-1)
-    logz, mean = np.empty_like(flat), np.empty_like(flat)
-    _apply(flat, float(d), logz, mean)
+    logz, mean = _k.log_partition_and_mean_array(np.ascontiguousarray(kappa).reshape(-1), d)
     return logz.reshape(kappa.shape), mean.reshape(kappa.shape)
 
 

@@ -8,7 +8,7 @@ import pytest
 import spinsa
 from spinsa.analysis import coupling_cosine
 from spinsa.fit import normalised_loss_and_grad, pl_loss_and_grad
-from spinsa.fit.gradients import row_matched
+from spinsa.sampling import row_matched_states as row_matched
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -468,3 +468,13 @@ def test_binder_crossing_gives_the_2d_ising_critical_point():
     exact = math.log(1 + math.sqrt(2)) / 2
     assert np.isnan(boot).mean() < 0.01 and error < 0.006, error  # an error bar with power
     assert abs(beta_star - exact) < 3 * error, (beta_star, error)
+
+
+def test_heat_bath_sweeps_are_the_chains_of_gibbs(rng):
+    # the same generator states and kernel, without records: the last state of gibbs
+    x0 = unit(rng.standard_normal((3, 5, 3)))
+    J = rng.standard_normal((5, 5, 3, 3))
+    chains = sampling.gibbs(J, 0.7, 3, 6, scan="systematic", thin=2, x0=x0, rng=11)
+    np.testing.assert_array_equal(sampling.heat_bath_sweeps(x0, J, 0.7, 6, rng=11), chains.last)
+    with pytest.raises(ValueError, match="n_sweeps"):
+        sampling.heat_bath_sweeps(x0, J, 0.7, -1)

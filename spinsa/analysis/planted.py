@@ -25,7 +25,7 @@ from spinsa._checks import check_choice, check_count, check_couplings, check_pos
 from spinsa.analysis._results import AnalysisResult
 from spinsa.couplings import hebbian_couplings
 from spinsa.fit import fit_pseudolikelihood, normalised_loss_and_grad, pl_loss_and_grad
-from spinsa.fit.gradients import gibbs, row_matched
+from spinsa.sampling import heat_bath_sweeps, row_matched_states
 
 __all__ = [
     "PLANTED_KINDS",
@@ -106,8 +106,8 @@ def sample_planted(J, lam: float, n_samples: int, sampling: str = "row_matched",
     if d == 1:
         x = np.sign(x) + (x == 0)
     x /= np.linalg.norm(x, axis=2, keepdims=True)
-    x = gibbs(x, J, lam, check_count(burn_in, "burn_in", 1), rng)
-    return x, (row_matched(x, J, lam, rng) if sampling == "row_matched" else None)
+    x = heat_bath_sweeps(x, J, lam, check_count(burn_in, "burn_in", 1), rng)
+    return x, (row_matched_states(x, J, lam, rng) if sampling == "row_matched" else None)
 
 
 def _lbfgs(fun, v0, max_iter: int):

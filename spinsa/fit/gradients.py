@@ -28,8 +28,7 @@ from spinsa.fit.torch_backend import normalised_closed_form
 from spinsa.kernels import dynamics as _k_dynamics
 from spinsa.kernels import normalised as _k_normalised
 from spinsa.kernels import objective as _k_objective
-from spinsa.kernels import sampling as _k_sampling
-from spinsa.sampling import generator_states, heat_bath_table
+from spinsa.sampling import heat_bath_sweeps, row_matched_states
 
 __all__ = ["make_gradient"]
 
@@ -48,25 +47,6 @@ def _sweeps(x: np.ndarray, J: np.ndarray, lam: float, gamma: float, steps: int) 
         _k_dynamics.sweep(Xt, J, lam, np.inf, gamma, sphere, True, new, energies, bounds)
         Xt, new = new, Xt
     return _k_dynamics.from_tiles(Xt, x.shape[0])
-
-
-def row_matched(x: np.ndarray, J: np.ndarray, lam: float, rng) -> np.ndarray:
-    """x (P, N, d) with, at [p, i], x_i redrawn from its conditional given x[p]'s others."""
-    out = np.empty_like(x)
-    states = generator_states(rng, x.shape[0])
-    _k_normalised.resample_every_site(x, J, lam, states, heat_bath_table(x.shape[2]), out)
-    return out
-
-
-def gibbs(x: np.ndarray, J: np.ndarray, lam: float, sweeps: int, rng) -> np.ndarray:
-    """x after ``sweeps`` systematic heat-bath sweeps of the attention model at β = λ."""
-    X = np.array(x, dtype=np.float64)
-    states = generator_states(rng, X.shape[0])
-    _k_sampling.gibbs_sweeps(
-        X, J, lam, _k_sampling.ATTENTION, _k_sampling.SYSTEMATIC, sweeps, states,
-        heat_bath_table(X.shape[2]), *_k_sampling.coupled_sites(J),
-    )  # fmt: skip
-    return X.astype(x.dtype)
 
 
 def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
@@ -118,7 +98,7 @@ def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
     def advance(x, J, steps: int, rng):
         """x after ``steps`` steps of the chain (Gibbs sweeps or the dynamics) at λ = lam."""
         if config.chain == "sweep":
-            return to_dev(gibbs(to_host(x), host_J(J), lam, steps, rng))
+            return to_dev(heat_bath_sweeps(to_host(x), host_J(J), lam, steps, rng))
         if on_cpu:
             return _sweeps(x, J.numpy(), lam, config.gamma, steps)
         for _ in range(steps):
@@ -136,7 +116,7 @@ def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
         def cd(idx, J, rng):
             x = batch(idx)
             if config.chain == "site":
-                x_site = to_dev(row_matched(to_host(x), host_J(J), lam, rng))
+                x_site = to_dev(row_matched_states(to_host(x), host_J(J), lam, rng))
                 loss_data, G = closed_form(x, J)
                 loss_model, G_model = site_term(x, x_site, J)
                 return loss_data - loss_model, G.sub_(G_model)

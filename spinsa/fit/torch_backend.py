@@ -18,7 +18,7 @@ import numpy as np
 
 from spinsa._checks import check_positive, check_spins_couplings
 from spinsa._torch import import_torch, resolve_device
-from spinsa.kernels.normalised import log_partition_and_mean_array
+from spinsa.kernels.vmf import log_partition_and_mean_array
 
 __all__ = [
     "torch_loss_and_grad",

@@ -23,7 +23,6 @@ import math
 import numpy as np
 
 from spinsa.kernels._numba import njit, prange
-from spinsa.kernels.sampling import attention_site
 from spinsa.kernels.vmf import log_partition_and_mean
 
 
@@ -117,36 +116,3 @@ def row_loss_and_grad(xs, xo, J_row, lam, i, grad_row_out, with_norm=True) -> fl
     loss = _row(xs, xo, J_row, int(i), float(lam), float(xo.shape[2]), bool(with_norm), grad64)
     np.divide(grad64, P, out=grad_row_out, casting="unsafe")
     return float(loss) / P
-
-
-@njit(parallel=True)
-def _log_partition_and_mean_array(kappa, d_f, logz, amean):
-    for n in prange(kappa.size):
-        logz[n], amean[n] = log_partition_and_mean(kappa[n], d_f)
-
-
-def log_partition_and_mean_array(kappa: np.ndarray, d: int):
-    """(log Z_d, A_d) of a flat float64 array of concentrations >= 0 (no checks)."""
-    logz, amean = np.empty_like(kappa), np.empty_like(kappa)
-    _log_partition_and_mean_array(kappa, float(d), logz, amean)
-    return logz, amean
-
-
-# ------------------------------------------------------------------ row-matched states
-@njit(parallel=True)
-def resample_every_site(X, J, lam, states, table, out):
-    """out[p, i] <- a draw of x_i from its conditional given the other spins of X[p], for
-    every sample p and site i; the rest of ``out`` is X. One generator state per sample;
-    ``table``: the heat-bath table of :func:`spinsa.kernels.sampling.logz_table`."""
-    P, N, d = X.shape
-    for p in prange(P):
-        x = X[p].astype(np.float64)
-        mu = np.empty(d)
-        tmp = np.empty(d)
-        logw = np.empty(N)
-        s = states[p]
-        for i in range(N):
-            attention_site(x, J, lam, i, s, table, logw, mu, tmp)
-            for a in range(d):
-                out[p, i, a] = x[i, a]
-                x[i, a] = X[p, i, a]  # the others stay the data's

@@ -318,29 +318,10 @@ def attention_site_gram(x, J, G, Q, lam, i, s, table, logw, mu, tmp):
 
 
 @njit
-def twobody_site(x, J, beta, i, s, mu, tmp):
-    """Heat-bath update of site i of one chain x (N, d): x_i ~ vMF(h_i/|h_i|, beta |h_i|)."""
-    N, d = x.shape
-    for a in range(d):
-        mu[a] = 0.0
-    for j in range(N):
-        if j == i:
-            continue
-        for a in range(d):
-            acc = 0.0
-            for b in range(d):
-                acc += J[i, j, a, b] * x[j, b]
-            mu[a] += acc
-    r2 = 0.0
-    for a in range(d):
-        r2 += mu[a] * mu[a]
-    _draw_along(mu, math.sqrt(r2), beta, s, x, i, tmp)
-
-
-@njit
 def twobody_site_among(x, J, beta, i, cols, s, mu, tmp):
-    """:func:`twobody_site` with the field summed over the sites ``cols`` only (those whose
-    block J_ij is not zero, :func:`coupled_sites`): a lattice costs its bonds, not N."""
+    """Heat-bath update of site i of one chain x (N, d): x_i ~ vMF(h_i/|h_i|, beta |h_i|),
+    h_i summed over the sites ``cols`` only, those whose block J_ij is not zero
+    (:func:`coupled_sites`; a zero block adds nothing): a lattice costs its bonds, not N."""
     d = x.shape[1]
     for a in range(d):
         mu[a] = 0.0
@@ -356,6 +337,25 @@ def twobody_site_among(x, J, beta, i, cols, s, mu, tmp):
     _draw_along(mu, math.sqrt(r2), beta, s, x, i, tmp)
 
 
+@njit(parallel=True)
+def resample_every_site(X, J, lam, states, table, out):
+    """out[p, i] <- a draw of x_i from its conditional given the other spins of X[p], for
+    every sample p and site i; the rest of ``out`` is X. One generator state per sample;
+    ``table``: the heat-bath table of :func:`logz_table`."""
+    P, N, d = X.shape
+    for p in prange(P):
+        x = X[p].astype(np.float64)
+        mu = np.empty(d)
+        tmp = np.empty(d)
+        logw = np.empty(N)
+        s = states[p]
+        for i in range(N):
+            attention_site(x, J, lam, i, s, table, logw, mu, tmp)
+            for a in range(d):
+                out[p, i, a] = x[i, a]
+                x[i, a] = X[p, i, a]  # the others stay the data's
+
+
 def coupled_sites(J):
     """(indptr, indices): row i's sites j != i with a nonzero block J_ij are
     indices[indptr[i]:indptr[i + 1]], ascending (compressed sparse rows)."""
@@ -368,8 +368,9 @@ def coupled_sites(J):
 
 
 @njit(parallel=True)
-def resample_sites(X, J, lam, model, sites, states, table):
-    """X[p, sites[p]] <- a draw from its conditional, for every sample p of X (P, N, d)."""
+def resample_sites(X, J, lam, model, sites, states, table, indptr, indices):
+    """X[p, sites[p]] <- a draw from its conditional, for every sample p of X (P, N, d);
+    ``indptr``, ``indices``: :func:`coupled_sites` of J (the two-body model's fields)."""
     P, N, d = X.shape
     for p in prange(P):
         mu = np.empty(d)
@@ -378,7 +379,9 @@ def resample_sites(X, J, lam, model, sites, states, table):
             logw = np.empty(N)
             attention_site(X[p], J, lam, sites[p], states[p], table, logw, mu, tmp)
         else:
-            twobody_site(X[p], J, lam, sites[p], states[p], mu, tmp)
+            i = sites[p]
+            cols = indices[indptr[i] : indptr[i + 1]]
+            twobody_site_among(X[p], J, lam, i, cols, states[p], mu, tmp)
 
 
 @njit(parallel=True)

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import math
 
-from spinsa.kernels._numba import njit
+import numpy as np
+
+from spinsa.kernels._numba import njit, prange
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _TINY = 1e-17  # relative size of the last term kept in either series
@@ -136,3 +138,16 @@ def log_partition_and_mean(kappa, d):
     """``(log Z_d(kappa), A_d(kappa))`` in one evaluation (scalar, numba)."""
     f, g = log_bessel_pair(0.5 * d - 1.0, kappa)
     return f + 0.5 * d * _LOG_2PI, kappa * math.exp(g)
+
+
+@njit(parallel=True)
+def _log_partition_and_mean_into(kappa, d, logz, amean):
+    for n in prange(kappa.size):
+        logz[n], amean[n] = log_partition_and_mean(kappa[n], d)
+
+
+def log_partition_and_mean_array(kappa, d):
+    """(log Z_d, A_d) of a flat float64 array of concentrations >= 0 (no checks)."""
+    logz, amean = np.empty_like(kappa), np.empty_like(kappa)
+    _log_partition_and_mean_into(kappa, float(d), logz, amean)
+    return logz, amean
