@@ -85,9 +85,7 @@ def test_scan_on_slurm_equals_serial(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
     cmd = [sys.executable, "-m", "spinsa.cli", "scan", "run", str(path), "--out", str(out),
            "--cluster", "slurm", "--no-progress"]  # fmt: skip
-    proc = subprocess.run(
-        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "slurm cluster: 2 jobs × 1 workers" in proc.stdout, proc.stdout
     logs = sorted((out / "dask-logs").glob("spinsa-test-*.err"))  # JOB_NAME-JOBID.err
