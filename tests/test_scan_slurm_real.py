@@ -9,11 +9,12 @@ under pytest's temporary directory, which the jobs see since they run on this ma
 """
 
 import os
-import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,7 @@ pytestmark = [
 ]
 
 SCAN = """
+{top}
 [scan]
 name = "slurm-real"
 point = "synthetic"
@@ -64,41 +66,71 @@ steps = 5
 
 [axes]
 "dynamics.lam" = [1.0, 4.0]
-seed = {range = 3}
+seed = {{range = 3}}
 
 [cluster]
 cores = 1
 processes = 1
 memory = "2GB"
 walltime = "00:10:00"
-job_name = "spinsa-test"
+job_name = "{job_name}"
 jobs = 2
 """
 
 
-def test_scan_on_slurm_equals_serial(tmp_path):
+def _scan(tmp_path, job_name: str, sleep: float = 0.0) -> Path:
     path = tmp_path / "scan.toml"
-    path.write_text(textwrap.dedent(SCAN))
-    out = tmp_path / "slurm"
-    # the jobs inherit this environment (sbatch's default --export=ALL): this checkout's spinsa
+    path.write_text(textwrap.dedent(SCAN.format(top=f"sleep = {sleep}", job_name=job_name)))
+    return path
+
+
+def _spinsa_run(path: Path, out: Path, **popen) -> subprocess.Popen:
+    """``spinsa scan run PATH --out OUT --cluster slurm`` in a new process whose jobs inherit
+    its environment (sbatch's default ``--export=ALL``): this checkout's spinsa."""
     pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath)}
     cmd = [sys.executable, "-m", "spinsa.cli", "scan", "run", str(path), "--out", str(out),
            "--cluster", "slurm", "--no-progress"]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "slurm cluster: 2 jobs × 1 workers" in proc.stdout, proc.stdout
+    return subprocess.Popen(
+        cmd, cwd=path.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, **popen,
+    )  # fmt: skip
+
+
+def _job_states(job_name: str) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-n", job_name, "-o", "%T"], capture_output=True)
+    return out.stdout.decode().split()
+
+
+def test_scan_on_slurm_equals_serial(tmp_path):
+    path = _scan(tmp_path, "spinsa-test")
+    out = tmp_path / "slurm"
+    proc = _spinsa_run(path, out)
+    stdout = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, stdout
+    assert "slurm cluster: 2 jobs × 1 worker, 1 thread per point" in stdout, stdout
     logs = sorted((out / "dask-logs").glob("spinsa-test-*.err"))  # JOB_NAME-JOBID.err
     assert logs, "no job wrote to dask-logs/: did SLURM start the workers?"
     # a worker joined the scan's scheduler (the second job may start after the last point)
     assert any("Registered to:" in log.read_text() for log in logs), logs[0].read_text()
-    job_ids = [re.search(r"-(\d+)\.err$", p.name).group(1) for p in logs]
-    running = subprocess.run(
-        ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i %T"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert " RUNNING" not in running.stdout, f"jobs left running: {running.stdout}"
+    assert "RUNNING" not in _job_states("spinsa-test"), "the scan left its jobs running"
 
     serial = run_scan(path, tmp_path / "serial", cluster="serial", progress=False)
     assert (serial.n_run, serial.n_failed) == (6, 0)
     xr.testing.assert_identical(collect(out, None), collect(tmp_path / "serial", None))
+
+
+def test_interrupted_scan_cancels_its_jobs_and_says_so(tmp_path):
+    path = _scan(tmp_path, "spinsa-test-int", sleep=60.0)  # no point ends before the signal
+    proc = _spinsa_run(path, tmp_path / "out")
+    deadline = time.monotonic() + 120
+    while _job_states("spinsa-test-int").count("RUNNING") < 2 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.5)
+    assert time.monotonic() < deadline, "the scan's 2 jobs did not start in 120 s"
+    time.sleep(2)  # the workers start and take their points
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    stdout = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, stdout  # not dask-jobqueue's silent status 0
+    assert "interrupted" in stdout and "run it again to resume" in stdout, stdout
+    assert "RUNNING" not in _job_states("spinsa-test-int"), "Ctrl-C left the jobs running"
