@@ -100,8 +100,15 @@ SlurmdLogFile=$DIR/log/slurmd.log
 $node NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF
+    if cmp -s "$CONF.tmp" "$CONF"; then
+        rm -f "$CONF.tmp"
+        return
+    fi
     mv "$CONF.tmp" "$CONF"
-    say "wrote $CONF (${node#NodeName=})"
+    say "wrote $CONF (node ${node#NodeName=})"
+    if running_pid "$DIR/slurmctld.pid" >/dev/null || running_pid "$DIR/slurmd.pid" >/dev/null; then
+        say "the running daemons read the new $CONF after: $0 stop; $0 start"
+    fi
 }
 
 start_munge() {

@@ -47,9 +47,19 @@ def _slurm_nodes() -> str | None:
 
 
 pytestmark = [
-    pytest.mark.slow,  # about 20 s: the batch jobs start Python and Dask workers
-    pytest.mark.skipif(_slurm_nodes() is not None, reason=str(_slurm_nodes())),
+    pytest.mark.slow,  # about 10 s each: the batch jobs start Python and Dask workers
+    pytest.mark.usefixtures("slurm"),
 ]
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """Skips the module's tests where no SLURM can take a job (asked once, when they run:
+    sinfo takes about 9 s to give up on a controller that is down)."""
+    reason = _slurm_nodes()
+    if reason is not None:
+        pytest.skip(reason)
+
 
 SCAN = """
 {top}
