@@ -94,7 +94,7 @@ def _scan(tmp_path, job_name: str, sleep: float = 0.0) -> Path:
     return path
 
 
-def _spinsa_run(path: Path, out: Path, **popen) -> subprocess.Popen:
+def _spinsa_run(path: Path, out: Path) -> subprocess.Popen:
     """``spinsa scan run PATH --out OUT --cluster slurm`` in a new process whose jobs inherit
     its environment (sbatch's default ``--export=ALL``): this checkout's spinsa."""
     pythonpath = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -103,8 +103,19 @@ def _spinsa_run(path: Path, out: Path, **popen) -> subprocess.Popen:
            "--cluster", "slurm", "--no-progress"]  # fmt: skip
     return subprocess.Popen(
         cmd, cwd=path.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, **popen,
+        text=True,
     )  # fmt: skip
+
+
+def _finish(proc: subprocess.Popen, job_name: str, timeout: float) -> str:
+    """The command's output once it ended; after ``timeout`` s it is killed, its jobs
+    cancelled, and the test fails (rather than leave jobs on the cluster)."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        subprocess.run(["scancel", "-n", job_name], capture_output=True)
+        pytest.fail(f"spinsa scan run did not end in {timeout} s: {proc.communicate()[0]}")
 
 
 def _job_states(job_name: str) -> list[str]:
@@ -116,7 +127,7 @@ def test_scan_on_slurm_equals_serial(tmp_path):
     path = _scan(tmp_path, "spinsa-test")
     out = tmp_path / "slurm"
     proc = _spinsa_run(path, out)
-    stdout = proc.communicate(timeout=300)[0]
+    stdout = _finish(proc, "spinsa-test", timeout=300)
     assert proc.returncode == 0, stdout
     assert "slurm cluster: 2 jobs × 1 worker, 1 thread per point" in stdout, stdout
     logs = sorted((out / "dask-logs").glob("spinsa-test-*.err"))  # JOB_NAME-JOBID.err
@@ -137,10 +148,11 @@ def test_interrupted_scan_cancels_its_jobs_and_says_so(tmp_path):
     while _job_states("spinsa-test-int").count("RUNNING") < 2 and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[0]
         time.sleep(0.5)
-    assert time.monotonic() < deadline, "the scan's 2 jobs did not start in 120 s"
+    if time.monotonic() >= deadline:
+        _finish(proc, "spinsa-test-int", timeout=0)  # fails, after cleaning up
     time.sleep(2)  # the workers start and take their points
     proc.send_signal(signal.SIGINT)  # Ctrl-C
-    stdout = proc.communicate(timeout=120)[0]
+    stdout = _finish(proc, "spinsa-test-int", timeout=120)
     assert proc.returncode == 130, stdout  # not dask-jobqueue's silent status 0
     assert "interrupted" in stdout and "run it again to resume" in stdout, stdout
     assert "RUNNING" not in _job_states("spinsa-test-int"), "Ctrl-C left the jobs running"
