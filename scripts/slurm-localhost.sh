@@ -3,7 +3,7 @@
 # against a real scheduler (tests/test_scan_slurm_real.py runs when `sinfo` answers).
 #
 #   sudo bash scripts/slurm-localhost.sh install   apt-get install slurm-wlm munge (Debian/Ubuntu)
-#   sudo bash scripts/slurm-localhost.sh start     munged, slurmctld and slurmd; waits for `idle`
+#   sudo bash scripts/slurm-localhost.sh start     munged, slurmctld, slurmd; waits until a job runs
 #   sudo bash scripts/slurm-localhost.sh status    what runs, and `sinfo`
 #   sudo bash scripts/slurm-localhost.sh stop      stops the three daemons that `start` started
 #
@@ -163,6 +163,12 @@ wait_idle() {
     fi
     say "node $HOST is $state after ${t} s"
     sinfo
+    # a node can be idle and still unable to run a job (slurmstepd failing): try one
+    if ! (cd /tmp && timeout 60 srun -N 1 -n 1 -t 1 --quiet true); then
+        tail -n 15 "$DIR/log/slurmd.log" >&2 || true
+        die "the node is up but a one-second job (srun true) did not run"
+    fi
+    say "a test job ran: the cluster takes jobs"
 }
 
 do_start() {
