@@ -60,8 +60,8 @@ def require(module: str, needed_for: str):
             'pip install "spinsa[cluster]"'
         ) from None
     finally:
-        # dask_jobqueue (0.9) sets SIGINT to sys.exit() on import: Ctrl-C would then end a
-        # scan with status 0 and no word; keep KeyboardInterrupt (status 130, jobs cancelled)
+        # dask_jobqueue 0.9.0 sets SIGINT to sys.exit() on import (dask/dask-jobqueue#696):
+        # Ctrl-C would end a scan with status 0 and no word; keep KeyboardInterrupt
         main = threading.current_thread() is threading.main_thread()
         if main and sigint is not None and signal.getsignal(signal.SIGINT) is not sigint:
             signal.signal(signal.SIGINT, sigint)
