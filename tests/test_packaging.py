@@ -264,6 +264,15 @@ def test_ci_script_is_valid_bash():
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_slurm_localhost_script_is_valid_bash_and_explains_itself():
+    script = ROOT / "scripts" / "slurm-localhost.sh"
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "install|start|status|stop" in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_ci_runs_exactly_the_readme_test_command():
     result = subprocess.run(
         ["bash", str(CI_SCRIPT), "--print-test-command"],

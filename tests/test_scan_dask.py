@@ -281,3 +281,22 @@ def test_points_wait_for_their_shared_fit_and_share_its_failure(client, tmp_path
     assert np.isnan(ds["result"].sel(fit=0)).all()
     again = run_scan(spec, tmp_path, kind=SHARED, progress=False, **run)
     assert again.n_fits == 1 and again.n_run == 0  # only the failed fit is tried again
+
+
+def test_importing_dask_jobqueue_keeps_ctrl_c_an_interrupt():
+    """dask_jobqueue 0.9 replaces the SIGINT handler by sys.exit() when imported: a scan on
+    SLURM stopped by Ctrl-C then ended with status 0 and no message (found on a real
+    slurmctld, tests/test_scan_slurm_real.py). spinsa's import of it keeps Python's handler."""
+    pytest.importorskip("dask_jobqueue")
+    code = (
+        "import signal, sys\n"
+        "from spinsa.scan.run import require\n"
+        "require('dask_jobqueue', 'the test')\n"
+        "assert 'dask_jobqueue.runner' in sys.modules\n"
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    repo = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": repo}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"

@@ -175,7 +175,8 @@ def _job_script(cluster: str, options: dict, out: Path | None) -> str:
             script = jq.job_script().replace(tmp, str(logs))
         finally:
             jq.close()
-    return f"job script ({cluster}, {threads} threads per point):\n\n{script}"
+    plural = "" if threads == 1 else "s"
+    return f"job script ({cluster}, {threads} thread{plural} per point):\n\n{script}"
 
 
 def _cmd_run(args) -> int:

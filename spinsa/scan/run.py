@@ -13,7 +13,9 @@ import importlib
 import importlib.util
 import math
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -49,6 +51,7 @@ OWN_KEYS = ("jobs", "adapt")  # [cluster] keys read by spinsa; the rest go to da
 
 def require(module: str, needed_for: str):
     """``import module``, or :class:`MissingDependencyError` saying what to install."""
+    sigint = signal.getsignal(signal.SIGINT)
     try:
         return importlib.import_module(module)
     except ImportError as err:
@@ -56,6 +59,12 @@ def require(module: str, needed_for: str):
             f"{needed_for} needs {module}, which is not installed ({err}). Install it with: "
             'pip install "spinsa[cluster]"'
         ) from None
+    finally:
+        # dask_jobqueue 0.9.0 sets SIGINT to sys.exit() on import (dask/dask-jobqueue#696):
+        # Ctrl-C would end a scan with status 0 and no word; keep KeyboardInterrupt
+        main = threading.current_thread() is threading.main_thread()
+        if main and sigint is not None and signal.getsignal(signal.SIGINT) is not sigint:
+            signal.signal(signal.SIGINT, sigint)
 
 
 def available_cores() -> int:
@@ -452,6 +461,11 @@ def threads_from_workers(client) -> int:
     return min(max(1, host_cores[h] // n) for h, n in threads.items())
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _dashboard_address() -> str | None:
     return ":8787" if importlib.util.find_spec("bokeh") else None  # the dashboard needs bokeh
 
@@ -562,14 +576,14 @@ def open_client(
                 scale = f"adaptive ({opts['adapt']})"
             elif workers is not None:
                 jq.scale(n=workers)
-                scale = f"{workers} workers in {math.ceil(workers / processes)} jobs"
+                n_jobs = math.ceil(workers / processes)
+                scale = f"{_count(workers, 'worker')} in {_count(n_jobs, 'job')}"
             else:
                 jq.scale(jobs=int(opts.get("jobs", 1)))
-                scale = f"{opts.get('jobs', 1)} jobs × {processes} workers"
+                scale = f"{_count(int(opts.get('jobs', 1)), 'job')} × {_count(processes, 'worker')}"
             client = stack.enter_context(distributed.Client(jq))
             resources = {RESOURCE: 1}
-            description = (
-                f"{cluster} cluster: {scale}, {threads} threads per point, "
-                f"dashboard {client.dashboard_link}"
-            )
+            description = f"{cluster} cluster: {scale}, {_count(threads, 'thread')} per point"
+            if _dashboard_address():  # without bokeh the link would serve nothing
+                description += f", dashboard {client.dashboard_link}"
         yield client, threads, resources, description
