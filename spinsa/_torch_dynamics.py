@@ -224,11 +224,12 @@ def design_run(
     x = torch.as_tensor(x0, device=dev).clone()
     keep = None if visible is None else torch.as_tensor(visible, device=dev)[..., None]
     x_first = x.clone() if keep is not None else None
-    energies = np.empty((steps + 1, x0.shape[0]), dtype=np.float64)
+    # on the device until the end: a copy to the host per step would wait for the GPU
+    energies = torch.empty((steps + 1, x0.shape[0]), dtype=torch.float64, device=dev)
     times, states = [0], [np.array(x0, copy=True)]
     for t in range(1, steps + 1):
         h, e = fields(x, by_key, lam, energies=True)  # e of x(t - 1)
-        energies[t - 1] = _to_host(e.double().sum(dim=1))
+        energies[t - 1] = e.double().sum(dim=1)
         if update == "sync":
             x = _normalise(h + gamma * x, norm)
         else:
@@ -247,10 +248,10 @@ def design_run(
         if bar is not None:
             bar.update()
     _, e = fields(x, by_key, lam, energies=True)
-    energies[steps] = _to_host(e.double().sum(dim=1))
+    energies[steps] = e.double().sum(dim=1)
     if record_every is None:
         times, states = [steps], [_to_host(x)]
-    return np.stack(states), np.asarray(times, dtype=np.int64), energies
+    return np.stack(states), np.asarray(times, dtype=np.int64), _to_host(energies)
 
 
 def _standardize(x, mask, eps: float):

@@ -244,3 +244,16 @@ def test_evaluation_on_torch_matches_numba(run_file):
     b = evaluate_task(TINY.with_overrides({"dynamics.device": "cpu"}), J, images, "masked")
     np.testing.assert_allclose(b.errors.all, a.errors.all, rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(b.final_period, a.final_period)
+
+
+# ------------------------------------------------------------------ the bench
+def test_bench_case_runs_and_checks_its_result():
+    from spinsa import bench
+
+    res = bench.bench_torch_dynamics(P=6, N=10, d=4, steps=1, repeat=1)
+    assert {"fast", "plain", "max_abs_diff"} <= set(res) and res["max_abs_diff"] < 1e-5
+    assert res["fast"].name.startswith("spinsa.run (torch") and res["plain"].gflops > 0
+    fast = bench.Timing("spinsa.run (torch, cuda)", 4.0, 2000.0)
+    runs = [("torch dynamics on the GPU: N=196, d=8, P=10000, T=100, float32", {"fast": fast}, "")]
+    lines = bench.gpu_targets(runs, peak=10_000.0)
+    assert [ok for _, ok in lines] == [True, False] and "20 %" in lines[1][0]
