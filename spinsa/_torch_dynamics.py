@@ -108,8 +108,10 @@ def _weights(s, lam: float, clamp: float, key_mask):
     s.diagonal(dim1=1, dim2=2).fill_(-torch.inf)
     if key_mask is not None:
         s.masked_fill_(key_mask[:, None, :].expand(-1, N, -1), -torch.inf)
-    lse = torch.logsumexp(s, dim=2)
-    return lse, s.sub_(lse[..., None]).exp_()
+    top = s.amax(dim=2, keepdim=True)  # -inf only where every key is masked: NaN, as numpy
+    w = s.sub_(top).exp_()
+    z = w.sum(dim=2, keepdim=True)
+    return (top + z.log()).squeeze(2), w.div_(z)  # one exp per pair (logsumexp takes two)
 
 
 def fields(x, by_key, lam: float, clamp: float = np.inf, key_mask=None, energies: bool = False):

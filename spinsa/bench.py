@@ -744,9 +744,11 @@ def torch_dynamics_runs(quick: bool, plain: bool, device: str = "cpu") -> list[t
     """The torch dynamics at the benchmark's size; on CUDA also at the issue's GPU target,
     P = 10,000, T = 100 (without the plain loop, minutes there)."""
     P, T = (256, 5) if quick else (1000, 20)
-    if device == "cpu":
+    if device == "cpu":  # torch there is for checks, minutes at the GPU's sizes: the small case
+        P, T = 256, 5
         title = f"torch dynamics on the CPU against numba: N=196, d=8, P={P}, T={T}, float32"
-        return [(title, bench_torch_dynamics(P=P, steps=T, with_plain=plain), "numba / torch")]
+        res = bench_torch_dynamics(P=P, steps=T, repeat=1, with_plain=plain)
+        return [(title, res, "numba / torch")]
     title = f"torch dynamics on the GPU: N=196, d=8, P={P}, T={T}, float32"
     runs = [(title, bench_torch_dynamics(P=P, steps=T, device=device, with_plain=plain), "ratio")]
     if not quick:
