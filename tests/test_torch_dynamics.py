@@ -257,3 +257,27 @@ def test_bench_case_runs_and_checks_its_result():
     runs = [("torch dynamics on the GPU: N=196, d=8, P=10000, T=100, float32", {"fast": fast}, "")]
     lines = bench.gpu_targets(runs, peak=10_000.0)
     assert [ok for _, ok in lines] == [True, False] and "20 %" in lines[1][0]
+
+
+def test_evaluate_command_on_torch(run_file, tmp_path, capsys):
+    from spinsa.cli import main
+    from spinsa.io.results import read_evaluation
+
+    out = tmp_path / "e.h5"
+    assert main(["evaluate", str(run_file), "--task", "masked", "--device", "cpu",
+                 "--out", str(out), "--no-progress"]) == 0  # fmt: skip
+    assert ExperimentConfig.from_dict(io.read(out).config).dynamics.device == "cpu"
+    want = read_evaluation(run_file, "masked")[0]["errors"]["all"]
+    got = read_evaluation(out, "masked")[0]["errors"]["all"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    assert main(["evaluate", str(run_file), "--task", "masked", "--device", "tpu",
+                 "--out", str(tmp_path / "f.h5")]) == 2  # fmt: skip
+    assert "dynamics.device must be one of" in capsys.readouterr().err
+
+
+def test_reproduce_refuses_an_unknown_device_before_writing(tmp_path):
+    from spinsa.experiments import reproduce
+
+    with pytest.raises(ValueError, match="dynamics.device must be one of"):
+        reproduce(tmp_path / "r", device="gpu", log=None)
+    assert not (tmp_path / "r").exists()
