@@ -261,7 +261,7 @@ def _standardize(x, mask, eps: float):
     torch = import_torch()
     if mask is None:
         mu = x.mean(dim=1, keepdim=True)
-        if x.shape[1] > 1:
+        if x.shape[1] > 1 and x.shape[0] > 0:  # torch warns on an empty reduction
             sd = x.std(dim=1, correction=1, keepdim=True)
         else:
             sd = torch.zeros_like(mu)

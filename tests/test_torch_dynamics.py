@@ -281,3 +281,13 @@ def test_reproduce_refuses_an_unknown_device_before_writing(tmp_path):
     with pytest.raises(ValueError, match="dynamics.device must be one of"):
         reproduce(tmp_path / "r", device="gpu", log=None)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("P, steps", [(4, 0), (0, 2)])
+def test_no_steps_and_no_samples(P, steps):
+    x, J = system(np.float32, P=4)
+    a, b = spinsa.run(x[:P], J, 1.0, steps), spinsa.run(x[:P], J, 1.0, steps, device="cpu")
+    assert b.states.shape == a.states.shape and b.energies.shape == a.energies.shape
+    close(b.states, a.states, np.float32)
+    close(b.energies, a.energies, np.float32, max(1.0, np.abs(a.energies).max(initial=0)))
+    assert damico_run(x[:P], J, 1.0, steps, device="cpu").shape == (P, *x.shape[1:])
