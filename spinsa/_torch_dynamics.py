@@ -85,7 +85,8 @@ def _couplings(J: np.ndarray, dev) -> tuple:
     torch = import_torch()
     N, d = J.shape[0], J.shape[2]
     Jd = torch.as_tensor(J, device=dev).clone()
-    Jd[torch.arange(N), torch.arange(N)] = 0  # never enter; a zero block keeps 0 * y finite
+    diag = torch.arange(N, device=dev)
+    Jd[diag, diag] = 0  # never enter; a zero block keeps 0 * y finite
     by_key = Jd.permute(1, 3, 0, 2).reshape(N, d, N * d).contiguous()
     by_row = Jd.permute(0, 2, 1, 3).reshape(N, d, N * d).contiguous()
     return by_key, by_row
