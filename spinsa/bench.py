@@ -349,7 +349,10 @@ def bench_hebbian(P=1000, N=196, d=8, with_plain=True):
     return out
 
 
-BENCHMARKS = ("dynamics", "async", "damico", "objective", "cd", "gibbs", "hebbian", "baseline")
+BENCHMARKS = (
+    "dynamics", "async", "damico", "objective", "cd", "gibbs", "hebbian", "baseline",
+    "torch-dynamics",
+)  # fmt: skip
 
 
 def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
@@ -373,6 +376,8 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
             runs.append((title, bench_objective_device(P=Po, with_plain=plain), "ratio"))
         if "baseline" in only:
             runs.extend(_baseline_runs(quick, plain, device))
+        if "torch-dynamics" in only:
+            runs.extend(torch_dynamics_runs(quick, plain, device))
         return runs
     if "dynamics" in only:
         title = f"dynamics: N=196, d=8, P={P}, T={T}, float32"
@@ -401,6 +406,8 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         runs.append((title, bench_hebbian(N=Nh, with_plain=plain), "ratio"))
     if "baseline" in only:
         runs.extend(_baseline_runs(quick, plain))
+    if "torch-dynamics" in only:
+        runs.extend(torch_dynamics_runs(quick, plain))
     return runs
 
 
@@ -698,4 +705,71 @@ def bench_baseline_step(
         out["plain"] = Timing("plain torch loop", plain, flops / plain / 1e9)
         out["plain_images_per_s"] = n / plain
         out["max_rel_diff"] = float(np.max(np.abs(history.step_loss - losses) / np.abs(losses)))
+    return out
+
+
+# ------------------------------------------------------------- the dynamics in torch
+def bench_torch_dynamics(P=1000, N=196, d=8, steps=20, device="cpu", repeat=2, with_plain=True):
+    """``spinsa.run(..., device=device)`` (the torch dynamics, :mod:`spinsa._torch_dynamics`)
+    against, on CUDA, :func:`plain_torch_run` on the GPU, and on the CPU the numba kernels
+    (``spinsa.run``); the final states compared with numba's on 64 samples."""
+    import spinsa
+
+    x0, J = _spins_and_couplings(P, N, d)
+    flops = dynamics_flops(P, N, d, steps)
+    spinsa.run(x0[:8], J, 1.0, 1, device=device)  # CUDA context, kernels, caches
+    fast = min_wall_time(
+        lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps, device=device), repeat
+    )
+    out = {"fast": timing(f"spinsa.run (torch, {device})", fast, flops, P, N, d, steps)}
+    if with_plain and device != "cpu":
+        torch = import_torch()
+        dev = torch.device(device)
+        fn = _on_device(torch, dev, lambda: plain_torch_run(x0, J, 1.0, steps, device=dev))
+        fn()
+        out["plain"] = timing(
+            f"plain torch ({device})", min_wall_time(fn, 1), flops, P, N, d, steps
+        )
+    elif with_plain:  # on the CPU the numba kernels are the reference: the ratio is torch's cost
+        spinsa.run(x0[:8], J, 1.0, 1)
+        numba = min_wall_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
+        out["plain"] = timing("spinsa.run (numba)", numba, flops, P, N, d, steps)
+    a = spinsa.run(x0[:64], J, 1.0, 3).final
+    b = spinsa.run(x0[:64], J, 1.0, 3, device=device).final
+    out["max_abs_diff"] = float(np.abs(a - b).max())
+    return out
+
+
+def torch_dynamics_runs(quick: bool, plain: bool, device: str = "cpu") -> list[tuple]:
+    """The torch dynamics at the benchmark's size; on CUDA also at the issue's GPU target,
+    P = 10,000, T = 100 (without the plain loop, minutes there)."""
+    P, T = (256, 5) if quick else (1000, 20)
+    if device == "cpu":  # torch there is for checks, minutes at the GPU's sizes: the small case
+        P, T = 256, 5
+        title = f"torch dynamics on the CPU against numba: N=196, d=8, P={P}, T={T}, float32"
+        res = bench_torch_dynamics(P=P, steps=T, repeat=1, with_plain=plain)
+        return [(title, res, "numba / torch")]
+    title = f"torch dynamics on the GPU: N=196, d=8, P={P}, T={T}, float32"
+    runs = [(title, bench_torch_dynamics(P=P, steps=T, device=device, with_plain=plain), "ratio")]
+    if not quick:
+        title = "torch dynamics on the GPU: N=196, d=8, P=10000, T=100, float32"
+        res = bench_torch_dynamics(P=10_000, steps=100, device=device, repeat=1, with_plain=False)
+        runs.append((title, res, "ratio"))
+    return runs
+
+
+def gpu_targets(runs, peak: float) -> list[tuple[str, bool]]:
+    """The issue tracker's GPU targets (the torch dynamics at P = 10,000, T = 100: <= 5 s and
+    >= 30 % of the GPU's float32 matmul ``peak``, in useful flops): (line, met)."""
+    out = []
+    for title, res, _ in runs:
+        if title.startswith("torch dynamics on the GPU") and "P=10000" in title:
+            fast = res["fast"]
+            ok = fast.seconds <= 5
+            out.append((f"dynamics P = 10,000, T = 100 <= 5 s: {fast.seconds:.3g} s -- "
+                        f"{'met' if ok else 'NOT met'}", ok))  # fmt: skip
+            share = fast.gflops / peak
+            ok = share >= 0.3
+            out.append((f"dynamics >= 30 % of the matmul peak: {100 * share:.3g} % -- "
+                        f"{'met' if ok else 'NOT met'}", ok))  # fmt: skip
     return out

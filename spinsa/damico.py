@@ -50,6 +50,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from spinsa import _torch_dynamics
 from spinsa._checks import check_count, check_lam, check_positive, check_spins_couplings
 from spinsa._progress import progress as progress_bar
 from spinsa.kernels import dynamics as _k
@@ -281,6 +282,7 @@ def damico_run(
     eps: float = STD_EPS,
     fast: bool = True,
     progress: bool = False,
+    device: str | None = None,
 ) -> np.ndarray:
     """Iterate the notebook's dynamics for ``steps`` steps; only the last state is kept.
 
@@ -303,6 +305,10 @@ def damico_run(
         As in :func:`damico_step`.
     progress : bool
         Show a progress bar.
+    device : str, optional
+        As in :func:`spinsa.run`: None or ``"numba"`` (the default), ``"cpu"``, ``"cuda"``,
+        ``"cuda:<k>"`` or ``"auto"``. On a torch device every step, the masked first one
+        included, runs there (``fast`` does not apply).
 
     Returns
     -------
@@ -316,5 +322,22 @@ def damico_run(
     clamp = check_positive(clamp, "clamp")
     if clamp_visible and mask is None:
         raise ValueError("clamp_visible=True needs the mask of the visible tokens")
+    dev = _torch_dynamics.dynamics_device(device)
+    if dev is not None:
+        args = (mask, clamp_visible, clamp, eps, callback, progress)
+        return _run_torch(x, J, lam, steps, *args, dev)
     with progress_bar(steps, "dynamics (damico2024)", "step", enabled=progress) as bar:
         return _run(x, J, lam, steps, mask, clamp, eps, fast, clamp_visible, callback, bar)
+
+
+def _run_torch(x, J, lam, steps, mask, clamp_visible, clamp, eps, callback, progress, dev):
+    """:func:`damico_run` on a torch device (:mod:`spinsa._torch_dynamics`), checked arguments."""
+    # the same bound on lam as the fused path: standardised spins have |xs_i| <= sqrt(d (N - 1))
+    N, d = x.shape[1], x.shape[2]
+    check_lam(lam, np.full((1, 1, d), np.sqrt(max(N - 1, 1)), x.dtype), J)
+    desc = f"dynamics (damico2024, {dev.type})"
+    with progress_bar(steps, desc, "step", enabled=progress) as bar:
+        return _torch_dynamics.damico_run(
+            x, J, lam, steps, dev, mask=mask, clamp_visible=clamp_visible, clamp=clamp,
+            eps=eps, norm_eps=NORM_EPS, callback=callback, bar=bar,
+        )  # fmt: skip

@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from spinsa import _torch_dynamics
 from spinsa._checks import (
     check_choice,
     check_count,
@@ -267,6 +268,7 @@ def run(
     seed=None,
     callback: Callable[[int, np.ndarray], None] | None = None,
     progress: bool = False,
+    device: str | None = None,
 ) -> Trajectory:
     """Iterate the dynamics for ``steps`` steps from ``x0``.
 
@@ -292,6 +294,10 @@ def run(
         ``callback(t, x)`` after every step with the state x(t) of shape (P, N, d).
     progress : bool
         Show a progress bar.
+    device : str, optional
+        Where the dynamics runs: None or ``"numba"``, the CPU kernels (the default);
+        ``"cpu"``, ``"cuda"``, ``"cuda:<k>"``, torch on that device; ``"auto"``, torch on
+        CUDA when a GPU is seen, else numba. The same results to rounding, as numpy arrays.
 
     Returns
     -------
@@ -304,6 +310,9 @@ def run(
     x0, J = check_spins_couplings(x0, J, x_name="x0")
     check_lam(lam, x0, J)
     check_gamma(gamma, x0, J)
+    dev = _torch_dynamics.dynamics_device(device)
+    if dev is not None:
+        return _run_torch(x0, J, cfg, steps, record_every, callback, progress, dev)
     P = x0.shape[0]
     norm_code = _k.NORM_CODES[cfg.norm]
     rng = np.random.default_rng(cfg.seed)
@@ -353,3 +362,16 @@ def run(
         energies=energies,
         config=cfg,
     )
+
+
+def _run_torch(x0, J, cfg, steps, record_every, callback, progress, dev) -> Trajectory:
+    """:func:`run` on a torch device (:mod:`spinsa._torch_dynamics`), checked arguments."""
+    with progress_bar(steps, f"dynamics ({dev.type})", "step", enabled=progress) as bar:
+        states, times, energies = _torch_dynamics.design_run(
+            x0, J, cfg.lam, cfg.gamma, cfg.norm, cfg.update, steps, dev,
+            seed=cfg.seed, record_every=record_every, callback=callback, bar=bar,
+        )  # fmt: skip
+    cause = f"lam = {cfg.lam:g}, gamma = {cfg.gamma:g}, norm = {cfg.norm!r}; use norm='sphere'"
+    check_result(states, "the states of the dynamics", cause)
+    check_result(energies, "the energies of the dynamics", cause)
+    return Trajectory(states=states, times=times, energies=energies, config=cfg)

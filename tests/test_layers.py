@@ -17,6 +17,7 @@ LAYERS = [
      "spinsa._progress", "spinsa._torch", "spinsa._convergence", "spinsa.kernels"],
     # the model: spins, couplings, dynamics, tasks, the simple references
     ["spinsa.model", "spinsa.couplings", "spinsa.embedding", "spinsa.tasks", "spinsa.damico",
+     "spinsa._torch_dynamics",
      "spinsa.vmf",
      "spinsa.references"],
     # files on disk and data sets

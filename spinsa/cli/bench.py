@@ -37,9 +37,11 @@ def add_bench(sub) -> None:
         "--device",
         choices=["cpu", "cuda"],
         default="cpu",
-        help="cpu: the numba kernels against plain implementations (default); cuda: the torch "
-        "paths on the GPU (the objective's closed form against autograd, the plain dynamics), "
-        "the numbers to report from a machine with a GPU",
+        help="cpu: the numba kernels against plain implementations, and the torch dynamics "
+        "against numba (default); cuda: the torch paths on the GPU (the objective's closed "
+        "form against autograd; the torch dynamics of spinsa.run(device='cuda') against the "
+        "plain torch loop, and alone at P=10000, T=100), the numbers to report from a machine "
+        "with a GPU",
     )
     p.add_argument(
         "--json",
@@ -79,6 +81,8 @@ def _cmd_bench(args) -> int:
     for title, res, ratio in runs:
         _print_pair(title, res, peak, ratio)
     verdicts = [] if args.quick or args.device != "cpu" else bench.speed_targets(runs)
+    if args.device == "cuda" and not args.quick:
+        verdicts = bench.gpu_targets(runs, peak)
     if verdicts:
         print("\ntargets (this machine, this run)")
         for line, _ in verdicts:

@@ -290,8 +290,19 @@ def add_evaluate(sub) -> None:
         default=1000,
         help="images iterated at once (memory only; default 1000)",
     )
+    _add_device_flag(p)
     add_progress_flag(p)
     p.set_defaults(func=_cmd_evaluate)
+
+
+def _add_device_flag(p) -> None:
+    p.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="where the dynamics runs: numba (the CPU kernels), cpu or cuda / cuda:<k> (torch "
+        "there), auto (CUDA when torch sees a GPU, else numba); default: the config's "
+        "dynamics.device (numba unless set)",
+    )
 
 
 def _cmd_evaluate(args) -> int:
@@ -318,6 +329,7 @@ def _cmd_evaluate(args) -> int:
             chunk_size=args.chunk_size,
             progress=not args.no_progress,
             images=images,
+            device=args.device,
         )
         s = read_summaries(path, tasks=(task,))[task]
         print(
@@ -374,6 +386,7 @@ def add_reproduce(sub) -> None:
         "tables; see analysis/configs/reproduce_quick.toml) instead of the paper's",
     )
     add_progress_flag(p)
+    _add_device_flag(p)
     p.add_argument(
         "--baselines",
         choices=("quick", "paper", "none"),
@@ -398,6 +411,7 @@ def _cmd_reproduce(args) -> int:
         config=args.config,
         progress=not args.no_progress,
         baselines=True if args.baselines is None else args.baselines,
+        device=args.device,
     )
     return 0
 

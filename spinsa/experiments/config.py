@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from spinsa._checks import check_choice, check_count, check_real
 from spinsa._config import check_keys, config_from_dict, config_to_dict, flatten, read_toml
+from spinsa._torch_dynamics import check_device
 from spinsa.embedding import SCALES, PatchEmbedding
 from spinsa.fit.config import FitConfig
 from spinsa.model import DynamicsConfig
@@ -161,6 +162,12 @@ class DynamicsSection:
     seed : int or None
         Seed of the asynchronous site orders (None: ``tasks.seed``), the same for every
         chunk of test images.
+    device : str
+        Where the dynamics runs (both presets): ``"numba"``, the CPU kernels (the default);
+        ``"cpu"``, ``"cuda"``, ``"cuda:<k>"``, torch there; ``"auto"``, torch on CUDA when a
+        GPU is seen, else numba (:func:`spinsa.run`). Results agree to rounding. Left out
+        of the stored config at its default, so that files written before it existed read
+        and compare as they did.
     """
 
     preset: Literal["design", "damico2024"] = "design"
@@ -170,9 +177,11 @@ class DynamicsSection:
     update: Literal["sync", "async"] = "sync"
     steps: int = 100
     seed: int | None = None
+    device: str = "numba"
 
     def __post_init__(self):
         check_choice(self.preset, "dynamics.preset", DYNAMICS_PRESETS)
+        check_device(self.device, "dynamics.device")
         check_count(self.steps, "dynamics.steps", 0)
         if self.preset == "damico2024":  # what it ignores, at the defaults
             for name in ("gamma", "norm", "update", "seed"):
@@ -183,6 +192,10 @@ class DynamicsSection:
             raise ValueError(f"[dynamics]: {err} (lam is lam_eval here)") from None
         object.__setattr__(self, "lam_eval", run.lam)
         object.__setattr__(self, "gamma", run.gamma)
+
+    def unused_options(self) -> tuple[str, ...]:
+        """``device`` at its default (left out of the stored config, as before it existed)."""
+        return ("device",) if self.device == "numba" else ()
 
     def model_config(self) -> DynamicsConfig:
         """The :class:`spinsa.DynamicsConfig` of a run of the design dynamics (lam = lam_eval)."""

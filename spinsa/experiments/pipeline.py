@@ -24,10 +24,11 @@ import numpy as np
 
 import spinsa
 from spinsa import io
-from spinsa._checks import check_choice, check_count
+from spinsa._checks import check_choice, check_count, check_spins_couplings
 from spinsa._config import config_differences, config_to_dict
 from spinsa._files import refuse_existing
 from spinsa._progress import progress as progress_bar
+from spinsa._torch_dynamics import design_run, dynamics_device
 from spinsa.analysis.summary import summarize_arrays
 from spinsa.couplings import frobenius_norm, hebbian_couplings
 from spinsa.damico import damico_run
@@ -292,13 +293,24 @@ def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
     """Iterate the config's dynamics from x0 (P, N, d), calling callback(t, x) at t >= 1.
 
     The one place that maps ``[dynamics]`` and ``clamp_visible`` to a run (evaluation,
-    analyses, Fig. 2); asynchronous site orders come from ``dynamics.seed``, else ``tasks.seed``.
+    analyses, Fig. 2); asynchronous site orders come from ``dynamics.seed``, else ``tasks.seed``;
+    ``dynamics.device`` says where it runs.
     """
     dyn = config.dynamics
     clamp = config.tasks.clamp_visible and mask is not None
     seed = config.tasks.seed if dyn.seed is None else dyn.seed
+    dev = dynamics_device(dyn.device)
     if dyn.preset == "damico2024":
-        damico_run(x0, J, dyn.lam_eval, steps, mask, clamp_visible=clamp, callback=callback)
+        damico_run(
+            x0, J, dyn.lam_eval, steps, mask, clamp_visible=clamp, callback=callback,
+            device=dyn.device,
+        )  # fmt: skip
+    elif clamp and dev is not None:  # the visible sites reset after every step, on the device
+        x0, J = check_spins_couplings(x0, J, x_name="x0")
+        design_run(
+            x0, J, dyn.lam_eval, dyn.gamma, dyn.norm, dyn.update, steps, dev, seed=seed,
+            visible=~mask, callback=callback,
+        )  # fmt: skip
     elif not clamp:
         # one record at the end: the callback keeps what the caller needs
         spinsa.run(
@@ -312,6 +324,7 @@ def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
             seed=seed,
             callback=callback,
             record_every=max(steps, 1),
+            device=dyn.device,
         )
     else:
         rng = np.random.default_rng(seed)
@@ -629,6 +642,7 @@ def evaluate(
     chunk_size: int = 1000,
     progress: bool = False,
     images: Images | None = None,
+    device: str | None = None,
 ) -> Path:
     """Run a run file's dynamics on a task over the test set; store ``/evaluation/<task>``.
 
@@ -647,6 +661,9 @@ def evaluate(
         As in :func:`evaluate_task`.
     images : Images, optional
         As in :func:`train`.
+    device : str, optional
+        Where the dynamics runs (``dynamics.device``: ``"numba"``, ``"cpu"``, ``"cuda"``,
+        ``"cuda:<k>"``, ``"auto"``); default: the config's.
 
     Returns
     -------
@@ -656,7 +673,7 @@ def evaluate(
     check_choice(task, "task", TASKS)
     run_path = Path(run_path)
     info, config = read_run(run_path)
-    changed = {"data.n_test": n_test, "dynamics.steps": steps}
+    changed = {"data.n_test": n_test, "dynamics.steps": steps, "dynamics.device": device}
     config = config.with_overrides({k: v for k, v in changed.items() if v is not None})
     group = f"evaluation/{task}"
     if out is None and group in info.groups and not overwrite:

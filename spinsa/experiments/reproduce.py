@@ -32,6 +32,7 @@ with an estimate of each stage's time (:func:`estimate_seconds`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -202,6 +203,7 @@ def reproduce(
     fetch: bool = True,
     log: Callable[[str], None] | None = _log,
     baselines=True,
+    device: str | None = None,
 ) -> ReproduceResult:
     """Run the paper's experiment (or ``config``'s) into ``out_dir``; resumable.
 
@@ -232,6 +234,10 @@ def reproduce(
         quick run, ``"paper"`` otherwise (skipped with a note when torch is not installed);
         a :class:`~spinsa.experiments.baselines.BaselinesSpec` for another recipe; False or
         ``"none"`` to skip them.
+    device : str, optional
+        Where the dynamics of the evaluations runs (``dynamics.device`` of every model:
+        ``"numba"``, ``"cpu"``, ``"cuda"``, ``"cuda:<k>"``, ``"auto"``); default: the
+        config's. Finished stages count as done whatever device computed them.
 
     Returns
     -------
@@ -246,6 +252,9 @@ def reproduce(
     """
     say = log or (lambda message: None)
     cfg = _resolve_config(config, quick)
+    if device is not None:
+        base = cfg.base.with_overrides({"dynamics.device": device})
+        cfg = dataclasses.replace(cfg, base=base)
     cfg.experiments()  # a bad model section is refused before anything is written
     bl_spec = _resolve_baselines(baselines, cfg, quick, say)
     out_dir = Path(out_dir)
@@ -371,6 +380,7 @@ class _Reproduction:
         pipeline.evaluate(
             self.file_of(f"fit:{exp.name}"), task, out=self.file_of(f"eval:{exp.name}:{task}"),
             overwrite=True, progress=self.progress, images=self.images_for(exp),
+            device=exp.dynamics.device,  # this run's, not what the fit file stored
         )  # fmt: skip
 
     def notebook(self, exp: ExperimentConfig) -> None:

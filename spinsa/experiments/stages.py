@@ -5,7 +5,9 @@ A pipeline is a list of :class:`Stage`. A stage writes one spinsa HDF5 file (its
 (figures, markdown). The one rule for "done", :func:`stage_done`:
 
 - the output verifies (:func:`spinsa.io.verify`: readable, every checksum holds) and the
-  config stored in it equals the stage's config (:func:`spinsa._config.config_differences`);
+  config stored in it equals the stage's config (:func:`spinsa._config.config_differences`),
+  but for where the dynamics ran (``dynamics.device``: results agree to rounding, so a run
+  started on a CPU resumes on a GPU);
 - a missing output is not done; a damaged one is set aside as ``NAME.corrupt`` and the stage
   runs again (nothing is overwritten that could still be read);
 - an intact output of another config raises :class:`ConfigChangedError`, which names what
@@ -53,6 +55,8 @@ class ConfigChangedError(ValueError):
         )
 
 
+# where the dynamics ran: not a difference between two results (stage_state)
+DEVICE_KEY = "dynamics.device"
 DEFAULT_HINT = (
     "pass overwrite=True (--overwrite) to start afresh, or choose another output directory"
 )
@@ -87,6 +91,7 @@ def stage_state(path, config: Mapping | None = None, *, hint: str = DEFAULT_HINT
         raise  # a file spinsa did not write is never taken for a stage, nor touched
     if config is not None:
         differences = config_differences(io.read(path).config, config)
+        differences = {k: v for k, v in differences.items() if not k.endswith(DEVICE_KEY)}
         if differences:
             raise ConfigChangedError(path, differences, hint)
     return "done"
