@@ -43,16 +43,24 @@ TITLES = {
     "spinsa.vmf": "The von Mises–Fisher distribution",
     "spinsa.sampling": "Monte Carlo at a temperature",
     "spinsa.damico": "The notebook's dynamics",
-    "spinsa.model": "The model: energies, fields, attention, dynamics",
+    "spinsa.model": "The model",
     "spinsa.fit": "Fitting",
+    "spinsa.fit.convergence": "Convergence of a fit",
     "spinsa.analysis": "Analysis",
+    "spinsa.analysis.compare": "Several coupling tensors side by side",
+    "spinsa.analysis.planted": "Planted inverse problems",
+    "spinsa.analysis.summary": "Summaries of an evaluation",
     "spinsa.datasets": "Data sets",
     "spinsa.io": "Files",
+    "spinsa.io.results": "Results read back",
     "spinsa._convergence": "Convergence",
     "spinsa.baselines": "Baselines",
     "spinsa.sequences": "Sequences",
     "spinsa.scan": "Phase scans",
     "spinsa.experiments": "Experiments",
+    "spinsa.experiments.compare": "Comparing run files",
+    "spinsa.experiments.stages": "Stages of every pipeline",
+    "spinsa.experiments.sequences": "The sequence benchmark",
     "spinsa.report": "Reports",
     "spinsa.plotting": "Figures",
     "spinsa.bench": "Benchmarks",
@@ -91,9 +99,8 @@ def _exported(mod: griffe.Module) -> list[str]:
     return [n for n, m in mod.members.items() if not n.startswith("_") and not m.is_alias and not m.is_module]
 
 
-def _section(mod: griffe.Module, depth: int, documented: dict[str, str]) -> list[str]:
-    """The Markdown of one module's entry, and of its submodules' below it."""
-    level = min(depth + 1, 5)
+def _section(mod: griffe.Module, level: int, documented: dict[str, str]) -> list[str]:
+    """The Markdown of one module's entry (a heading of ``level``), then its submodules'."""
     title = TITLES.get(mod.path)
     heading = f"{title}: `{mod.path}`" if title else f"`{mod.path}`"
     if mod.path == ROOT:
@@ -102,31 +109,35 @@ def _section(mod: griffe.Module, depth: int, documented: dict[str, str]) -> list
     for name in _exported(mod):
         member = mod.members.get(name)
         path = _canonical(member) if member is not None else None
-        if path is None or (member.is_module if not member.is_alias else False):
-            continue
+        if path is None or member.is_module:
+            continue  # exported lazily (``__getattr__``), or a submodule: it has its own entry
         if path in documented:
             elsewhere.append((name, path))
         else:
             documented[path] = mod.path
             own.append(name)
-    lines = [f"{'#' * level} {heading} {{ #{mod.path} }}", ""]
-    options = ["show_root_heading: false", "show_root_toc_entry: false", f"heading_level: {level + 1}"]
-    options.append(f"members: [{', '.join(own)}]" if own else "members: false")
-    lines += [f"::: {mod.path}", "    options:", *(f"      {o}" for o in options), ""]
+    options = [
+        "show_root_heading: false",
+        "show_root_toc_entry: false",
+        f"heading_level: {min(level + 1, 6)}",
+        f"members: [{', '.join(own)}]" if own else "members: false",
+    ]
+    lines = [f"{'#' * level} {heading} {{ #{mod.path} }}", "", f"::: {mod.path}", "    options:"]
+    lines += [*(f"      {o}" for o in options), ""]
     if elsewhere:
         links = ", ".join(f"[`{name}`][{path}]" for name, path in elsewhere)
-        lines += [f"Also exported here, documented with the module that exports it first: {links}.", ""]
+        lines += [f"Also exported here, and documented above: {links}.", ""]
+    # The namespace's modules are sections of their own, at its level.
+    sub_level = level if mod.path == ROOT else min(level + 1, 5)
     for sub in _submodules(mod):
         if _is_documented(sub.path):
-            lines += _section(sub, depth + 1, documented)
+            lines += _section(sub, sub_level, documented)
     return lines
 
 
 def reference_markdown(package: griffe.Module) -> str:
     """The generated part of ``api.md``: one entry per documented module of ``package``."""
-    documented: dict[str, str] = {}
-    lines = _section(package, 1, documented)
-    return "\n".join(lines)
+    return "\n".join(_section(package, 2, {}))
 
 
 def documented_modules(package: griffe.Module) -> list[str]:
