@@ -120,13 +120,13 @@ def resolve(target: str, obj: griffe.Object, root: griffe.Module, index: list[st
     # Not reachable by attribute access (a package that exports lazily, a name imported only
     # for type checking): take the one object of that name under the named package.
     head, _, last = name.rpartition(".")
-    if head and not head.startswith(ROOT):
+    if head and head != ROOT and not head.startswith(ROOT + "."):
         head = f"{ROOT}.{head}"
     package = head if head and lookup(root, head) is not None else ROOT
     return sorted({p for p in index if p.startswith(package + ".") and p.endswith("." + last)})
 
 
-def _display(body: str, role: str) -> tuple[str, str]:
+def _display(body: str) -> tuple[str, str]:
     """(target, text shown) of a role's body: ``title <target>``, ``~a.b.c`` shows ``c``."""
     explicit = re.fullmatch(r"(?P<title>.+?)\s*<(?P<target>[^<>]+)>", body)
     if explicit:
@@ -144,9 +144,9 @@ def convert(text: str, obj: griffe.Object, root: griffe.Module, index: list[str]
     docstring); unresolved targets are logged as warnings naming the docstring."""
 
     def replace(match: re.Match) -> str:
-        target, shown = _display(match["body"], match["role"])
+        target, shown = _display(match["body"])
         shown_md = f"`{shown}`" if "`" not in shown else shown
-        if target.split(".", 1)[0] in EXTERNAL:
+        if target.lstrip(".").split(".", 1)[0] in EXTERNAL:
             return shown_md
         paths = resolve(target, obj, root, index)
         if len(paths) == 1:
