@@ -348,7 +348,8 @@ def test_the_site_builds_strict_with_links_instead_of_roles(tmp_path):
     assert not raw, f"raw Sphinx roles in the built site: {raw}"
     api_page = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert 'id="spinsa.analysis.overlaps"' in api_page
-    # trajectory_overlaps' ":func:`nearest_patterns`" became a link to its entry
-    entry = api_page[api_page.index('id="spinsa.analysis.overlaps.trajectory_overlaps"'):]
-    entry = entry[: entry.index("</div>\n\n</div>")] if "</div>\n\n</div>" in entry else entry[:20000]
-    assert re.search(r'<a class="autorefs autorefs-internal"[^>]*href="#spinsa\.[\w.]*nearest_patterns"', entry)
+    # trajectory_overlaps' ":func:`nearest_patterns`" became a link to that function's entry
+    start = re.search(r'id="spinsa\.[\w.]*trajectory_overlaps"', api_page).end()
+    entry = api_page[start : start + re.search(r"<h[1-6] id=", api_page[start:]).start()]
+    assert "Returns" in entry
+    assert re.search(r'<a class="autorefs autorefs-internal"[^>]*#spinsa\.[\w.]*nearest_patterns"', entry)
