@@ -81,8 +81,8 @@ def _is_documented(path: str) -> bool:
 def _submodules(mod: griffe.Module) -> list[griffe.Module]:
     """The modules defined inside ``mod`` (not the ones it imports), in page order."""
     subs = [m for m in mod.members.values() if not m.is_alias and m.is_module]
-    order = list(TITLES)
-    return sorted(subs, key=lambda m: (order.index(m.path) if m.path in order else len(order), m.path))
+    order = {path: i for i, path in enumerate(TITLES)}
+    return sorted(subs, key=lambda m: (order.get(m.path, len(order)), m.path))
 
 
 def _canonical(obj) -> str | None:
@@ -96,7 +96,11 @@ def _exported(mod: griffe.Module) -> list[str]:
     """The names ``mod`` makes public: its ``__all__``, else its public members defined in it."""
     if mod.exports is not None:
         return [name if isinstance(name, str) else name.name for name in mod.exports]
-    return [n for n, m in mod.members.items() if not n.startswith("_") and not m.is_alias and not m.is_module]
+    return [
+        n
+        for n, m in mod.members.items()
+        if not n.startswith("_") and not m.is_alias and not m.is_module
+    ]
 
 
 def _section(mod: griffe.Module, level: int, documented: dict[str, str]) -> list[str]:
