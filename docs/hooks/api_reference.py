@@ -6,11 +6,12 @@
    namespace first, then each package before its modules) whose ``__all__`` names it; a later
    module that exports it too links to that entry. Modules whose dotted name has a part with a
    leading underscore are private and left out, except those in ``PRIVATE_DOCUMENTED``.
-2. A cross-reference to an object the site has no entry of its own for (a dataclass field, a
-   module constant outside ``__all__``) is pointed at the entry of the nearest enclosing object
-   (its class, its module) before mkdocs-autorefs resolves it, and each such link is listed at
-   INFO level. A reference with no enclosing entry at all stays as it is: mkdocs-autorefs then
-   warns, and ``mkdocs build --strict`` fails.
+2. A cross-reference to a public object the site has no entry of its own for (a dataclass
+   field, a module constant outside ``__all__``) is pointed at the entry of the nearest
+   enclosing object (its class, its module) before mkdocs-autorefs resolves it; one to a
+   private object (a name with a leading underscore, the numba kernels) is set as code without
+   a link. Both are listed at INFO level. A reference to a public top-level module without an
+   entry stays as it is: mkdocs-autorefs then warns, and ``mkdocs build --strict`` fails.
 """
 
 from __future__ import annotations
@@ -210,21 +211,33 @@ def on_env(env, config, files):
     moved: dict[str, str] = {}
     unlinked: list[str] = []
 
+    def private(identifier: str) -> bool:
+        if identifier.startswith(tuple(m + "." for m in PRIVATE_DOCUMENTED)):
+            return False
+        return any(part.startswith("_") for part in identifier.split("."))
+
+    def enclosing_entry(identifier: str) -> str | None:
+        """The nearest enclosing object with an entry, below the ``spinsa`` namespace."""
+        parts = identifier.split(".")
+        for n in range(len(parts) - 1, 1, -1):
+            if has_entry(".".join(parts[:n])):
+                return ".".join(parts[:n])
+        return None
+
     def nearest(match: re.Match) -> str:
         tag = match[0]
         found = _IDENTIFIER.search(tag)
         if found is None or re.search(r"\boptional\b", tag) or has_entry(found[1]):
             return tag
-        parts = found[1].split(".")
-        for n in range(len(parts) - 1, 1, -1):
-            parent = ".".join(parts[:n])
-            if has_entry(parent):
-                moved[found[1]] = parent
-                return tag[: found.start(1)] + parent + tag[found.end(1) :]
-        if _is_documented(found[1]) and found[1].count(".") == 1:
+        identifier = found[1]
+        parent = None if private(identifier) else enclosing_entry(identifier)
+        if parent is not None:
+            moved[identifier] = parent
+            return tag[: found.start(1)] + parent + tag[found.end(1) :]
+        if _is_documented(identifier) and identifier.count(".") == 1:
             return tag  # a public module of spinsa without an entry: autorefs warns
-        # Inside a private module (or the kernels): the name is set as code, unlinked.
-        unlinked.append(found[1])
+        # Private, or inside the kernels: the name is set as code, unlinked.
+        unlinked.append(identifier)
         return tag[:-1] + " optional>"
 
     for file in files:
