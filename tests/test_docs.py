@@ -67,6 +67,12 @@ TOY = {
             """Write. See :func:`read_run`, :func:`~spinsa.io.read_run` and :mod:`spinsa.model`."""
         def read_run(path):
             """Read. Written by :func:`save_fit`; the model is :class:`.Model`."""
+        def _helper():
+            """Private."""
+    ''',
+    "_convergence.py": '''
+        """A private module with an entry of its own."""
+        RULE = 1
     ''',
     "model.py": '''
         """The model: :meth:`Model.run` and :func:`overlaps`."""
@@ -152,15 +158,15 @@ class _FakeAutorefs:
         return f"api/#{identifier}", None
 
 
-def test_links_without_an_entry_land_on_the_enclosing_one(api):
+def test_links_without_an_entry_land_on_the_enclosing_one(api, toy):
     class Page:
         content = (
-            '<autoref identifier="spinsa.scan.ScanSpec">'  # has an entry: kept
-            '<autoref identifier="spinsa.scan.ScanSpec.dims">'  # a field: to its class
-            '<autoref identifier="spinsa._config.read_toml">'  # private: unlinked
-            '<autoref identifier="spinsa.scan._Held">'  # private: unlinked
+            '<autoref identifier="spinsa.model.Model">'  # has an entry: kept
+            '<autoref identifier="spinsa.model.Model.run">'  # no entry: to its class
+            '<autoref identifier="spinsa.io._helper">'  # private: unlinked
             '<autoref identifier="spinsa._convergence.RULE">'  # in a documented private module
-            '<autoref identifier="spinsa.nomodule">'  # a public module with no entry: kept
+            '<autoref identifier="spinsa.io.nothing">'  # names nothing: kept, autorefs warns
+            '<autoref identifier="spinsa.nomodule">'  # the same
             '<autoref optional identifier="spinsa.x.y">'  # mkdocstrings' own: kept
         )
 
@@ -168,19 +174,20 @@ def test_links_without_an_entry_land_on_the_enclosing_one(api):
         page = Page()
 
     class Config:
-        plugins = {
-            "autorefs": _FakeAutorefs(
-                ["spinsa", "spinsa.scan", "spinsa.scan.ScanSpec", "spinsa._convergence"]
-            )
-        }
+        known = ["spinsa", "spinsa.io", "spinsa.model", "spinsa.model.Model", "spinsa._convergence"]
+        plugins = {"autorefs": _FakeAutorefs(known)}
 
-    api.on_env(None, config=Config(), files=[File()])
+    api._BUILD["package"] = toy
+    try:
+        api.on_env(None, config=Config(), files=[File()])
+    finally:
+        api._BUILD.clear()
     assert File.page.content == (
-        '<autoref identifier="spinsa.scan.ScanSpec">'
-        '<autoref identifier="spinsa.scan.ScanSpec">'
-        '<autoref identifier="spinsa._config.read_toml" optional>'
-        '<autoref identifier="spinsa.scan._Held" optional>'
+        '<autoref identifier="spinsa.model.Model">'
+        '<autoref identifier="spinsa.model.Model">'
+        '<autoref identifier="spinsa.io._helper" optional>'
         '<autoref identifier="spinsa._convergence">'
+        '<autoref identifier="spinsa.io.nothing">'
         '<autoref identifier="spinsa.nomodule">'
         '<autoref optional identifier="spinsa.x.y">'
     )

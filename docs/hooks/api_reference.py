@@ -10,8 +10,9 @@
    field, a module constant outside ``__all__``) is pointed at the entry of the nearest
    enclosing object (its class, its module) before mkdocs-autorefs resolves it; one to a
    private object (a name with a leading underscore, the numba kernels) is set as code without
-   a link. Both are listed at INFO level. A reference to a public top-level module without an
-   entry stays as it is: mkdocs-autorefs then warns, and ``mkdocs build --strict`` fails.
+   a link. Both are listed at INFO level. A reference to nothing in spinsa, or to a public
+   top-level module without an entry, stays as it is: mkdocs-autorefs then warns, and
+   ``mkdocs build --strict`` fails.
 """
 
 from __future__ import annotations
@@ -163,11 +164,35 @@ def load_package(root_dir: str | Path = ".") -> griffe.Module:
     return griffe.load(ROOT, search_paths=[str(root_dir)], resolve_aliases=True)
 
 
+_BUILD: dict[str, griffe.Module] = {}
+"""The package as read for this build (``mkdocs serve`` rebuilds: read again each time)."""
+
+
+def _package(config) -> griffe.Module:
+    if "package" not in _BUILD:
+        _BUILD["package"] = load_package(Path(config["config_file_path"]).parent)
+    return _BUILD["package"]
+
+
+def _exists(package: griffe.Module, identifier: str) -> bool:
+    """Whether the dotted ``identifier`` names an object of ``package`` (imports followed)."""
+    if identifier == package.path:
+        return True
+    try:
+        package[identifier.removeprefix(package.path + ".")]
+    except (KeyError, ValueError, griffe.AliasResolutionError, griffe.CyclicAliasError):
+        return False
+    return True
+
+
+def on_pre_build(config):
+    _BUILD.clear()
+
+
 def on_page_markdown(markdown, page, config, files):
     if MARKER not in markdown:
         return markdown
-    root_dir = Path(config["config_file_path"]).parent
-    generated = reference_markdown(load_package(root_dir))
+    generated = reference_markdown(_package(config))
     return markdown.replace(MARKER, f"{MARKER_DONE}\n\n{generated}")
 
 
@@ -200,6 +225,7 @@ def on_env(env, config, files):
     autorefs = config.plugins.get("autorefs")
     if autorefs is None:
         return env
+    package = _package(config)
 
     def has_entry(identifier: str) -> bool:
         try:
@@ -230,6 +256,8 @@ def on_env(env, config, files):
         if found is None or re.search(r"\boptional\b", tag) or has_entry(found[1]):
             return tag
         identifier = found[1]
+        if not _exists(package, identifier):
+            return tag  # a link to nothing (a typo in a page): autorefs warns
         parent = None if private(identifier) else enclosing_entry(identifier)
         if parent is not None:
             moved[identifier] = parent

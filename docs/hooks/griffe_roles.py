@@ -154,7 +154,11 @@ def convert(text: str, obj: griffe.Object, root: griffe.Module, index: list[str]
         if paths:
             why = f"it matches {len(paths)} objects ({', '.join(paths[:4])}); write the full path"
         else:
-            why = f"no object of that name in {obj.parent.path if obj.parent else ROOT} or {ROOT}"
+            where = obj.path if (obj.is_module or obj.is_class) else obj.parent.path
+            why = (
+                f"nothing of that name from {where} outwards, nor anywhere in {ROOT}; "
+                "fix the name or write its full dotted path"
+            )
         _log.warning(
             "%s: cannot resolve %s in the docstring of %s: %s",
             __name__.rsplit(".", 1)[-1],
