@@ -17,7 +17,7 @@ render, through mkdocs-autorefs. Targets in other packages (``numpy.ndarray``) a
 code without a link.
 
 mkdocs.yml loads it with ``extensions: [docs/hooks/griffe_roles.py:SphinxRoles]`` (a path
-relative to the directory mkdocs runs in, the repository root).
+relative to the folder of mkdocs.yml, the repository root).
 """
 
 from __future__ import annotations
