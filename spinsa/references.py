@@ -293,6 +293,13 @@ def _mse(a: np.ndarray, b: np.ndarray) -> float:
 def choose_blur_sigma(clean, noisy, sigmas=BLUR_SIGMAS) -> tuple[float, np.ndarray]:
     """The blur width with the smallest mean squared error on (clean, noisy) pairs.
 
+    Parameters
+    ----------
+    clean, noisy : array_like, shape (P, H, W)
+        Pairs of clean images and their corrupted versions.
+    sigmas : sequence of float
+        The candidate widths (in pixels) of :func:`gaussian_blur`.
+
     Returns
     -------
     sigma : float
@@ -309,6 +316,17 @@ def choose_k(clean, noisy, train, ks=KNN_KS, exclude=None) -> tuple[int, np.ndar
 
     ``exclude`` (one training index per pair) leaves each pair's own image out of its
     neighbours. One neighbour search at the largest k serves every candidate.
+
+    Parameters
+    ----------
+    clean, noisy : array_like, shape (P, H, W)
+        Pairs of clean images and their corrupted versions.
+    train : array_like, shape (M, H, W)
+        The images the neighbours are searched among.
+    ks : sequence of int
+        The candidate neighbour counts; those not below M are skipped.
+    exclude : array_like of int, shape (P,), optional
+        For each pair, the index in ``train`` of its own clean image.
 
     Returns
     -------

@@ -468,33 +468,10 @@ def _run(cfg, J, x0, checkpoint, checkpoint_every, show, callback) -> Chains:
                   st.step, st.X.copy(), st.states.copy())  # fmt: skip
 
 
-_RUN_DOC = """
-    x0 : array_like, shape (n_chains, N, d), optional
-        Starting spins (unit vectors); uniform on the sphere by default (drawn from the
-        chains' own generators).
-    rng : int, default 0
-        The seed; chain c draws from its own xoshiro256** stream (:func:`generator_states`),
-        so results do not depend on the number of threads.
-    progress : bool
-        A progress bar over sweeps (:mod:`spinsa._progress`).
-    checkpoint : path, optional
-        A spinsa HDF5 file (kind ``"chains"``) written atomically every ``checkpoint_every``
-        records and at the end; if it exists, the run resumes from it (its config, J and x0
-        must be the same: a ``ValueError`` says what differs).
-    callback : callable(record_index, X), optional
-        Called after each record with the chains' spins (n_chains, N, d).
-
-    Returns
-    -------
-    Chains
-"""
-
-
 def gibbs(J, beta, n_chains, n_sweeps, model="attention", scan="random", burn_in=0, thin=1,
           x0=None, rng=0, progress=False, checkpoint=None, checkpoint_every=100,
           callback: Callable[[int, np.ndarray], None] | None = None) -> Chains:  # fmt: skip
-    (
-        """Heat-bath Gibbs chains: each update redraws one site from its conditional.
+    """Heat-bath Gibbs chains: each update redraws one site from its conditional.
 
     ``model="attention"``: the vMF mixture of :func:`site_resample`, at beta = lam = ``beta``
     (for N >= 3 the chain's stationary law depends on ``scan``: docs/sampling.md).
@@ -513,9 +490,25 @@ def gibbs(J, beta, n_chains, n_sweeps, model="attention", scan="random", burn_in
         Each update picks a uniform site, or sweeps sites 0 .. N-1 in order.
     burn_in, thin : int
         Sweeps before the first record; sweeps between records (n_sweeps // thin records).
-"""
-        + _RUN_DOC
-    )
+    x0 : array_like, shape (n_chains, N, d), optional
+        Starting spins (unit vectors); uniform on the sphere by default (drawn from the
+        chains' own generators).
+    rng : int, default 0
+        The seed; chain c draws from its own xoshiro256** stream (:func:`generator_states`),
+        so results do not depend on the number of threads.
+    progress : bool
+        A progress bar over sweeps (:mod:`spinsa._progress`).
+    checkpoint : path, optional
+        A spinsa HDF5 file (kind ``"chains"``) written atomically every ``checkpoint_every``
+        records and at the end; if it exists, the run resumes from it (its config, J and x0
+        must be the same: a ``ValueError`` says what differs).
+    callback : callable(record_index, X), optional
+        Called after each record with the chains' spins (n_chains, N, d).
+
+    Returns
+    -------
+    Chains
+    """
     cfg = ChainConfig(model=model, method="gibbs", beta=beta, lam=beta, n_chains=n_chains,
                       n_sweeps=n_sweeps, burn_in=burn_in, thin=thin, scan=scan,
                       seed=_seed(rng))  # fmt: skip
@@ -527,8 +520,7 @@ def metropolis(J, lam, beta, n_chains, n_sweeps, scan="random", burn_in=0, thin=
                target_acceptance=0.4, x0=None, rng=0, progress=False, checkpoint=None,
                checkpoint_every=100,
                callback: Callable[[int, np.ndarray], None] | None = None) -> Chains:  # fmt: skip
-    (
-        """Metropolis chains of the attention model's law e^{-beta E(x)}, E = sum_i e_i(x; J, lam).
+    """Metropolis chains of the attention model's law e^{-beta E(x)}, E = sum_i e_i(x; J, lam).
 
     A move proposes x_i' = Norm(x_i + step g), g standard normal (the flip x_i' = -x_i for
     d = 1), symmetric on the sphere, accepted with probability min(1, e^{-beta dE}). During
@@ -545,9 +537,13 @@ def metropolis(J, lam, beta, n_chains, n_sweeps, scan="random", burn_in=0, thin=
         As in :func:`gibbs`.
     step, target_acceptance : float
         Initial proposal scale; the acceptance rate it adapts to during burn-in.
-"""
-        + _RUN_DOC
-    )
+    x0, rng, progress, checkpoint, checkpoint_every, callback
+        As in :func:`gibbs`.
+
+    Returns
+    -------
+    Chains
+    """
     cfg = ChainConfig(model="attention", method="metropolis", beta=beta, lam=lam,
                       n_chains=n_chains, n_sweeps=n_sweeps, burn_in=burn_in, thin=thin,
                       scan=scan, seed=_seed(rng), step=step,

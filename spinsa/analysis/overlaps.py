@@ -191,6 +191,12 @@ def nearest_patterns(
         Rank patterns by |m| instead of m. The energy is even in x (x -> -x leaves every
         score unchanged), so -xi is as much a stored state as xi; images, whose embedding
         lies in one orthant, never need this.
+
+    Returns
+    -------
+    NearestPatterns
+        ``index`` and ``overlap`` of shape ``x.shape[:-2]``, (P,) or (T, P): the pattern
+        of largest overlap with each configuration and that overlap.
     """
     x, xi, blocks = _overlap_blocks(x, xi, chunk_size, backend, device)
     index = np.empty(x.shape[:-2], dtype=np.int64)
@@ -255,6 +261,18 @@ def trajectory_overlaps(
         Stored patterns to search for the nearest one at every t.
     absolute, chunk_size, backend, device
         As in :func:`nearest_patterns`.
+
+    Returns
+    -------
+    OverlapTrace
+        ``times`` (T,); ``target`` (T, P), m(x_p(t), target_p), or None without
+        ``targets``; ``nearest_index`` and ``nearest_overlap`` (T, P), the pattern of
+        largest overlap at each t and that overlap, or None without ``patterns``.
+
+    Raises
+    ------
+    ValueError
+        If neither ``targets`` nor ``patterns`` is given, or a shape does not match.
     """
     states = check_states(states, "states", ndims=(4,))
     times = check_times(times, states.shape[0])

@@ -325,6 +325,11 @@ def build_model(config: BaselineConfig) -> RecycledBlock | ViT:
 
     The global torch RNG is left untouched (the initialisation runs in a forked RNG).
 
+    Parameters
+    ----------
+    config : BaselineConfig
+        Its ``model`` picks the architecture, the rest its sizes and ``seed``.
+
     Returns
     -------
     RecycledBlock or ViT, on the CPU, float32.
@@ -342,6 +347,10 @@ def build_model(config: BaselineConfig) -> RecycledBlock | ViT:
 
 def count_parameters(model: Any) -> dict[str, int]:
     """Trainable parameters by part.
+
+    Parameters
+    ----------
+    model : RecycledBlock or ViT
 
     Returns
     -------

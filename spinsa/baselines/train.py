@@ -202,6 +202,18 @@ def validation_split(
     ``round(val_fraction · n_images)`` images (at least one when ``val_fraction`` > 0) drawn
     without replacement by ``numpy.random.default_rng(seed)``; the rest train.
 
+    Parameters
+    ----------
+    n_images : int
+    val_fraction : float
+        The share of the images kept for validation, in [0, 1).
+    seed : int
+
+    Returns
+    -------
+    train, val : ndarray of int64
+        The indices of the training and of the validation images, sorted.
+
     Raises
     ------
     ValueError
@@ -245,6 +257,13 @@ def _validation_loss(model: Any, inputs: Any, clean: Any, taus: range, batch: in
 
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Read a baseline checkpoint (:func:`spinsa._training.read_checkpoint`).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The checkpoint file.
+    map_location : str or torch.device
+        Where torch puts the tensors it reads, as in ``torch.load``.
 
     Returns
     -------

@@ -109,6 +109,11 @@ _IDX_TYPES = {
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read an IDX file (the MNIST format), gunzipped first if it starts like a gzip file.
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file, plain or gzipped.
+
     Returns
     -------
     ndarray
@@ -368,6 +373,15 @@ def read_time_csv(
     ``datetime64``, without an offset taken as UTC, strictly increasing. Blank lines are
     skipped; other columns than ``columns`` may hold anything.
 
+    Parameters
+    ----------
+    raw : bytes
+        The file's content.
+    where : str
+        What the file is called in error messages (its path or URL).
+    columns : sequence of str
+        The value columns to read, in this order.
+
     Returns
     -------
     timestamps : ndarray of int64 (float64 if some time has a fraction of a second), shape (T,)
@@ -533,6 +547,16 @@ def dataset_path(name: str) -> Path:
 def verify(name: str) -> dict[str, Any]:
     """Check the cached data set ``name`` against its manifest, and return the manifest
     (``sha256``, ``arrays`` with each array's shape, dtype and sha256, ``source``, ``created``).
+
+    Parameters
+    ----------
+    name : str
+        A data set of :data:`DATASETS`.
+
+    Returns
+    -------
+    dict
+        The manifest.
 
     Raises
     ------

@@ -58,6 +58,11 @@ def fit_ar(contexts, targets, order: int) -> ARModel:
         The values before each target, C >= order.
     targets : array_like, shape (n,)
     order : int
+
+    Returns
+    -------
+    ARModel
+        ``coef`` (order,), oldest lag first, and ``intercept``.
     """
     X = np.asarray(contexts, dtype=np.float64)
     y = np.asarray(targets, dtype=np.float64)

@@ -246,6 +246,13 @@ def predict(model: Any, x, batch_size: int = 4096) -> np.ndarray:
 def load_checkpoint(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Read a forecaster checkpoint (:func:`spinsa._training.read_checkpoint`).
 
+    Parameters
+    ----------
+    path : str or PathLike
+        The checkpoint file.
+    map_location : str or torch.device
+        Where torch puts the tensors it reads, as in ``torch.load``.
+
     Returns
     -------
     dict
@@ -278,6 +285,11 @@ def load_forecaster(path: str | os.PathLike, device: str = "cpu") -> ForecasterR
     path : str or PathLike
     device : str
         Where to put the model (``"auto"``, ``"cpu"``, ``"cuda"``...).
+
+    Returns
+    -------
+    ForecasterResult
+        The model with the weights of its best validation epoch, and the history.
     """
     from spinsa.sequences.models import make_model
 
