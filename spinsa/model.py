@@ -217,10 +217,12 @@ def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
     return _k.from_tiles(out, x.shape[0])
 
 
-def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
+def async_sweep(
+    x, J, lam, gamma=1.0, norm="sphere", rng=None, *, order=None, return_order: bool = False
+):
     """One asynchronous sweep: N single-site updates in a random order.
 
-    Each site i, in a random permutation drawn from ``rng``, is set to
+    Each site i, in a random permutation drawn from ``rng`` (or in ``order``), is set to
     Norm(h_i(x) + gamma x_i) with the field of the current state, so later sites see the
     earlier updates. All samples use the same permutation.
 
@@ -231,28 +233,46 @@ def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
     lam, gamma, norm
         As in :func:`step`.
     rng : numpy.random.Generator or int or None
-        The source of the site order.
+        The source of the site order (unused when ``order`` is given).
+    order : array_like of int, shape (N,), optional
+        The site order to use, a permutation of 0 .. N-1 (to replay a sweep).
+    return_order : bool
+        Also return the order used.
 
     Returns
     -------
     ndarray, shape (P, N, d)
+        The state after the sweep.
+    order : ndarray of int64, shape (N,)
+        The sites in the order they were updated; only with ``return_order=True``.
     """
     cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm, update="async")
     x, J = check_spins_couplings(x, J)
     check_lam(lam, x, J)
     check_gamma(gamma, x, J)
-    rng = np.random.default_rng(rng)
+    if order is None:
+        order = np.random.default_rng(rng).permutation(x.shape[1]).astype(np.int64)
+    else:
+        order = _check_order(order, x.shape[1])
     Xt = _k.to_tiles(x)
-    _k.async_sweep(
-        Xt,
-        J,
-        cfg.lam,
-        np.inf,
-        cfg.gamma,
-        _k.NORM_CODES[cfg.norm],
-        rng.permutation(x.shape[1]).astype(np.int64),
-    )
-    return _k.from_tiles(Xt, x.shape[0])
+    _k.async_sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, _k.NORM_CODES[cfg.norm], order)
+    out = _k.from_tiles(Xt, x.shape[0])
+    return (out, order) if return_order else out
+
+
+def _check_order(order, N: int) -> np.ndarray:
+    """A site order: a permutation of 0 .. N-1, as int64 (the kernel trusts it)."""
+    a = np.asarray(order)
+    if (
+        a.shape != (N,)
+        or not np.issubdtype(a.dtype, np.integer)
+        or not np.array_equal(np.sort(a), np.arange(N))
+    ):
+        raise ValueError(
+            f"order must be a permutation of the {N} sites 0 .. {N - 1} (an int array of shape "
+            f"({N},)), got {a.dtype} array of shape {a.shape}"
+        )
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def run(
