@@ -280,3 +280,8 @@ def bin_edges(bins, lo: float, hi: float) -> np.ndarray:
     if edges.ndim != 1 or edges.size < 2 or not np.all(np.diff(edges) > 0):
         raise ValueError("bins must be a positive int or increasing edges (at least 2 values)")
     return edges
+
+
+def labels(names, K: int) -> list[str]:
+    """The K names of a result's curves, or "#0", "#1", ... where it has none."""
+    return list(names) if len(names) == K else [f"#{k}" for k in range(K)]

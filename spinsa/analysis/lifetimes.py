@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spinsa import _draw
 from spinsa._checks import check_choice, check_count, check_finite, check_real
 from spinsa.analysis._results import AnalysisResult, bin_edges, check_states, check_times
 from spinsa.analysis.overlaps import target_overlaps
@@ -88,6 +89,29 @@ class Lifetimes(AnalysisResult):
     @property
     def n_samples(self) -> int:
         return int(self.t_peak.shape[0])
+
+    def plot(self, ax=None):
+        """Histogram of the lifetimes; those still running at the end (censored, a lower
+        bound) stacked apart, hatched.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        edges = bin_edges(min(30, max(self.duration, 1)), 0.0, max(self.duration, 1))
+        parts = [self.lifetime[~self.censored], self.lifetime[self.censored]]
+        ax.hist(parts, bins=edges, stacked=True, color=["C0", "white"], edgecolor="C0",
+                hatch=[None, "//"], label=["ended", "censored (lower bound)"])  # fmt: skip
+        what = "overlap above its threshold" if self.criterion == "overlap" else "error below"
+        title = f"lifetimes ({what}): mean {self.lifetime.mean():.1f}"
+        _draw.finish(ax, title, "lifetime (iterations)", "trajectories")
+        return ax
 
 
 def _check_curves(q, times, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -262,6 +286,8 @@ class LifetimeTable(AnalysisResult):
     criterion : str
     """
 
+    _coords = {"L": "levels"}
+
     _same_shape = (
         "levels n_samples lifetime_mean lifetime_sem lifetime_median peak_mean peak_sem "
         "t_peak_mean t_peak_sem fraction_transient fraction_censored",
@@ -286,6 +312,37 @@ class LifetimeTable(AnalysisResult):
         expected = (*self.levels.shape, self.bin_edges.shape[0] - 1)
         if self.counts.shape != expected:
             raise ValueError(f"counts must have shape (L, B) = {expected}, got {self.counts.shape}")
+
+    def plot(self, ax=None, *, names=None):
+        """One histogram of the lifetimes per level (as a fraction of its trajectories), the
+        mean ± s.e. and the censored fraction in the legend.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        names : sequence of str, optional
+            A name per level (e.g. the tasks); by default "level <value>".
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        for row in range(self.levels.shape[0]):
+            name = names[row] if names is not None and row < len(names) else None
+            name = name or f"level {self.levels[row]:g}"
+            label = (
+                f"{name}: {self.lifetime_mean[row]:.1f} ± "
+                f"{np.nan_to_num(self.lifetime_sem[row]):.1f}, "
+                f"{self.fraction_censored[row]:.0%} censored"
+            )
+            density = self.counts[row] / max(int(self.n_samples[row]), 1)
+            ax.stairs(density, self.bin_edges, color=f"C{row}", lw=1.6, label=label)
+        _draw.finish(ax, "lifetimes", "lifetime (iterations)", "fraction of trajectories",
+                     legend=None)  # fmt: skip
+        ax.legend(fontsize=8, title="mean ± s.e.", title_fontsize=8)
+        return ax
 
 
 def _row(r: Lifetimes, edges: np.ndarray) -> dict:
