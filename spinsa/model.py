@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from spinsa import _draw
 from spinsa._checks import (
     check_choice,
     check_count,
@@ -104,6 +105,71 @@ class Trajectory:
     def to_dict(self) -> dict:
         """The config as a plain dict (for HDF5 attrs)."""
         return asdict(self.config)
+
+    def to_xarray(self):
+        """The trajectory as an ``xarray.Dataset``: ``states`` on dimensions (t, P, N, d)
+        with the recorded times as the coordinate ``t``, ``energies`` on (step, P) for every
+        step 0 .. n_steps, the config as attributes.
+
+        Returns
+        -------
+        xarray.Dataset
+        """
+        xr = import_xarray()
+        return xr.Dataset(
+            {
+                "states": (("t", "P", "N", "d"), self.states),
+                "energies": (("step", "P"), self.energies),
+            },
+            coords={"t": self.times, "step": np.arange(self.energies.shape[0])},
+            attrs=asdict(self.config),
+        )
+
+    def to_dataframe(self):
+        """The energies as a ``pandas.DataFrame``: one row per (step, sample), the column
+        ``energy``.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        return self.to_xarray()["energies"].rename("energy").to_dataframe()
+
+    def plot(self, ax=None, *, max_lines: int = 20):
+        """The total energy E(x(t)) of each sample against t (thin lines, at most
+        ``max_lines`` of them) and their mean (black).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        max_lines : int
+            Samples drawn one by one at most.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        steps = np.arange(self.energies.shape[0])
+        for p in range(min(self.energies.shape[1], int(max_lines))):
+            ax.plot(steps, self.energies[:, p], color="C0", lw=0.8, alpha=0.5)
+        ax.plot(steps, self.energies.mean(axis=1), color="k", lw=1.6, label="mean over samples")
+        cfg = self.config
+        title = f"energy along the dynamics (λ = {cfg.lam:g}, {cfg.update}, {cfg.norm})"
+        _draw.finish(ax, title, ylabel="E(x(t))")
+        return ax
+
+
+def import_xarray():
+    """xarray, imported on first use, or an error that says how to install it."""
+    try:
+        import xarray
+    except ImportError:
+        raise ImportError(
+            'results as xarray need xarray: pip install "spinsa[cluster]" (or pip install xarray)'
+        ) from None
+    return xarray
 
 
 # ----------------------------------------------------------------------------- fields

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from spinsa._checks import check_count, check_spins
+from spinsa.model import import_xarray
 
 _REGISTRY: dict[str, type[AnalysisResult]] = {}
 
@@ -116,7 +117,7 @@ class AnalysisResult:
         -------
         xarray.Dataset
         """
-        xr = _import_xarray()
+        xr = import_xarray()
         dims = self.dims()
         data = {name: (dims[name], a) for name, a in self.to_arrays().items()}
         sizes = {
@@ -225,16 +226,6 @@ def _unique(dims: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(
         k if k not in dims[:n] else f"{k}_{dims[:n].count(k) + 1}" for n, k in enumerate(dims)
     )
-
-
-def _import_xarray():
-    try:
-        import xarray  # on first use
-    except ImportError:
-        raise ImportError(
-            'results as xarray need xarray: pip install "spinsa[cluster]" (or pip install xarray)'
-        ) from None
-    return xarray
 
 
 def check_states(x, name: str, dtype=None, ndims=(3, 4)) -> np.ndarray:
