@@ -15,7 +15,7 @@ from spinsa.analysis import attractors as at
 from spinsa.analysis import compare as cp
 from spinsa.analysis import hebbian as hb
 from spinsa.analysis import lifetimes as lt
-from spinsa.analysis import overlaps as ov
+
 from spinsa.analysis import patches as pa
 from spinsa.analysis import planted as pl
 from spinsa.analysis import summary as su
@@ -127,8 +127,10 @@ def _makers(rng):
         "StrengthMaps": lambda: hb.StrengthMaps(r((2, 2)), r((3, 3)), center_token=3),
         "Lifetimes": lambda: life,
         "LifetimeTable": lambda: lt.summarize_lifetimes([life, life], [0.1, 0.5]),
-        "NearestPatterns": lambda: ov.NearestPatterns(ints(T, P), r((T, P)), n_patterns=3),
-        "OverlapTrace": lambda: ov.OverlapTrace(np.arange(T), r((T, P)), ints(T, P), r((T, P))),
+        "NearestPatterns": lambda: analysis.NearestPatterns(ints(T, P), r((T, P)), n_patterns=3),
+        "OverlapTrace": lambda: analysis.OverlapTrace(
+            np.arange(T), r((T, P)), ints(T, P), r((T, P))
+        ),
         "PatchVariances": lambda: pa.PatchVariances(r(7), ints(7), ints(7), patch=2),
         "PatchVarianceHistograms": lambda: pa.patch_variance_histograms(
             {
@@ -157,7 +159,7 @@ def _makers(rng):
             np.array([2, 4]), r(2), r(2), r(2), r(2), r(2), np.array([True, False])
         ),
         "FixedPointStability": lambda: analysis.fixed_point_stability(
-            J / 4, 2.0, xi[0] / np.linalg.norm(xi[0], axis=-1, keepdims=True)
+            J / 4, 2.0, xi[0] / np.linalg.norm(xi[0], axis=-1, keepdims=True), tol=np.inf
         ),
         "_xi": lambda: xi,
     }
