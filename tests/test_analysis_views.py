@@ -318,3 +318,16 @@ def test_find_results_looks_everywhere(tmp_path, rng):
     np.testing.assert_array_equal(back.sizes, report.sizes)
     with pytest.raises(ValueError, match="unknown analysis result type"):
         analysis.find_results(path, "Nope")
+
+
+def test_plot_run_draws_a_users_file(tmp_path, rng):
+    from spinsa import plotting
+
+    m = _makers(rng)
+    path = _user_file(
+        tmp_path, rng, mine=m["AttractorReport"](), t1=m["OverlapTrace"](),
+        t2=m["OverlapTrace"](), p1=m["PatchVarianceHistograms"](),
+        p2=m["PatchVarianceHistograms"](),  # two of a kind: ambiguous, left out
+    )  # fmt: skip
+    written = plotting.plot_run(path, tmp_path / "figs")
+    assert sorted(p.name for p in written) == ["attractors.png", "overlaps.png"]

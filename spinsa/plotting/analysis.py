@@ -22,6 +22,7 @@ from spinsa.tasks import TASK_TITLES, mean_sem
 
 __all__ = [
     "FIGURES",
+    "RESULT_TYPES",
     "figure_attractors",
     "figure_hebbian",
     "figure_hebbian_errors",
@@ -126,8 +127,8 @@ def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     and with the mean one (right); means over images, with bands of one standard error.
 
     A run file of ``spinsa analyze`` holds ``/analysis/overlaps/{test,train,mean}``; any
-    other file is drawn from its :class:`~spinsa.analysis.OverlapTrace` results wherever
-    they are (each one labelled by its group), or from the one at ``group``.
+    other file is drawn from all its :class:`~spinsa.analysis.OverlapTrace` results,
+    wherever they are (each one labelled by its group), or from the one at ``group``.
 
     Parameters
     ----------
@@ -141,13 +142,15 @@ def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     -------
     matplotlib.figure.Figure
     """
-    where, _ = _find(path, "OverlapTrace", "overlaps/test", group, "overlaps")
-    standard = group is None and where == f"{GROUP}/overlaps/test"
+    found = find_results(path, "OverlapTrace") if group is None else []
+    standard = f"{GROUP}/overlaps/test" in found
     if standard:
+        where = f"{GROUP}/overlaps/test"
         starts = [("test", "test images", "C0"), ("train", "training images", "C1")]
         traces = [(load_result(path, f"{GROUP}/overlaps/{g}"), name, c) for g, name, c in starts]
-    else:
-        groups = [where] if group is not None else find_results(path, "OverlapTrace")
+    else:  # every trace of the file, or the one at group
+        groups = found or [_find(path, "OverlapTrace", "overlaps/test", group, "overlaps")[0]]
+        where = groups[0]
         traces = [(load_result(path, g), g, f"C{k % 10}") for k, g in enumerate(groups)]
     fig = new_figure(figsize)
     ax1, ax2 = fig.subplots(1, 2)
@@ -459,6 +462,16 @@ def figure_patches(path, *, group: str | None = None, figsize=(6.5, 4.2)):
     return fig
 
 
+#: Figure name -> the result class it draws (found anywhere in a user's file).
+RESULT_TYPES = {
+    "overlaps": "OverlapTrace",
+    "lifetimes": "LifetimeTable",
+    "attractors": "AttractorReport",
+    "hebbian": "HebbianComparison",
+    "hebbian_errors": "ErrorCurves",
+    "patches": "PatchVarianceHistograms",
+}
+
 #: Figure name -> (function, the analysis it reads).
 FIGURES: dict[str, tuple[Callable, str]] = {
     "overlaps": (figure_overlaps, "overlaps"),
@@ -490,8 +503,10 @@ def plot_run(
     dpi: int = 150,
     progress: bool = False,
 ) -> list[Path]:
-    """Save every figure that a run file has data for: the evaluation curves and examples
-    when it holds ``/evaluation/*``, and each of :data:`FIGURES` whose analysis it holds.
+    """Save every figure that a file has data for: the evaluation curves and examples
+    when it holds ``/evaluation/*``, and each of :data:`FIGURES` whose analysis it holds,
+    where ``spinsa analyze`` writes it or as the one result of its kind (:data:`RESULT_TYPES`)
+    anywhere in the file.
 
     Parameters
     ----------
@@ -515,9 +530,12 @@ def plot_run(
     jobs: list[tuple[str, Callable]] = []
     if any(g.startswith("evaluation/") or "/evaluation/" in g for g in info.groups):
         jobs += [("errors", figure_errors), ("examples", figure_examples)]
-    jobs += [
-        (name, fn) for name, (fn, group) in FIGURES.items() if f"analysis/{group}" in info.groups
-    ]
+    for name, (fn, group) in FIGURES.items():
+        # where spinsa analyze writes it, or a user's file with one result of its kind
+        # (overlaps: any number, one curve each)
+        n = len(find_results(path, RESULT_TYPES[name]))
+        if f"analysis/{group}" in info.groups or n == 1 or (n and name == "overlaps"):
+            jobs.append((name, fn))
     kind = info.attrs.get("kind")
     if not jobs and kind in _OWN_FIGURES:  # advice for a command that accepts the file
         raise ValueError(f"{path} is a spinsa file of kind {kind!r}: {_OWN_FIGURES[kind]}")
