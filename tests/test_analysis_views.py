@@ -15,7 +15,6 @@ from spinsa.analysis import attractors as at
 from spinsa.analysis import compare as cp
 from spinsa.analysis import hebbian as hb
 from spinsa.analysis import lifetimes as lt
-
 from spinsa.analysis import patches as pa
 from spinsa.analysis import planted as pl
 from spinsa.analysis import summary as su
