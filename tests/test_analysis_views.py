@@ -168,7 +168,9 @@ MAKERS = sorted(k for k in _makers(np.random.default_rng(0)) if not k.startswith
 
 
 def test_every_result_class_is_covered():
-    assert sorted(_results._REGISTRY) == MAKERS
+    # a new result class of spinsa needs a maker above, so that it is drawn and converted
+    ours = [n for n, c in _results._REGISTRY.items() if c.__module__.startswith("spinsa.")]
+    assert sorted(ours) == MAKERS
 
 
 @pytest.mark.parametrize("name", MAKERS)

@@ -63,10 +63,10 @@ def _jacobian(x: np.ndarray, J: np.ndarray, lam: float, gamma: float, norm: str)
     alpha = np.exp(s - s.max(axis=1, keepdims=True))
     alpha /= alpha.sum(axis=1, keepdims=True)
     h = np.einsum("ij,ija->ia", alpha, v)
-    dy = alpha[:, :, None, None] * J + lam * np.einsum(
-        "ij,ija,ijb->ijab", alpha, v - h[:, None, :], w
-    )
-    second = np.einsum("ij,ija,ijb->iab", alpha, v, v) - np.einsum("ia,ib->iab", h, h)
+    # outer products and matmuls, not 3-operand einsums (those loop over every index)
+    weighted = alpha[:, :, None] * (v - h[:, None, :])
+    dy = alpha[:, :, None, None] * J + lam * weighted[..., :, None] * w[..., None, :]
+    second = np.einsum("ija,ijb->iab", alpha[:, :, None] * v, v) - h[:, :, None] * h[:, None, :]
     dy[np.arange(N), np.arange(N)] = lam * second + gamma * np.eye(d)
     y = h + gamma * x
     if norm == "sphere":
@@ -81,7 +81,7 @@ def _jacobian(x: np.ndarray, J: np.ndarray, lam: float, gamma: float, norm: str)
         D = (C - np.einsum("ia,ib->iab", z, z) / d) / sigma[:, None, None]
     else:
         return dy
-    return np.einsum("iab,ikbc->ikac", D, dy)
+    return D[:, None] @ dy
 
 
 def update_jacobian(J, lam: float, x, *, gamma: float = 1.0, norm: str = "sphere") -> np.ndarray:
@@ -199,6 +199,12 @@ def fixed_point_stability(
     Returns
     -------
     FixedPointStability
+
+    Notes
+    -----
+    The cost is that of a dense non-symmetric eigenvalue problem of size N (d - 1): on the
+    tutorial's couplings (N = 49, d = 32, 1519 eigenvalues) 30 to 75 s on 2 shared cores
+    under a load of 13, almost all of it in ``numpy.linalg.eigvals``.
     """
     x_in = np.asarray(x)
     x, J64 = _one_state(x, J)
@@ -220,7 +226,7 @@ def fixed_point_stability(
     tangent = norm == "sphere"
     if tangent:  # B_i^T (dF_i/dx_k) B_k on the planes orthogonal to the spins
         B = _tangent_bases(x)
-        blocks = np.einsum("iam,ikab,kbn->ikmn", B, blocks, B)
+        blocks = B.transpose(0, 2, 1)[:, None] @ blocks @ B[None]
         d = d - 1
     M = blocks.transpose(0, 2, 1, 3).reshape(N * d, N * d)
     mu = np.linalg.eigvals(M).astype(np.complex128)
