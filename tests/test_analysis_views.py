@@ -332,3 +332,11 @@ def test_plot_run_draws_a_users_file(tmp_path, rng):
     )  # fmt: skip
     written = plotting.plot_run(path, tmp_path / "figs")
     assert sorted(p.name for p in written) == ["attractors.png", "overlaps.png"]
+
+
+def test_expressions_of_symbols_name_dimensions_too(rng):
+    curves = _makers(rng)["ErrorCurves"]().to_xarray()
+    assert curves["errors"].dims == ("M", "T+1", "P")
+    assert list(curves["M"].values) == ["fitted", "hebbian"]
+    np.testing.assert_array_equal(curves["times"].values, np.arange(6))
+    assert curves["mean_all"].sel(M="hebbian").shape == (6,)

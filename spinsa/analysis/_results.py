@@ -36,6 +36,11 @@ class AnalysisResult:
     tuple). Each string of ``_same_shape`` names
     (space-separated) arrays that must share one shape where they are not ``None``; a
     subclass checks anything else by extending ``__post_init__``.
+
+    Every result also draws itself, :meth:`plot` (``ax=None``: a new figure; returns the
+    axes), and becomes an ``xarray.Dataset`` (:meth:`to_xarray`, dimensions from the shapes
+    of the class docstring, :meth:`dims`) or a ``pandas.DataFrame`` (:meth:`to_dataframe`).
+    ``_coords`` maps a dimension to the field that labels it (names, times).
     """
 
     _arrays: ClassVar[tuple[str, ...]] = ()
@@ -89,9 +94,10 @@ class AnalysisResult:
 
     def dims(self) -> dict[str, tuple[str, ...]]:
         """The dimension names of every array, read from the shapes of the class docstring
-        (``shape (P, N, d)`` gives ``("P", "N", "d")``); an array whose documented shape does
-        not fit (or is not documented) gets ``("<name>_0", "<name>_1", ...)``, and so does a
-        symbol that would take two sizes."""
+        (``shape (P, N, d)`` gives ``("P", "N", "d")``, ``shape (T + 1,)`` gives
+        ``("T+1",)``); a symbol repeated in one shape gets a suffix (``N, N_2``); an array
+        whose documented shape does not fit (or is not documented) gets ``("<name>_0",
+        "<name>_1", ...)``, and so does a symbol that would take two sizes."""
         documented = _documented_dims(type(self))
         sizes: dict[str, int] = {}
         out: dict[str, tuple[str, ...]] = {}
@@ -198,15 +204,19 @@ def _documented_dims(cls) -> dict[str, list[tuple[str, ...]]]:
     doc = inspect.getdoc(cls) or ""
     section = doc.split("Attributes\n----------", 1)[-1] if "Attributes\n" in doc else ""
     out: dict[str, list[tuple[str, ...]]] = {}
-    for line in section.splitlines():
-        if not line or line[0].isspace() or " : " not in line:
+    lines = section.splitlines() + [""]
+    for line, following in zip(lines[:-1], lines[1:], strict=True):
+        if not line or line[0].isspace():
             continue
-        left, right = line.split(" : ", 1)
+        # "a, b : type, shape (...)", or the names alone with the type on the next line
+        left, right = line.split(" : ", 1) if " : " in line else (line, following)
         names = [n.strip() for n in left.split(",")]
         shapes = [m.group(1) for m in _SHAPE.finditer(right)]
         shapes += re.findall(r"(?:or|and)\s+(\([^()]*\))", right)  # "shape (P,) or (T, P)"
-        tuples = [tuple(k.strip() for k in sh.strip("()").split(",") if k.strip()) for sh in shapes]
-        tuples = [t for t in tuples if all(k.isidentifier() for k in t)]
+        # a symbol or an expression of symbols, spaces removed: "T + 1" -> "T+1"
+        tuples = [
+            tuple(k.replace(" ", "") for k in sh[1:-1].split(",") if k.strip()) for sh in shapes
+        ]
         if len(names) > 1 and len(tuples) == len(names):
             for n, t in zip(names, tuples, strict=True):
                 out[n] = [t]

@@ -685,7 +685,7 @@ class TaskComparison(AnalysisResult):
     names : tuple of str, length K
     """
 
-    _coords = {"K": "names"}
+    _coords = {"K": "names", "T+1": "times"}
 
     _same_shape = (
         "mean_all sem_all",

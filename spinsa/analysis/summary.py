@@ -256,6 +256,8 @@ class ErrorCurves(AnalysisResult):
     task : str
     """
 
+    _coords = {"M": "models", "T+1": "times"}
+
     times: np.ndarray
     errors: np.ndarray
     mean_all: np.ndarray
