@@ -16,6 +16,7 @@ import numpy as np
 from spinsa import io
 from spinsa._progress import progress as progress_bar
 from spinsa.analysis.store import GROUP, find_results, load_result
+from spinsa.io.schema import decode_attr
 from spinsa.plotting._base import band, finish, gray, new_figure, save_figure
 from spinsa.plotting.experiments import figure_errors, figure_examples
 from spinsa.tasks import TASK_TITLES, mean_sem
@@ -52,13 +53,13 @@ def _parent(group: str) -> str:
 
 def _context(path, group: str) -> dict[str, Any]:
     """Attributes of the group that holds a result (``lam``, ``dynamics`` of ``spinsa
-    analyze``), under those of the result itself; {} where neither says anything."""
+    analyze``), under those of the result itself; {} where neither says anything. Attributes
+    only: the datasets beside them are not read."""
     out: dict[str, Any] = {}
-    for g in (_parent(group), group):
-        try:
-            out.update(io.read_group(path, g)[1] if g else {})
-        except KeyError:  # a result saved at the top of a user's file
-            pass
+    with io.open_file(path) as f:
+        for g in (_parent(group), group):
+            if g and g in f:
+                out.update({k: decode_attr(v) for k, v in f[g].attrs.items()})
     return out
 
 
