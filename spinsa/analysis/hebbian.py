@@ -524,7 +524,9 @@ class StrengthMaps(AnalysisResult):
             im = ax.imshow(np.ma.masked_invalid(data), cmap="viridis", interpolation="nearest")
             ax.plot(c[1], c[0], "x", color="red", ms=6)
             ax.set(
-                xlabel="patch column", ylabel="patch row", title=r"$|J_{cj}|$, c = central patch"
+                xlabel="patch column",
+                ylabel="patch row",
+                title=r"$|J_{cj}|$, c = central patch (x)",
             )
         else:
             extent = (-gw + 0.5, gw - 0.5, gh - 0.5, -gh + 0.5)
@@ -532,6 +534,7 @@ class StrengthMaps(AnalysisResult):
                            interpolation="nearest", extent=extent)  # fmt: skip
             ax.set(xlabel="column of j − column of i", ylabel="row of j − row of i",
                    title=r"mean $|J_{ij}|$ by displacement")  # fmt: skip
+        ax.title.set_fontsize(10)
         ax.figure.colorbar(im, ax=ax, shrink=0.85, label=r"$|J_{ij}|_F$")
         return ax
 

@@ -164,12 +164,12 @@ class FixedPointStability(AnalysisResult):
         """
         ax = _draw.axes(ax, figsize=(4.2, 4.0))
         phi = np.linspace(0.0, 2 * np.pi, 400)
-        ax.plot(np.cos(phi), np.sin(phi), color="0.5", lw=0.8, ls="--", label="|μ| = 1")
-        ax.scatter(self.eigenvalues.real, self.eigenvalues.imag, s=8, color="C0",
-                   label=f"eigenvalues (radius {self.spectral_radius:.3g})")  # fmt: skip
+        ax.plot(np.cos(phi), np.sin(phi), color="0.5", lw=0.8, ls="--")  # the stability edge
+        ax.scatter(self.eigenvalues.real, self.eigenvalues.imag, s=10, color="C0", zorder=3)
         ax.set_aspect("equal", adjustable="datalim")
         verdict = "stable" if self.stable else "not stable"
-        _draw.finish(ax, f"Jacobian at the fixed point: {verdict}", "Re μ", "Im μ")
+        title = f"{verdict}: spectral radius {self.spectral_radius:.4g}"
+        _draw.finish(ax, title, "Re μ", "Im μ")
         return ax
 
 
