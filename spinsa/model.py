@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from spinsa import _torch_dynamics
+from spinsa import _draw, _torch_dynamics
 from spinsa._checks import (
     check_choice,
     check_count,
@@ -105,6 +105,71 @@ class Trajectory:
     def to_dict(self) -> dict:
         """The config as a plain dict (for HDF5 attrs)."""
         return asdict(self.config)
+
+    def to_xarray(self):
+        """The trajectory as an ``xarray.Dataset``: ``states`` on dimensions (t, P, N, d)
+        with the recorded times as the coordinate ``t``, ``energies`` on (step, P) for every
+        step 0 .. n_steps, the config as attributes.
+
+        Returns
+        -------
+        xarray.Dataset
+        """
+        xr = import_xarray()
+        return xr.Dataset(
+            {
+                "states": (("t", "P", "N", "d"), self.states),
+                "energies": (("step", "P"), self.energies),
+            },
+            coords={"t": self.times, "step": np.arange(self.energies.shape[0])},
+            attrs=asdict(self.config),
+        )
+
+    def to_dataframe(self):
+        """The energies as a ``pandas.DataFrame``: one row per (step, sample), the column
+        ``energy``.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        return self.to_xarray()["energies"].rename("energy").to_dataframe()
+
+    def plot(self, ax=None, *, max_lines: int = 20):
+        """The total energy E(x(t)) of each sample against t (thin lines, at most
+        ``max_lines`` of them) and their mean (black).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        max_lines : int
+            Samples drawn one by one at most.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        steps = np.arange(self.energies.shape[0])
+        for p in range(min(self.energies.shape[1], int(max_lines))):
+            ax.plot(steps, self.energies[:, p], color="C0", lw=0.8, alpha=0.5)
+        ax.plot(steps, self.energies.mean(axis=1), color="k", lw=1.6, label="mean over samples")
+        cfg = self.config
+        title = f"energy along the dynamics (λ = {cfg.lam:g}, {cfg.update}, {cfg.norm})"
+        _draw.finish(ax, title, ylabel="E(x(t))")
+        return ax
+
+
+def import_xarray():
+    """xarray, imported on first use, or an error that says how to install it."""
+    try:
+        import xarray
+    except ImportError:
+        raise ImportError(
+            'results as xarray need xarray: pip install "spinsa[cluster]" (or pip install xarray)'
+        ) from None
+    return xarray
 
 
 # ----------------------------------------------------------------------------- fields
@@ -218,10 +283,12 @@ def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
     return _k.from_tiles(out, x.shape[0])
 
 
-def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
+def async_sweep(
+    x, J, lam, gamma=1.0, norm="sphere", rng=None, *, order=None, return_order: bool = False
+):
     """One asynchronous sweep: N single-site updates in a random order.
 
-    Each site i, in a random permutation drawn from ``rng``, is set to
+    Each site i, in a random permutation drawn from ``rng`` (or in ``order``), is set to
     Norm(h_i(x) + gamma x_i) with the field of the current state, so later sites see the
     earlier updates. All samples use the same permutation.
 
@@ -232,28 +299,46 @@ def async_sweep(x, J, lam, gamma=1.0, norm="sphere", rng=None) -> np.ndarray:
     lam, gamma, norm
         As in :func:`step`.
     rng : numpy.random.Generator or int or None
-        The source of the site order.
+        The source of the site order (unused when ``order`` is given).
+    order : array_like of int, shape (N,), optional
+        The site order to use, a permutation of 0 .. N-1 (to replay a sweep).
+    return_order : bool
+        Also return the order used.
 
     Returns
     -------
     ndarray, shape (P, N, d)
+        The state after the sweep.
+    order : ndarray of int64, shape (N,)
+        The sites in the order they were updated; only with ``return_order=True``.
     """
     cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm, update="async")
     x, J = check_spins_couplings(x, J)
     check_lam(lam, x, J)
     check_gamma(gamma, x, J)
-    rng = np.random.default_rng(rng)
+    if order is None:
+        order = np.random.default_rng(rng).permutation(x.shape[1]).astype(np.int64)
+    else:
+        order = _check_order(order, x.shape[1])
     Xt = _k.to_tiles(x)
-    _k.async_sweep(
-        Xt,
-        J,
-        cfg.lam,
-        np.inf,
-        cfg.gamma,
-        _k.NORM_CODES[cfg.norm],
-        rng.permutation(x.shape[1]).astype(np.int64),
-    )
-    return _k.from_tiles(Xt, x.shape[0])
+    _k.async_sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, _k.NORM_CODES[cfg.norm], order)
+    out = _k.from_tiles(Xt, x.shape[0])
+    return (out, order) if return_order else out
+
+
+def _check_order(order, N: int) -> np.ndarray:
+    """A site order: a permutation of 0 .. N-1, as int64 (the kernel trusts it)."""
+    a = np.asarray(order)
+    if (
+        a.shape != (N,)
+        or not np.issubdtype(a.dtype, np.integer)
+        or not np.array_equal(np.sort(a), np.arange(N))
+    ):
+        raise ValueError(
+            f"order must be a permutation of the {N} sites 0 .. {N - 1} (an int array of shape "
+            f"({N},)), got {a.dtype} array of shape {a.shape}"
+        )
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def run(

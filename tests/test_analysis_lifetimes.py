@@ -7,6 +7,7 @@ from spinsa.analysis import (
     Lifetimes,
     error_lifetimes,
     overlap_lifetimes,
+    pattern_threshold,
     summarize_lifetimes,
 )
 
@@ -116,7 +117,31 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="baseline"):
         error_lifetimes(np.ones((3, 2)), np.arange(3), baseline=np.ones(3))
     with pytest.raises(ValueError, match="levels"):
-        summarize_lifetimes([overlap_lifetimes(np.ones((3, 2)), np.arange(3))], [1, 2])
+        summarize_lifetimes([overlap_lifetimes(np.ones((3, 2)), np.arange(3), 0.5)], [1, 2])
+    with pytest.raises(ValueError, match="threshold is required"):
+        overlap_lifetimes(np.ones((3, 2)), np.arange(3))
+    with pytest.raises(ValueError, match="not both"):
+        overlap_lifetimes(np.ones((3, 2)), np.arange(3), 0.5, patterns=np.ones((2, 3, 2)))
+    with pytest.raises(ValueError, match="at least 2 patterns"):
+        pattern_threshold(np.ones((1, 3, 2)))
+
+
+def test_pattern_threshold_is_midway_between_self_and_mutual_overlaps(rng):
+    # patterns as alike as MNIST digits (mutual overlap ~0.85): a state sitting exactly at
+    # another pattern must not count as at its target, which a fixed 0.9 barely ensures
+    P, N, d = 12, 30, 4
+    common = rng.standard_normal((N, d))
+    xi = common + 0.45 * rng.standard_normal((P, N, d))
+    xi /= np.linalg.norm(xi, axis=-1, keepdims=True)
+    q = np.einsum("and,bnd->ab", xi, xi) / N  # plain P x P overlaps
+    mutual = q[~np.eye(P, dtype=bool)]
+    assert 0.7 < mutual.mean() < 0.95
+    threshold = pattern_threshold(xi)
+    np.testing.assert_allclose(threshold, 0.5 * (np.diag(q).mean() + mutual.mean()), rtol=1e-12)
+    # a trajectory that leaves its target (pattern 0) for pattern 1 at t = 3
+    m = np.r_[np.ones(3), np.full(5, q[0, 1])][:, None]
+    r = overlap_lifetimes(m, np.arange(8), patterns=xi)
+    assert r.threshold[0] == threshold and r.lifetime[0] == 3 and not r.censored[0]
 
 
 def test_lifetimes_vs_corruption_follows_the_dynamics(rng):

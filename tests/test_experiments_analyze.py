@@ -208,7 +208,8 @@ def test_lifetimes_equal_the_in_memory_analysis(analyzed):
         traj = full_trajectory(inputs, inputs.J, x0, T)
         _, errors = decoded_errors(inputs, traj.states, mask)
         err = error_lifetimes(errors.all, traj.times)
-        ovl = overlap_lifetimes(target_overlaps(traj.states, inputs.test_patterns), traj.times)
+        m = target_overlaps(traj.states, inputs.test_patterns)
+        ovl = overlap_lifetimes(m, traj.times, 0.9)  # AnalysisSettings.threshold
         same(err, load_analysis(path, f"lifetimes/{task}_error"))
         same(ovl, load_analysis(path, f"lifetimes/{task}_overlap"))
         per["error"].append(err)

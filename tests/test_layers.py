@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1] / "spinsa"
 LAYERS = [
     # base: no physics, no files of spinsa
     ["spinsa._version", "spinsa._checks", "spinsa._config", "spinsa._files",
-     "spinsa._progress", "spinsa._torch", "spinsa._convergence", "spinsa.kernels"],
+     "spinsa._progress", "spinsa._torch", "spinsa._convergence", "spinsa._draw",
+     "spinsa.kernels"],
     # the model: spins, couplings, dynamics, tasks, the simple references
     ["spinsa.model", "spinsa.couplings", "spinsa.embedding", "spinsa.tasks", "spinsa.damico",
      "spinsa._torch_dynamics",

@@ -159,6 +159,24 @@ def test_async_sweep_updates_one_site_at_a_time(rng):
     np.testing.assert_allclose(got, expected, atol=1e-12)
 
 
+def test_async_sweep_reports_and_replays_its_site_order(rng):
+    x, J = random_system(rng, P=2, N=6, d=3)
+    got, order = spinsa.async_sweep(x, J, 1.2, rng=5, return_order=True)
+    np.testing.assert_array_equal(order, np.random.default_rng(5).permutation(6))
+    expected = x.copy()  # the sites one at a time, in the order reported
+    for i in order:
+        y = ref_fields(expected, J, 1.2)[:, i] + expected[:, i]
+        expected[:, i] = y / np.linalg.norm(y, axis=-1, keepdims=True)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    # a given order is used as is (and the rng is then unused)
+    reverse = order[::-1]
+    again, used = spinsa.async_sweep(x, J, 1.2, order=reverse, return_order=True)
+    np.testing.assert_array_equal(used, reverse)
+    assert not np.allclose(again, got)
+    with pytest.raises(ValueError, match="permutation of the 6 sites"):
+        spinsa.async_sweep(x, J, 1.2, order=[0, 0, 1, 2, 3, 4])
+
+
 def test_async_run_is_seeded(rng):
     x, J = random_system(rng, P=2, N=6, d=3)
     a = spinsa.run(x, J, 1.0, 4, update="async", seed=3)

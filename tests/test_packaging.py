@@ -303,3 +303,14 @@ def test_everything_in_all_exists():
 
     dangling = [name for name in spinsa.__all__ if not hasattr(spinsa, name)]
     assert dangling == [], f"spinsa.__all__ lists names that do not exist: {dangling}"
+
+
+def test_info_separates_every_package_from_its_version(capsys):
+    # a name as long as the column (dask_jobqueue) once ran into its version
+    from spinsa.cli import main
+
+    assert main(["info"]) == 0
+    rows = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    for name in ("numpy", "scipy", "numba", "h5py", "dask_jobqueue"):
+        row = next(r for r in rows if r.startswith(name))
+        assert row[len(name)] == " ", f"no space after {name!r} in {row!r}"

@@ -28,6 +28,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from spinsa import _draw
 from spinsa._checks import check_count, check_positive, check_real
 from spinsa._progress import progress
 from spinsa.analysis import _kernels
@@ -132,6 +133,26 @@ class CycleReport(AnalysisResult):
         """(P,) bool: a fixed point or a cycle of period <= max_period was found."""
         return self.period > 0
 
+    def plot(self, ax=None):
+        """Bars: how many trajectories ended on a fixed point, a k-cycle, or nothing found.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        periods = np.arange(self.max_period + 1)
+        counts = np.bincount(self.period, minlength=periods.size)[: periods.size]
+        labels = ["none"] + ["fixed point"] + [f"{k}-cycle" for k in periods[2:]]
+        ax.bar(labels, counts, color=["0.6"] + [f"C{k}" for k in periods[1:]])
+        _draw.finish(ax, f"{self.period.size} trajectories (tol {self.tol:g})", "end", "count")
+        return ax
+
 
 def _classify(D: np.ndarray, times: np.ndarray, max_period: int, tol: float) -> CycleReport:
     """Periods and convergence times from lagged distances D (K, T, P)."""
@@ -214,6 +235,24 @@ class StateClusters(AnalysisResult):
     @property
     def n_clusters(self) -> int:
         return int(self.sizes.shape[0])
+
+    def plot(self, ax=None):
+        """Bars: members of each cluster, largest first.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        ax.bar(np.arange(self.sizes.size), self.sizes, color="C0")
+        title = f"{self.sizes.size} clusters at q >= {self.q_min:g}"
+        _draw.finish(ax, title, "cluster (largest first)", "members")
+        return ax
 
 
 def _unit_rows(states: np.ndarray) -> np.ndarray:
@@ -376,6 +415,52 @@ class AttractorReport(AnalysisResult):
     @property
     def n_attractors(self) -> int:
         return int(self.basin_size.shape[0])
+
+    def plot(self, ax=None, *, shown: int = 10):
+        """Basins: the fraction of starts that reached each attractor (largest first) and
+        that did not converge; one stacked bar per group of starts when ``groups`` was given.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        shown : int
+            Attractors drawn one by one; the others are summed in "other attractors".
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax, figsize=(6.0, 3.0))
+        if self.group_fractions is None:
+            names = ["all starts"]
+            fractions = self.basin_fraction[None, :]
+            unconverged = np.array([self.fraction_unconverged])
+        else:
+            names = list(self.group_names)
+            order = [names.index(g) for g in ("test", "masked", "noisy", "random") if g in names]
+            order += [k for k in range(len(names)) if k not in order]
+            names = [names[k] for k in order]
+            fractions, unconverged = self.group_fractions[order], self.group_unconverged[order]
+        left = np.zeros(len(names))
+        shown = min(self.n_attractors, int(shown))
+        for a in range(shown):
+            ax.barh(names, fractions[:, a], left=left, color=f"C{a % 10}", label=f"#{a}")
+            left += fractions[:, a]
+        rest = fractions[:, shown:].sum(axis=1)
+        if rest.any():
+            ax.barh(names, rest, left=left, color="0.6", label="other attractors")
+            left += rest
+        hatched = dict(color="white", edgecolor="0.3", hatch="//", label="not converged")
+        ax.barh(names, unconverged, left=left, **hatched)
+        ax.invert_yaxis()  # groups top to bottom in the order above
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("fraction of starts in each basin")
+        ax.set_ylabel("starts")
+        ax.legend(
+            fontsize=7, ncols=min(6, shown + 2), loc="upper center", bbox_to_anchor=(0.5, -0.25)
+        )
+        return ax
 
 
 def random_spins(n_samples: int, n_tokens: int, d: int, rng=0, dtype=np.float32) -> np.ndarray:
@@ -789,3 +874,26 @@ class DecodedImages(AnalysisResult):
         super().__post_init__()
         if self.images.ndim not in (3, 4):
             raise ValueError(f"images must have shape (C, H, W[, ch]), got {self.images.shape}")
+
+    def plot(self, ax=None, *, n_show: int = 8):
+        """The first ``n_show`` images side by side, in grey levels.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        n_show : int
+            Images shown at most.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        images = np.asarray(self.images[: int(n_show)], dtype=np.float64)
+        if images.ndim == 4:  # colour channels: their mean
+            images = images.mean(axis=-1)
+        gap = np.ones((images.shape[1], 1))  # a white column between images
+        row = [part for im in images for part in (im, gap)][:-1] or [gap]
+        ax = _draw.axes(ax, figsize=(1.2 * max(len(images), 1), 1.6))
+        _draw.gray(ax, np.concatenate(row, axis=1), f"{len(images)} of {len(self.images)}")
+        return ax

@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from spinsa import _draw
 from spinsa._checks import check_choice, check_couplings, check_spins
-from spinsa.analysis._results import AnalysisResult
+from spinsa.analysis._results import AnalysisResult, labels
 from spinsa.analysis.hebbian import (
     coupling_cosine,
     coupling_spectrum,
@@ -127,6 +128,8 @@ class PairwiseCosines(AnalysisResult):
     names : tuple of str, length K
     """
 
+    _coords = {"K": "names"}
+
     cosine: np.ndarray
     pairs: np.ndarray
     pair_cosine: np.ndarray
@@ -134,6 +137,31 @@ class PairwiseCosines(AnalysisResult):
     quantiles: np.ndarray
     levels: np.ndarray
     names: tuple[str, ...] = ()
+
+    def plot(self, ax=None):
+        """The K x K matrix of global cosines, each value written in its cell.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax, figsize=(4.2, 3.6))
+        K = self.cosine.shape[0]
+        im = ax.imshow(self.cosine, vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest")
+        for a in range(K):
+            for b in range(K):
+                ax.text(b, a, f"{self.cosine[a, b]:.3f}", ha="center", va="center", fontsize=8)
+        names = labels(self.names, K)
+        ax.set_xticks(range(K), names, rotation=30, ha="right")
+        ax.set_yticks(range(K), names)
+        ax.figure.colorbar(im, ax=ax, label="cosine")
+        ax.set_title("global cosines of the couplings", fontsize=10)
+        return ax
 
 
 def pairwise_cosines(Js: Sequence, names: Sequence[str] | None = None) -> PairwiseCosines:
@@ -204,6 +232,8 @@ class CouplingSpectra(AnalysisResult):
     names : tuple of str, length K
     """
 
+    _coords = {"K": "names"}
+
     _same_shape = (
         "eigenvalues singular_values symmetric_eigenvalues",
         "block_mean block_sem",
@@ -220,6 +250,26 @@ class CouplingSpectra(AnalysisResult):
     block_top_fraction: np.ndarray
     positive_fraction: np.ndarray
     names: tuple[str, ...] = ()
+
+    def plot(self, ax=None):
+        """Singular values of each tensor over its norm, by rank (log scale).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        ranks = np.arange(1, self.singular_values.shape[1] + 1)
+        for k, name in enumerate(labels(self.names, self.norm.size)):
+            values = self.singular_values[k] / (self.norm[k] or 1.0)
+            ax.semilogy(ranks, np.maximum(values, 1e-12), color=f"C{k}", label=name)
+        _draw.finish(ax, "singular values", "rank", r"$\sigma_k / |J|_F$")
+        return ax
 
 
 def coupling_spectra(Js: Sequence, names: Sequence[str] | None = None) -> CouplingSpectra:
@@ -286,6 +336,8 @@ class DistanceComparison(AnalysisResult):
     names : tuple of str, length K
     """
 
+    _coords = {"K": "names"}
+
     _same_shape = ("mean sem",)
     bin_distance: np.ndarray
     count: np.ndarray
@@ -294,6 +346,27 @@ class DistanceComparison(AnalysisResult):
     scale: np.ndarray
     offset: np.ndarray | None = None
     names: tuple[str, ...] = ()
+
+    def plot(self, ax=None):
+        """Mean strength |J_ij|_F (in units of each tensor's mean) against distance, with
+        standard errors.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        for k, name in enumerate(labels(self.names, self.mean.shape[0])):
+            sem = np.nan_to_num(self.sem[k])
+            ax.errorbar(self.bin_distance, self.mean[k], sem, color=f"C{k}", label=name,
+                        marker="o", ms=2.5, lw=1.2)  # fmt: skip
+        _draw.finish(ax, "strength against distance", "distance", r"$|J_{ij}|_F$ / mean")
+        return ax
 
 
 def distance_dependence(
@@ -361,6 +434,8 @@ class AttentionEntropy(AnalysisResult):
     names : tuple of str, length K
     """
 
+    _coords = {"K": "names"}
+
     _same_shape = ("mean sem",)
     mean: np.ndarray
     sem: np.ndarray
@@ -369,6 +444,26 @@ class AttentionEntropy(AnalysisResult):
     lam: float = 1.0
     n_samples: int = 0
     names: tuple[str, ...] = ()
+
+    def plot(self, ax=None):
+        """Mean attention entropy of each tensor with its standard error, against that of
+        uniform attention, log(N - 1).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        names = labels(self.names, self.mean.size)
+        ax.bar(names, self.mean, yerr=np.nan_to_num(self.sem), color="C0", capsize=3)
+        ax.axhline(self.max_entropy, color="0.3", ls="--", label="uniform, log(N - 1)")
+        _draw.finish(ax, f"attention entropy (λ = {self.lam:g})", "couplings", "entropy (nats)")
+        return ax
 
 
 def attention_entropy(
@@ -446,6 +541,8 @@ class PseudolikelihoodValues(AnalysisResult):
     names : tuple of str, length K
     """
 
+    _coords = {"K": "names"}
+
     _same_shape = ("loss loss_common norm",)
     loss: np.ndarray
     loss_common: np.ndarray
@@ -457,6 +554,25 @@ class PseudolikelihoodValues(AnalysisResult):
     score_clamp: float | None = None
     n_patterns: int = 0
     names: tuple[str, ...] = ()
+
+    def plot(self, ax=None):
+        """The pseudo-likelihood loss of each tensor at the common norm, against L(0).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        names = labels(self.names, self.loss.size)
+        ax.bar(names, self.loss_common, color="C0", label=f"at |J| = {self.common_norm:.3g}")
+        ax.axhline(self.loss_zero, color="0.3", ls="--", label="J = 0")
+        _draw.finish(ax, f"pseudo-likelihood loss (λ = {self.lam:g})", "couplings", "L(J)")
+        return ax
 
 
 def pseudolikelihood_values(
@@ -569,6 +685,8 @@ class TaskComparison(AnalysisResult):
     names : tuple of str, length K
     """
 
+    _coords = {"K": "names", "T+1": "times"}
+
     _same_shape = (
         "mean_all sem_all",
         "reference_error reference_sem reference_z",
@@ -611,6 +729,29 @@ class TaskComparison(AnalysisResult):
     task: str = "masked"
     significant_z: float = SIGNIFICANT_Z
     names: tuple[str, ...] = ()
+
+    def plot(self, ax=None):
+        """Mean error of each model against t, with standard-error bands; the best
+        reference of each as a dotted level.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        names = labels(self.names, self.mean_all.shape[0])
+        for k, name in enumerate(names):
+            _draw.band(ax, self.times, self.mean_all[k], self.sem_all[k], name, f"C{k}")
+            if self.best_reference and self.best_reference[k]:
+                r = list(self.references).index(self.best_reference[k])
+                ax.axhline(self.reference_error[k, r], color=f"C{k}", ls=":", lw=1.0)
+        _draw.finish(ax, f"{self.task} task", ylabel="mean squared error (all pixels)")
+        return ax
 
 
 def _stat(arrays: Mapping[str, Any], key: str) -> tuple[float, float]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spinsa import _draw
 from spinsa._checks import check_choice, check_count, check_couplings, check_finite, check_spins
 from spinsa.analysis._results import AnalysisResult, bin_edges
 from spinsa.couplings import hebbian_couplings, row_norms
@@ -122,6 +123,8 @@ class StrengthDistance(AnalysisResult):
         Pairs per bin.
     """
 
+    _coords = {"B": "bin_distance"}
+
     _same_shape = ("distance strength", "bin_distance mean sem count")
     distance: np.ndarray
     strength: np.ndarray
@@ -129,6 +132,26 @@ class StrengthDistance(AnalysisResult):
     mean: np.ndarray
     sem: np.ndarray
     count: np.ndarray
+
+    def plot(self, ax=None, *, label=None, color="C0"):
+        """Mean strength |J_ij|_F in each distance bin, with standard errors.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        label, color
+            Of the curve (to draw several on one axes).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        ax.errorbar(self.bin_distance, self.mean, np.nan_to_num(self.sem), color=color,
+                    label=label, lw=1.2, marker="o", ms=2.5, capsize=0)  # fmt: skip
+        _draw.finish(ax, "coupling strength vs distance", "distance", r"mean $|J_{ij}|_F$")
+        return ax
 
 
 def _distances(positions, N: int) -> np.ndarray:
@@ -210,6 +233,29 @@ class CouplingSpectrum(AnalysisResult):
     singular_values: np.ndarray
     symmetric_eigenvalues: np.ndarray
     block_singular_values: np.ndarray | None
+
+    def plot(self, ax=None):
+        """Singular values of the (N d) x (N d) matrix by rank (log scale), and the
+        eigenvalues of its symmetric part on a second axis when they are all positive.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        ranks = np.arange(1, self.singular_values.size + 1)
+        ax.semilogy(ranks, np.maximum(self.singular_values, 1e-12), color="C0",
+                    label="singular values")  # fmt: skip
+        positive = self.symmetric_eigenvalues[self.symmetric_eigenvalues > 0]
+        ax.semilogy(np.arange(1, positive.size + 1), positive, color="C1", ls="--",
+                    label="positive eigenvalues of (M + M^T)/2")  # fmt: skip
+        _draw.finish(ax, "spectrum of the couplings", "rank", "value")
+        return ax
 
 
 # M counts as symmetric when |M - M^T|_F <= this many epsilons of J's dtype times |M|_F
@@ -330,6 +376,27 @@ class HebbianComparison(AnalysisResult):
     match: str = "global"
     n_patterns: int = 0
 
+    def plot(self, ax=None):
+        """Histogram of the per-pair cosines cos(J_ij, K_ij), with their mean.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        cosine = self.pair_cosine[np.isfinite(self.pair_cosine)]
+        ax.hist(cosine, bins=50, range=(-1, 1), color="C0")
+        ax.axvline(self.mean_pair_cosine, color="C3", lw=1.2,
+                   label=f"mean {self.mean_pair_cosine:.3f}")  # fmt: skip
+        cosines = r"cosine of $J_{ij}$ and $K_{ij}$ (per pair of patches)"
+        _draw.finish(ax, f"per-pair similarity (global {self.global_cosine:.3f})", cosines, "pairs")
+        return ax
+
 
 def compare_with_hebbian(
     J, xi, positions=None, match: str = "global", *, spectra: bool = True
@@ -432,6 +499,44 @@ class StrengthMaps(AnalysisResult):
             raise ValueError(
                 f"offset must have shape ({2 * gh - 1}, {2 * gw - 1}), got {self.offset.shape}"
             )
+
+    def plot(self, ax=None, *, which: str = "center"):
+        """A map of |J_ij|_F: around the central patch (x), or by displacement.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        which : {"center", "offset"}
+            |J_cj| on the grid of j, or the mean |J_ij| by displacement r_j - r_i.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        check_choice(which, "which", ("center", "offset"))
+        ax = _draw.axes(ax, figsize=(4.4, 3.6))
+        gh, gw = self.center.shape
+        if which == "center":
+            data = self.center.astype(np.float64)
+            c = divmod(self.center_token, gw)
+            data[c] = np.nan  # J_cc = 0 by definition; keep it out of the colour scale
+            im = ax.imshow(np.ma.masked_invalid(data), cmap="viridis", interpolation="nearest")
+            ax.plot(c[1], c[0], "x", color="red", ms=6)
+            ax.set(
+                xlabel="patch column",
+                ylabel="patch row",
+                title=r"$|J_{cj}|$, c = central patch (x)",
+            )
+        else:
+            extent = (-gw + 0.5, gw - 0.5, gh - 0.5, -gh + 0.5)
+            im = ax.imshow(np.ma.masked_invalid(self.offset), cmap="viridis",
+                           interpolation="nearest", extent=extent)  # fmt: skip
+            ax.set(xlabel="column of j − column of i", ylabel="row of j − row of i",
+                   title=r"mean $|J_{ij}|$ by displacement")  # fmt: skip
+        ax.title.set_fontsize(10)
+        ax.figure.colorbar(im, ax=ax, shrink=0.85, label=r"$|J_{ij}|_F$")
+        return ax
 
 
 def strength_maps(J, grid_shape: tuple[int, int]) -> StrengthMaps:

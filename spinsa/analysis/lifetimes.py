@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spinsa import _draw
 from spinsa._checks import check_choice, check_count, check_finite, check_real
 from spinsa.analysis._results import AnalysisResult, bin_edges, check_states, check_times
 from spinsa.analysis.overlaps import target_overlaps
@@ -40,6 +41,7 @@ __all__ = [
     "error_lifetimes",
     "lifetimes_vs_corruption",
     "overlap_lifetimes",
+    "pattern_threshold",
     "summarize_lifetimes",
 ]
 
@@ -88,6 +90,29 @@ class Lifetimes(AnalysisResult):
     def n_samples(self) -> int:
         return int(self.t_peak.shape[0])
 
+    def plot(self, ax=None):
+        """Histogram of the lifetimes; those still running at the end (censored, a lower
+        bound) stacked apart, hatched.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        edges = bin_edges(min(30, max(self.duration, 1)), 0.0, max(self.duration, 1))
+        parts = [self.lifetime[~self.censored], self.lifetime[self.censored]]
+        ax.hist(parts, bins=edges, stacked=True, color=["C0", "white"], edgecolor="C0",
+                hatch=[None, "//"], label=["ended", "censored (lower bound)"])  # fmt: skip
+        what = "overlap above its threshold" if self.criterion == "overlap" else "error below"
+        title = f"lifetimes ({what}): mean {self.lifetime.mean():.1f}"
+        _draw.finish(ax, title, "lifetime (iterations)", "trajectories")
+        return ax
+
 
 def _check_curves(q, times, name: str) -> tuple[np.ndarray, np.ndarray]:
     q = np.asarray(q, dtype=np.float64)
@@ -130,7 +155,56 @@ def _lifetimes(q, times, cond, peak_index, threshold, criterion) -> Lifetimes:
     )
 
 
-def overlap_lifetimes(m, times, threshold: float = 0.9) -> Lifetimes:
+def pattern_threshold(xi) -> float:
+    """The overlap threshold that tells a pattern from the others: midway between the
+    overlap a pattern has with itself and the mean overlap of two distinct patterns,
+
+        threshold = (q_self + q_mutual) / 2,
+        q_self = mean_a q(xi_a, xi_a),   q_mutual = mean_{a != b} q(xi_a, xi_b),
+
+    with q(x, y) = (1/N) sum_i x_i . y_i. A fixed number is meaningless where distinct
+    patterns are alike: MNIST digits embedded as spins overlap 0.856 on average, so a
+    state at *another* digit passes a threshold of 0.9 almost; this rule puts it at ~0.93.
+    The mean over pairs is exact and costs O(P N d) (no P x P matrix):
+    sum_{a,b} q_ab = (1/N) sum_i |sum_a xi_ai|^2.
+
+    Parameters
+    ----------
+    xi : array_like, shape (P, N, d)
+        The patterns (e.g. the embedded training or test images), P >= 2.
+
+    Returns
+    -------
+    float
+    """
+    xi = check_states(xi, "xi", ndims=(3,)).astype(np.float64)
+    P, N, _ = xi.shape
+    if P < 2:
+        raise ValueError(
+            f"xi must hold at least 2 patterns to measure how alike distinct ones are, got {P}; "
+            "pass an explicit threshold instead"
+        )
+    self_sum = float(np.einsum("pnd,pnd->", xi, xi)) / N
+    total = float(np.einsum("nd,nd->", xi.sum(0), xi.sum(0))) / N
+    return 0.5 * (self_sum / P + (total - self_sum) / (P * (P - 1)))
+
+
+def _overlap_threshold(threshold, patterns) -> float:
+    if threshold is not None:
+        if patterns is not None:
+            raise ValueError("give threshold or patterns (its rule), not both")
+        return check_real(threshold, "threshold")
+    if patterns is None:
+        raise ValueError(
+            "threshold is required: pass threshold=<float>, or patterns=xi to use "
+            "pattern_threshold(xi), midway between a pattern's overlap with itself and the "
+            "mean overlap of distinct patterns (a fixed 0.9 is meaningless on MNIST, whose "
+            "distinct digits overlap 0.856)"
+        )
+    return pattern_threshold(patterns)
+
+
+def overlap_lifetimes(m, times, threshold: float | None = None, *, patterns=None) -> Lifetimes:
     """Peak overlap with the target and how long the overlap stays above a threshold.
 
     Parameters
@@ -141,16 +215,21 @@ def overlap_lifetimes(m, times, threshold: float = 0.9) -> Lifetimes:
         curve such as the correlation of decoded and clean images.
     times : ndarray of int, shape (T,)
         Recorded times, strictly increasing.
-    threshold : float
-        The trajectory counts as "at its target" while m(t) > threshold.
+    threshold : float, optional
+        The trajectory counts as "at its target" while m(t) > threshold. Required unless
+        ``patterns`` is given: there is no default, because a useful value depends on how
+        alike the patterns are.
+    patterns : array_like, shape (M, N, d), optional
+        Instead of ``threshold``: the stored patterns, and the threshold is
+        :func:`pattern_threshold` of them.
 
     Returns
     -------
     Lifetimes
-        With ``criterion = "overlap"``.
+        With ``criterion = "overlap"``; the threshold used is its ``threshold`` field.
     """
     m, times = _check_curves(m, times, "m")
-    threshold = check_real(threshold, "threshold")
+    threshold = _overlap_threshold(threshold, patterns)
     return _lifetimes(m, times, m > threshold, np.argmax(m, axis=0), threshold, "overlap")
 
 
@@ -207,6 +286,8 @@ class LifetimeTable(AnalysisResult):
     criterion : str
     """
 
+    _coords = {"L": "levels"}
+
     _same_shape = (
         "levels n_samples lifetime_mean lifetime_sem lifetime_median peak_mean peak_sem "
         "t_peak_mean t_peak_sem fraction_transient fraction_censored",
@@ -231,6 +312,37 @@ class LifetimeTable(AnalysisResult):
         expected = (*self.levels.shape, self.bin_edges.shape[0] - 1)
         if self.counts.shape != expected:
             raise ValueError(f"counts must have shape (L, B) = {expected}, got {self.counts.shape}")
+
+    def plot(self, ax=None, *, names=None):
+        """One histogram of the lifetimes per level (as a fraction of its trajectories), the
+        mean ± s.e. and the censored fraction in the legend.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        names : sequence of str, optional
+            A name per level (e.g. the tasks); by default "level <value>".
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        for row in range(self.levels.shape[0]):
+            name = names[row] if names is not None and row < len(names) else None
+            name = name or f"level {self.levels[row]:g}"
+            label = (
+                f"{name}: {self.lifetime_mean[row]:.1f} ± "
+                f"{np.nan_to_num(self.lifetime_sem[row]):.1f}, "
+                f"{self.fraction_censored[row]:.0%} censored"
+            )
+            density = self.counts[row] / max(int(self.n_samples[row]), 1)
+            ax.stairs(density, self.bin_edges, color=f"C{row}", lw=1.6, label=label)
+        _draw.finish(ax, "lifetimes", "lifetime (iterations)", "fraction of trajectories",
+                     legend=None)  # fmt: skip
+        ax.legend(fontsize=8, title="mean ± s.e.", title_fontsize=8)
+        return ax
 
 
 def _row(r: Lifetimes, edges: np.ndarray) -> dict:
@@ -290,7 +402,7 @@ def lifetimes_vs_corruption(
     levels,
     steps: int,
     *,
-    threshold: float = 0.9,
+    threshold: float | None = None,
     rng=0,
     bins=None,
     **run_kwargs,
@@ -312,8 +424,10 @@ def lifetimes_vs_corruption(
     levels : array_like, shape (L,)
     steps : int
         Steps of every run.
-    threshold, bins
-        As in :func:`overlap_lifetimes` and :func:`summarize_lifetimes`.
+    threshold : float, optional
+        As in :func:`overlap_lifetimes`; None: :func:`pattern_threshold` of the targets.
+    bins
+        As in :func:`summarize_lifetimes`.
     rng : np.random.Generator, int or None
         Source of the corruptions (and of the async update order if not given a ``seed``).
     **run_kwargs
@@ -330,6 +444,7 @@ def lifetimes_vs_corruption(
     for key in ("record_every", "callback"):
         if key in run_kwargs:
             raise ValueError(f"{key} is set by lifetimes_vs_corruption; do not pass it")
+    threshold = _overlap_threshold(threshold, None if threshold is not None else targets)
     gen = as_generator(rng)
     per_level = []
     for level in levels:

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spinsa import _draw
 from spinsa._checks import check_choice, check_count, check_finite
 from spinsa._torch import import_torch, resolve_device
 from spinsa.analysis._results import AnalysisResult, check_patterns, check_states, check_times
+from spinsa.tasks import mean_sem
 
 __all__ = [
     "NearestPatterns",
@@ -171,6 +173,29 @@ class NearestPatterns(AnalysisResult):
     absolute: bool = False
     n_patterns: int = 0
 
+    def plot(self, ax=None):
+        """The overlap with the nearest pattern: its mean ± s.e. against the record for
+        (T, P) results, its histogram for (P,) ones.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        if self.overlap.ndim == 2:
+            mean, sem, _ = mean_sem(self.overlap)
+            _draw.band(ax, np.arange(mean.size), mean, sem, None, "C0")
+            _draw.finish(ax, "nearest pattern", "record", "overlap with the nearest pattern")
+        else:
+            ax.hist(self.overlap, bins=30, color="C0")
+            _draw.finish(ax, f"nearest of {self.n_patterns} patterns", "overlap", "count")
+        return ax
+
 
 def nearest_patterns(
     x,
@@ -223,6 +248,8 @@ class OverlapTrace(AnalysisResult):
         Whether the nearest pattern was chosen by |m|.
     """
 
+    _coords = {"T": "times"}
+
     _same_shape = ("target nearest_index nearest_overlap",)
     times: np.ndarray
     target: np.ndarray | None = None
@@ -236,6 +263,31 @@ class OverlapTrace(AnalysisResult):
         shape = next((a.shape for a in arrays if a is not None), (self.times.size, 0))
         if self.times.ndim != 1 or len(shape) != 2 or shape[0] != self.times.size:
             raise ValueError(f"times must have shape (T,) and overlaps (T, P), got {shape}")
+
+    def plot(self, ax=None, *, label: str = "", color: str = "C0"):
+        """Mean over trajectories of the overlap with the target (solid) and with the
+        nearest pattern (dashed) against t, with standard-error bands.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        label, color
+            Of the curves (to draw several traces on one axes).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        prefix = f"{label}: " if label else ""
+        for values, what, ls in ((self.target, "target", "-"),
+                                 (self.nearest_overlap, "nearest pattern", "--")):  # fmt: skip
+            if values is not None and values.shape[1]:
+                mean, sem, _ = mean_sem(values)
+                _draw.band(ax, self.times, mean, sem, prefix + what, color, ls=ls)
+        _draw.finish(ax, "overlaps along the dynamics", ylabel="overlap")
+        return ax
 
 
 def trajectory_overlaps(

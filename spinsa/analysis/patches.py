@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spinsa import _draw
 from spinsa._checks import check_count, check_finite
-from spinsa.analysis._results import AnalysisResult, bin_edges
+from spinsa.analysis._results import AnalysisResult, bin_edges, labels
 
 __all__ = [
     "PatchVarianceHistograms",
@@ -68,6 +69,24 @@ class PatchVariances(AnalysisResult):
     token: np.ndarray
     patch: int = 1
 
+    def plot(self, ax=None):
+        """Histogram of the pixel variance of the masked patches (log counts).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        ax.hist(self.variance, bins=50, color="C0", log=True)
+        title = f"{self.variance.size} masked patches ({self.patch}×{self.patch} pixels)"
+        _draw.finish(ax, title, "variance of the pixels of a patch", "patches")
+        return ax
+
 
 def masked_patch_variances(images, mask, patch: int) -> PatchVariances:
     """Variance of the predicted pixels inside each masked patch.
@@ -108,6 +127,8 @@ class PatchVarianceHistograms(AnalysisResult):
     models : tuple of str, length M
     """
 
+    _coords = {"M": "models"}
+
     _same_shape = ("counts density", "mean median n_patches")
     bin_edges: np.ndarray
     counts: np.ndarray
@@ -122,6 +143,28 @@ class PatchVarianceHistograms(AnalysisResult):
         expected = (len(self.models), self.bin_edges.shape[0] - 1)
         if self.counts.shape != expected:
             raise ValueError(f"counts and density must have shape (M, B) = {expected}")
+
+    def plot(self, ax=None):
+        """The variance densities of every model, the first (the clean images) in black.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax, figsize=(6.5, 4.2))
+        for m, model in enumerate(labels(self.models, self.density.shape[0])):
+            color, ls = "0.2" if m == 0 else f"C{m - 1}", ("-", "--", ":", "-.")[m % 4]
+            label = f"{model}: mean {self.mean[m]:.4g}"
+            ax.stairs(self.density[m], self.bin_edges, color=color, lw=1.6, ls=ls, label=label)
+        ax.set_yscale("log")
+        title = f"{int(self.n_patches[0])} masked patches"
+        _draw.finish(ax, title, "variance of the pixels of a masked patch", "probability density")
+        return ax
 
 
 def patch_variance_histograms(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spinsa import _draw
 from spinsa._checks import check_choice, check_count, check_couplings, check_positive
 from spinsa.analysis._results import AnalysisResult
 from spinsa.couplings import hebbian_couplings
@@ -199,6 +200,8 @@ class RecoveryCurve(AnalysisResult):
         The planted couplings, the sampling and the fitting method.
     """
 
+    _coords = {"K": "n_samples"}
+
     n_samples: np.ndarray
     error: np.ndarray
     cosine: np.ndarray
@@ -206,6 +209,30 @@ class RecoveryCurve(AnalysisResult):
     kind: str = ""
     sampling: str = ""
     method: str = ""
+
+    def plot(self, ax=None, *, label=None, **style):
+        """The error |J − J*| / |J*| against the number of samples, log–log, with the
+        fitted slope in the legend.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        label : str, optional
+            Of the curve; by default "kind, method, sampling".
+        **style
+            Passed to ax.loglog (color, ls, marker...).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        name = label or ", ".join(s for s in (self.kind, self.method, self.sampling) if s)
+        slope = "" if not np.isfinite(self.slope) else f" (slope {self.slope:.2f})"
+        ax.loglog(self.n_samples, self.error, label=name + slope, **{"marker": "o", **style})
+        _draw.finish(ax, "error against samples", "M (samples)", "|J − J*| / |J*|", legend=6)
+        return ax
 
 
 def recovery_curve(J_star, lam: float, n_samples, sampling: str = "row_matched",

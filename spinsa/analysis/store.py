@@ -14,8 +14,16 @@ from typing import Any
 
 from spinsa import io
 from spinsa.analysis._results import AnalysisResult, result_class
+from spinsa.io.schema import decode_attr
 
-__all__ = ["GROUP", "list_analyses", "load_analysis", "save_analysis"]
+__all__ = [
+    "GROUP",
+    "find_results",
+    "list_analyses",
+    "load_analysis",
+    "load_result",
+    "save_analysis",
+]
 
 GROUP = "analysis"
 
@@ -64,6 +72,38 @@ def load_analysis(path: str | os.PathLike, name: str) -> AnalysisResult:
     if "result_type" not in attrs:
         raise ValueError(f"{path}: group {_group(name)!r} is not a saved analysis result")
     return result_class(attrs["result_type"]).from_arrays(arrays, attrs)
+
+
+def load_result(path: str | os.PathLike, group: str) -> AnalysisResult:
+    """Read back the result saved at any ``group`` of ``path`` (by :func:`save_analysis`,
+    or by :func:`spinsa.io.write_group` with ``result.to_arrays()`` and ``result.attrs()``)."""
+    arrays, attrs = io.read_group(path, group)
+    if "result_type" not in attrs:
+        raise ValueError(f"{path}: group {group!r} is not a saved analysis result")
+    return result_class(attrs["result_type"]).from_arrays(arrays, attrs)
+
+
+def find_results(path: str | os.PathLike, result_type: str | None = None) -> list[str]:
+    """The groups of ``path``, anywhere in the file, that hold a saved result (of class
+    ``result_type``, e.g. ``"AttractorReport"``, when given), sorted.
+
+    Returns
+    -------
+    list of str
+        Group paths without the leading ``/``, for :func:`load_result`.
+    """
+    if result_type is not None:
+        result_class(result_type)  # an unknown type lists the known ones
+    found: list[str] = []
+
+    def visit(name, obj):
+        kind = obj.attrs.get("result_type") if hasattr(obj, "attrs") else None
+        if kind is not None and result_type in (None, decode_attr(kind)):
+            found.append(name)
+
+    with io.open_file(path) as f:
+        f.visititems(visit)
+    return sorted(found)
 
 
 def list_analyses(path: str | os.PathLike) -> list[str]:

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from spinsa.analysis._results import AnalysisResult
+from spinsa import _draw
+from spinsa.analysis._results import AnalysisResult, labels
 from spinsa.analysis.lifetimes import Lifetimes, error_lifetimes, overlap_lifetimes
 from spinsa.io.results import read_evaluation
 from spinsa.tasks import mean_sem
@@ -255,6 +256,8 @@ class ErrorCurves(AnalysisResult):
     task : str
     """
 
+    _coords = {"M": "models", "T+1": "times"}
+
     times: np.ndarray
     errors: np.ndarray
     mean_all: np.ndarray
@@ -275,6 +278,28 @@ class ErrorCurves(AnalysisResult):
         for name in CURVES:
             if getattr(self, name).shape != (M, T1):
                 raise ValueError(f"{name} must have shape ({M}, {T1})")
+
+    def plot(self, ax=None, *, first: int = 0):
+        """Mean error of every model against t with standard-error bands.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+        first : int
+            First record drawn (1 for the masked task, whose t = 0 is the masked input).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        for m, model in enumerate(labels(self.models, self.mean_all.shape[0])):
+            t, mean, sem = self.times[first:], self.mean_all[m, first:], self.sem_all[m, first:]
+            _draw.band(ax, t, mean, sem, model, f"C{m}", ls="-" if m == 0 else "--")
+        _draw.finish(ax, f"{self.task} task" if self.task else "errors",
+                     ylabel="mean squared error (all pixels)")  # fmt: skip
+        return ax
 
 
 def paired_gain_z(errors, other_errors) -> float:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
+from spinsa import _draw
 from spinsa._checks import (
     check_choice,
     check_count,
@@ -203,6 +204,25 @@ class TwoBodyFit(AnalysisResult):
         if self.J.ndim != 4:
             raise ValueError(f"J must have shape (N, N, d, d), got {self.J.shape}")
 
+    def plot(self, ax=None):
+        """The strength |J_ij|_F of every pair of sites, as a map.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax, figsize=(4.4, 3.6))
+        strength = np.sqrt((self.J.astype(np.float64) ** 2).sum(axis=(2, 3)))
+        im = ax.imshow(strength, cmap="viridis", interpolation="nearest")
+        ax.figure.colorbar(im, ax=ax, shrink=0.85, label=r"$|J_{ij}|_F$")
+        ax.set(xlabel="j", ylabel="i", title=f"two-body fit (loss {self.loss:.4g})")
+        return ax
+
 
 def _fit_lbfgs(X, M0, N, d, beta, l2, norm, max_iter, tol) -> dict:
     """Full-batch L-BFGS on the (N d, N d) matrix M: on M itself with the penalty, or on a
@@ -319,6 +339,8 @@ class TwoBodyVsHebbian(AnalysisResult):
         As given to :func:`fit_twobody`.
     """
 
+    _coords = {"K": "n_patterns"}
+
     _same_shape = ("n_patterns cosine mean_pair_cosine loss_fit loss_hebbian norm_fit converged",)
     n_patterns: np.ndarray
     cosine: np.ndarray
@@ -330,6 +352,26 @@ class TwoBodyVsHebbian(AnalysisResult):
     beta: float = 1.0
     l2: float | None = None
     norm: float | None = None
+
+    def plot(self, ax=None):
+        """Cosine of the two-body optimum with the Hebbian couplings (global and mean per
+        pair) against the number of patterns.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        ax = _draw.axes(ax)
+        ax.semilogx(self.n_patterns, self.cosine, marker="o", color="C0", label="global")
+        ax.semilogx(self.n_patterns, self.mean_pair_cosine, marker="s", color="C1", ls="--",
+                    label="mean per pair")  # fmt: skip
+        _draw.finish(ax, "two-body optimum vs Hebb", "P (patterns)", "cosine")
+        return ax
 
 
 def twobody_vs_hebbian(

@@ -24,6 +24,12 @@ def add_info(sub) -> None:
     p.set_defaults(func=_cmd_info)
 
 
+def _package_line(name: str, version: str) -> str:
+    """One package of `spinsa info`: the name padded, then at least one space (a long name
+    such as dask_jobqueue must not run into its version)."""
+    return f"  {name:<13} {version}"
+
+
 def _cmd_info(args) -> int:
     import importlib
     import os
@@ -38,14 +44,14 @@ def _cmd_info(args) -> int:
     print(f"python {platform.python_version()} on {platform.machine()} ({os.cpu_count()} cpus)")
     for name in ["numpy", "scipy", "numba", "h5py", "matplotlib", "tqdm"]:
         mod = importlib.import_module(name)
-        print(f"  {name:<12}{mod.__version__}")
+        print(_package_line(name, mod.__version__))
     print(f"  numba threads: {numba.get_num_threads()} (NUMBA_NUM_THREADS to change)")
     for name, extra in [("torch", "torch"), ("dask", "cluster"), ("dask_jobqueue", "cluster")]:
         try:
             mod = importlib.import_module(name)
-            print(f"  {name:<12}{getattr(mod, '__version__', '?')}")
+            print(_package_line(name, getattr(mod, "__version__", "?")))
         except ImportError:
-            print(f'  {name:<12}not installed (pip install "spinsa[{extra}]")')
+            print(_package_line(name, f'not installed (pip install "spinsa[{extra}]")'))
     torch = sys.modules.get("torch")  # imported just above if it is installed
     if torch is not None and torch.cuda.is_available():
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

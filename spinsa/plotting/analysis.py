@@ -15,13 +15,15 @@ import numpy as np
 
 from spinsa import io
 from spinsa._progress import progress as progress_bar
-from spinsa.analysis.store import load_analysis
+from spinsa.analysis.store import GROUP, find_results, load_result
+from spinsa.io.schema import decode_attr
 from spinsa.plotting._base import band, finish, gray, new_figure, save_figure
 from spinsa.plotting.experiments import figure_errors, figure_examples
 from spinsa.tasks import TASK_TITLES, mean_sem
 
 __all__ = [
     "FIGURES",
+    "RESULT_TYPES",
     "figure_attractors",
     "figure_hebbian",
     "figure_hebbian_errors",
@@ -34,18 +36,78 @@ __all__ = [
 MODEL_LABELS = {"fitted": "fitted J", "hebbian": "Hebbian (norm-matched)"}
 
 
-def _attrs(path, name: str) -> dict[str, Any]:
-    return io.read_group(path, f"analysis/{name}")[1]
+# How to make each result a figure draws, for the error when a file lacks it.
+_MAKE = {
+    "OverlapTrace": "spinsa.analysis.trajectory_overlaps(states, times, patterns, targets)",
+    "LifetimeTable": "spinsa.analysis.summarize_lifetimes(lifetimes, levels)",
+    "AttractorReport": "spinsa.analysis.find_attractors(J, lam, x0s, ...)",
+    "HebbianComparison": "spinsa.analysis.compare_with_hebbian(J, xi)",
+    "ErrorCurves": "spinsa analyze (the task errors of fitted and Hebbian couplings)",
+    "PatchVarianceHistograms": "spinsa.analysis.patch_variance_histograms(results)",
+}
 
 
-def _need(path, name: str) -> dict[str, Any]:
-    """Attributes of ``/analysis/<name>``; a clear error when the file lacks it."""
-    try:
-        return _attrs(path, name)
-    except KeyError:  # read_group's "no group": one open of the file, not two
+def _parent(group: str) -> str:
+    return group.rsplit("/", 1)[0] if "/" in group else ""
+
+
+def _context(path, group: str) -> dict[str, Any]:
+    """Attributes of the group that holds a result (``lam``, ``dynamics`` of ``spinsa
+    analyze``), under those of the result itself; {} where neither says anything. Attributes
+    only: the datasets beside them are not read."""
+    out: dict[str, Any] = {}
+    with io.open_file(path) as f:
+        for g in (_parent(group), group):
+            if g and g in f:
+                out.update({k: decode_attr(v) for k, v in f[g].attrs.items()})
+    return out
+
+
+def _find(path, result_type: str, standard: str, group: str | None, analysis: str):
+    """The group and the result of type ``result_type`` that a figure draws: at ``group``
+    when given; else at ``/analysis/<standard>`` (where ``spinsa analyze`` writes it); else
+    the one result of that type anywhere in the file. A clear error when there is none."""
+    if group is not None:
+        group = group.strip("/")
+        try:
+            result = load_result(path, group)
+        except KeyError:
+            found = find_results(path, result_type)
+            raise ValueError(
+                f"{path} has no group {group!r}; its {result_type} results: {found}"
+            ) from None
+        if type(result).__name__ != result_type:
+            raise ValueError(
+                f"{path}: group {group!r} holds a {type(result).__name__}, not a {result_type}"
+            )
+        return group, result
+    found = find_results(path, result_type)
+    std = f"{GROUP}/{standard}"
+    if std in found or len(found) == 1:
+        where = std if std in found else found[0]
+        return where, load_result(path, where)
+    if found:
         raise ValueError(
-            f"{path} holds no {name!r} analysis; run `spinsa analyze {path} --only {name}` first"
-        ) from None
+            f"{path} holds {len(found)} {result_type} results ({', '.join(found)}); choose "
+            "one with group=..."
+        )
+    raise ValueError(
+        f"{path} holds no {result_type}: there is no group {std!r} and no other group with "
+        f"result_type {result_type!r}. Make one with {_MAKE.get(result_type, result_type)} and "
+        f"save it with spinsa.analysis.save_analysis(path, {standard!r}, result), or, on a "
+        f"run file, run `spinsa analyze {path} --only {analysis}`"
+    )
+
+
+def _beside(path, group: str, name: str, result_type: str):
+    """A companion of a result (the decoded images of an attractor report...): at
+    ``<parent>/<name>`` beside it, else the one result of its type in the file; None
+    where there is none (the figure leaves its panel out)."""
+    where = f"{_parent(group)}/{name}".strip("/")
+    found = find_results(path, result_type)
+    if where in found:
+        return load_result(path, where)
+    return load_result(path, found[0]) if len(found) == 1 else None
 
 
 def _curve(ax, t, values, label, color, ls="-"):
@@ -61,89 +123,117 @@ def _title(fig, text: str, attrs: dict) -> None:
     fig.suptitle("\n".join([text, ", ".join(sub)]) if sub else text, fontsize=11)
 
 
-def figure_overlaps(path, *, figsize=(11.0, 4.0)):
-    """Overlap against t (``/analysis/overlaps``): with the start image (left), with the
-    nearest training pattern and with the mean one (right); means over images, with bands of
-    one standard error.
+def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
+    """Overlap against t: with the start image (left), with the nearest training pattern
+    and with the mean one (right); means over images, with bands of one standard error.
+
+    A run file of ``spinsa analyze`` holds ``/analysis/overlaps/{test,train,mean}``; any
+    other file is drawn from all its :class:`~spinsa.analysis.OverlapTrace` results,
+    wherever they are (each one labelled by its group), or from the one at ``group``.
 
     Parameters
     ----------
     path : str or PathLike
-        A run file holding ``/analysis/overlaps``.
+        A spinsa file holding OverlapTrace results.
+    group : str, optional
+        The group of the one trace to draw.
     figsize : (float, float)
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    attrs = _need(path, "overlaps")
+    found = find_results(path, "OverlapTrace") if group is None else []
+    standard = f"{GROUP}/overlaps/test" in found
+    if standard:
+        where = f"{GROUP}/overlaps/test"
+        starts = [("test", "test images", "C0"), ("train", "training images", "C1")]
+        traces = [(load_result(path, f"{GROUP}/overlaps/{g}"), name, c) for g, name, c in starts]
+    else:  # every trace of the file, or the one at group
+        groups = found or [_find(path, "OverlapTrace", "overlaps/test", group, "overlaps")[0]]
+        where = groups[0]
+        traces = [(load_result(path, g), g, f"C{k % 10}") for k, g in enumerate(groups)]
     fig = new_figure(figsize)
     ax1, ax2 = fig.subplots(1, 2)
-    for starts, name, color in (("test", "test images", "C0"), ("train", "training images", "C1")):
-        trace = load_analysis(path, f"overlaps/{starts}")
-        label = f"{name} ({trace.target.shape[1]})"
-        _curve(ax1, trace.times, trace.target, label, color)
-        near = f"from {label}: nearest training pattern"
-        _curve(ax2, trace.times, trace.nearest_overlap, near, color)
-    mean = load_analysis(path, "overlaps/mean")
-    _curve(ax2, mean.times, mean.target, "from test images: mean training pattern", "C2", "--")
+    for trace, name, color in traces:
+        n = next((a.shape[1] for a in (trace.target, trace.nearest_overlap) if a is not None), 0)
+        label = f"{name} ({n})"
+        if trace.target is not None:
+            _curve(ax1, trace.times, trace.target, label, color)
+        if trace.nearest_overlap is not None:
+            _curve(ax2, trace.times, trace.nearest_overlap, f"from {label}: nearest pattern", color)
+    if standard:
+        mean = load_result(path, f"{GROUP}/overlaps/mean")
+        _curve(ax2, mean.times, mean.target, "from test images: mean training pattern", "C2", "--")
     overlap = r"overlap $\frac{1}{N}\sum_i x_i(t)\cdot"
     finish(ax1, "overlap with the start image", ylabel=overlap + r" x_i(0)$")
     finish(ax2, "overlap with stored patterns", ylabel=overlap + r"\xi_i$ with a pattern $\xi$")
-    _title(fig, "Overlaps along the dynamics", attrs)
+    _title(fig, "Overlaps along the dynamics", _context(path, where))
     return fig
 
 
-def figure_lifetimes(path, *, figsize=(11.0, 4.0)):
-    """Histograms of the lifetimes of the transient (``/analysis/lifetimes``), one per task:
-    how long the error stays below the corrupted input's (left) and the overlap with the
-    clean image above the threshold (right), with mean ± s.e. and the censored fraction.
+def figure_lifetimes(path, *, group: str | None = None, figsize=(11.0, 4.0)):
+    """Histograms of the lifetimes of the transient, one per task: how long the error stays
+    below the corrupted input's (left) and the overlap with the clean image above the
+    threshold (right), with mean ± s.e. and the censored fraction
+    (:meth:`LifetimeTable.plot <spinsa.analysis.LifetimeTable.plot>`).
+
+    A run file of ``spinsa analyze`` holds ``/analysis/lifetimes/table_{error,overlap}``;
+    any other file is drawn from its one :class:`~spinsa.analysis.LifetimeTable`, or the one
+    at ``group``, in a single panel.
 
     Parameters
     ----------
     path : str or PathLike
-        A run file holding ``/analysis/lifetimes``.
+        A spinsa file holding LifetimeTable results.
+    group : str, optional
+        The group of the one table to draw.
     figsize : (float, float)
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    attrs = _need(path, "lifetimes")
-    fig = new_figure(figsize)
-    titles = {
-        "error": "error below that of the corrupted input",
-        "overlap": f"overlap with the clean image > {float(attrs.get('threshold', 0.9)):g}",
-    }
-    for ax, (criterion, title) in zip(fig.subplots(1, 2), titles.items(), strict=True):
-        table = load_analysis(path, f"lifetimes/table_{criterion}")
-        tasks = _attrs(path, f"lifetimes/table_{criterion}").get("tasks", [])
-        for row in range(table.levels.shape[0]):
-            task = tasks[row] if row < len(tasks) else f"level {table.levels[row]:g}"
-            label = (
-                f"{TASK_TITLES.get(task, task)}: {table.lifetime_mean[row]:.1f} ± "
-                f"{np.nan_to_num(table.lifetime_sem[row]):.1f}, "
-                f"{table.fraction_censored[row]:.0%} censored"
-            )
-            density = table.counts[row] / max(int(table.n_samples[row]), 1)
-            ax.stairs(density, table.bin_edges, color=f"C{row}", lw=1.6, label=label)
-        finish(ax, title, "lifetime (iterations)", "fraction of test images", legend=None)
-        ax.legend(fontsize=8, title="mean ± s.e.", title_fontsize=8)
+    where, table = _find(path, "LifetimeTable", "lifetimes/table_error", group, "lifetimes")
+    attrs = _context(path, where)
+    if group is None and where == f"{GROUP}/lifetimes/table_error":
+        threshold = float(attrs.get("threshold", 0.9))
+        panels = {
+            "error": "error below that of the corrupted input",
+            "overlap": f"overlap with the clean image > {threshold:g}",
+        }
+    else:
+        panels = {where: f"lifetimes ({table.criterion}) of {where}"}
+    fig = new_figure(figsize if len(panels) > 1 else (6.0, 4.0))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (key, title) in zip(axes, panels.items(), strict=True):
+        at = f"{GROUP}/lifetimes/table_{key}" if len(panels) > 1 else key
+        table, tasks = load_result(path, at), _context(path, at).get("tasks", [])
+        table.plot(ax, names=[TASK_TITLES.get(t, t) for t in tasks])
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel("fraction of test images" if len(panels) > 1 else ax.get_ylabel())
     _title(fig, "Lifetimes of the transient memories", attrs)
     return fig
 
 
-def figure_attractors(path, *, n_show: int = 8, figsize=None):
-    """The attractors reached and their basins (``/analysis/attractors``).
+def figure_attractors(path, *, group: str | None = None, n_show: int = 8, figsize=None):
+    """The attractors reached and their basins.
 
-    Top: the mean training image, then the decoded attractors by decreasing basin, with
-    their basin, period and correlation with the mean image. Bottom: for each group of
-    starts, the fraction that reached each attractor (and that did not converge).
+    Top: the mean training image (``/data/mean_train_image``), then the decoded attractors
+    (a :class:`~spinsa.analysis.DecodedImages` beside the report, ``.../images``) by
+    decreasing basin, with their basin, period and correlation with the mean image; without
+    decoded images, their basin and period alone. Bottom: for each group of starts, the
+    fraction that reached each attractor and that did not converge
+    (:meth:`AttractorReport.plot <spinsa.analysis.AttractorReport.plot>`).
 
     Parameters
     ----------
     path : str or PathLike
-        A run file holding ``/analysis/attractors``.
+        A spinsa file holding an :class:`~spinsa.analysis.AttractorReport`: at
+        ``/analysis/attractors/report`` (``spinsa analyze``), at ``group``, or as the one
+        report anywhere in the file.
+    group : str, optional
+        The group of the report to draw.
     n_show : int
         Attractors shown at most.
     figsize : (float, float), optional
@@ -152,9 +242,8 @@ def figure_attractors(path, *, n_show: int = 8, figsize=None):
     -------
     matplotlib.figure.Figure
     """
-    attrs = _need(path, "attractors")
-    report = load_analysis(path, "attractors/report")
-    images = load_analysis(path, "attractors/images").images
+    where, report = _find(path, "AttractorReport", "attractors/report", group, "attractors")
+    decoded = _beside(path, where, "images", "DecodedImages")
     panels = []
     try:
         panels.append((io.read_array(path, "data/mean_train_image"), "mean training\nimage"))
@@ -165,13 +254,17 @@ def figure_attractors(path, *, n_show: int = 8, figsize=None):
         text = f"#{a}: basin {report.basin_fraction[a]:.0%}\nperiod {report.attractor_period[a]}"
         if report.corr_mean is not None:
             text += f"\ncorr. with mean {report.corr_mean[a]:.2f}"
-        panels.append((images[a], text))
+        panels.append((None if decoded is None else decoded.images[a], text))
     n_cols = max(len(panels), 3)
     fig = new_figure(figsize or (max(1.6 * n_cols, 8.0), 5.6))
     top, bottom = fig.subfigures(2, 1, height_ratios=[1.0, 1.1])
     axes = top.subplots(1, n_cols, squeeze=False)[0]
     for ax, (image, text) in zip(axes, panels, strict=False):
-        gray(ax, image, text)
+        if image is not None:
+            gray(ax, image, text)
+        else:  # no decoded images in the file: the numbers alone
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8)
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
     if k == 0:
@@ -182,36 +275,12 @@ def figure_attractors(path, *, n_show: int = 8, figsize=None):
         f"{report.fraction_unconverged:.0%} of starts not converged",
         fontsize=9,
     )
-    ax = bottom.subplots()
-    if report.group_fractions is not None:
-        names = list(report.group_names)
-        order = [names.index(g) for g in ("test", "masked", "noisy", "random") if g in names]
-        order += [k for k in range(len(names)) if k not in order]
-        names = [names[k] for k in order]
-        fractions = report.group_fractions[order]
-        left = np.zeros(len(names))
-        shown = min(report.n_attractors, 10)
-        for a in range(shown):
-            ax.barh(names, fractions[:, a], left=left, color=f"C{a % 10}", label=f"#{a}")
-            left += fractions[:, a]
-        rest = fractions[:, shown:].sum(axis=1)
-        if rest.any():
-            ax.barh(names, rest, left=left, color="0.6", label="other attractors")
-            left += rest
-        hatched = dict(color="white", edgecolor="0.3", hatch="//", label="not converged")
-        ax.barh(names, report.group_unconverged[order], left=left, **hatched)
-        ax.invert_yaxis()  # groups top to bottom in the order above
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("fraction of starts in each basin")
-        ax.set_ylabel("starts")
-        ax.legend(
-            fontsize=7, ncols=min(6, shown + 2), loc="upper center", bbox_to_anchor=(0.5, -0.25)
-        )
-    _title(fig, "Attractors and their basins", attrs)
+    report.plot(bottom.subplots())
+    _title(fig, "Attractors and their basins", _context(path, where))
     return fig
 
 
-def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
+def figure_hebbian(path, *, group: str | None = None, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
     """Fitted couplings against norm-matched Hebbian ones (``/analysis/hebbian``): matrix
     elements J_ij^ab against K_ij^ab (a seeded sample), |J_ij| on the patch grid around the
     central patch and by displacement (fitted and Hebbian), per-pair cosines, |J_ij| against
@@ -220,7 +289,14 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
     Parameters
     ----------
     path : str or PathLike
-        A run file holding ``/analysis/hebbian`` and ``/J``.
+        A spinsa file holding a :class:`~spinsa.analysis.HebbianComparison`: at
+        ``/analysis/hebbian/comparison`` (``spinsa analyze``), at ``group``, or as the one
+        comparison anywhere in the file. The fitted couplings are read from ``/J``; the
+        strength maps and distance curves from ``maps``, ``maps_hebbian``, ``distance`` and
+        ``distance_hebbian`` beside the comparison. A panel whose data the file lacks says
+        so instead.
+    group : str, optional
+        The group of the comparison to draw.
     n_scatter : int
         Elements drawn in the scatter plot.
     figsize : (float, float)
@@ -229,67 +305,32 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
     -------
     matplotlib.figure.Figure
     """
-    attrs = _need(path, "hebbian")
-    comp = load_analysis(path, "hebbian/comparison")
-    J, K = io.read_array(path, "J"), comp.hebbian
+    where, comp = _find(path, "HebbianComparison", "hebbian/comparison", group, "hebbian")
     fig = new_figure(figsize)
     ax = fig.subplots(2, 4)
+    try:
+        _scatter_elements(ax[0, 0], io.read_array(path, "J"), comp, n_scatter)
+    except KeyError:
+        _missing(ax[0, 0], "no /J (the fitted couplings)\nin the file")
 
-    N, _, d, _ = J.shape
-    rng = np.random.default_rng(0)
-    n = min(int(n_scatter), N * (N - 1) * d * d)
-    i = rng.integers(0, N, n)
-    j = (i + rng.integers(1, N, n)) % N  # j != i
-    a, b = rng.integers(0, d, n), rng.integers(0, d, n)
-    kx, jy = K[i, j, a, b], J[i, j, a, b]
-    ax[0, 0].scatter(kx, jy, s=2, alpha=0.3, color="C0", rasterized=True)
-    lim = float(np.nanmax(np.abs(np.concatenate([kx, jy])))) if n else 1.0
-    ax[0, 0].plot([-lim, lim], [-lim, lim], color="0.4", lw=0.8, ls="--", label="J = K")
-    title = f"matrix elements (global cosine {comp.global_cosine:.3f})"
-    finish(ax[0, 0], title, r"Hebbian $K_{ij}^{ab}$ (norm-matched)", r"fitted $J_{ij}^{ab}$")
-
-    def heat(axis, data, title, xlabel, ylabel, **kwargs):
-        im = axis.imshow(
-            np.ma.masked_invalid(data), cmap="viridis", interpolation="nearest", **kwargs
-        )
-        axis.set_title(title, fontsize=10)
-        axis.set(xlabel=xlabel, ylabel=ylabel)
-        fig.colorbar(im, ax=axis, shrink=0.85, label=r"$|J_{ij}|_F$")
-
-    style = dict(lw=1.2, marker="o", ms=2.5, capsize=0)
     for row, (suffix, label) in enumerate((("", "fitted"), ("_hebbian", "Hebbian"))):
-        maps = load_analysis(path, f"hebbian/maps{suffix}")
-        gh, gw = maps.center.shape
-        c = divmod(maps.center_token, gw)
-        center = maps.center.astype(np.float64)
-        center[c] = np.nan  # J_cc = 0 by definition; keep it out of the colour scale
-        title = f"{label}: $|J_{{cj}}|$, c = central patch (x)"
-        heat(ax[row, 1], center, title, "patch column", "patch row")
-        ax[row, 1].plot(c[1], c[0], "x", color="red", ms=6)
-        heat(
-            ax[row, 2],
-            maps.offset,
-            f"{label}: mean $|J_{{ij}}|$ by displacement",
-            "column of j − column of i (patches)",
-            "row of j − row of i (patches)",
-            extent=(-gw + 0.5, gw - 0.5, gh - 0.5, -gh + 0.5),
-        )
-        r = load_analysis(path, f"hebbian/distance{suffix}")
-        ax[1, 0].errorbar(
-            r.bin_distance, r.mean, np.nan_to_num(r.sem), color=f"C{row}", label=label, **style
-        )
+        maps = _beside_only(path, where, f"maps{suffix}")
+        if maps is None:
+            for col in (1, 2):
+                _missing(ax[row, col], f"no maps{suffix} beside the comparison\n"
+                         "(spinsa.analysis.strength_maps)")  # fmt: skip
+        else:
+            _maps(ax[row, 1], ax[row, 2], maps, label)
+        r = _beside_only(path, where, f"distance{suffix}")
+        if r is not None:
+            r.plot(ax[1, 0], label=label, color=f"C{row}")
         values = getattr(comp, f"singular_values{suffix}")
         if values is None:  # compared with spectra=False
             continue
         ranks = np.arange(1, values.size + 1)
         ax[1, 3].semilogy(ranks, np.maximum(values, 1e-12), color=f"C{row}", lw=1.4, label=label)
 
-    h, cosine = ax[0, 3], comp.mean_pair_cosine
-    h.hist(comp.pair_cosine[np.isfinite(comp.pair_cosine)], bins=50, range=(-1, 1), color="C0")
-    h.axvline(cosine, color="C3", lw=1.2, label=f"mean {cosine:.3f}")
-    cosines = r"cosine of $J_{ij}$ and $K_{ij}$ (per pair of patches)"
-    finish(h, "per-pair similarity", cosines, "pairs")
-
+    comp.plot(ax[0, 3])
     finish(
         ax[1, 0],
         "coupling strength vs distance",
@@ -310,78 +351,127 @@ def figure_hebbian(path, *, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
         fig,
         f"Fitted vs Hebbian couplings ({comp.n_patterns} patterns, |J| = "
         f"{comp.norm:.3g}, matched {comp.match})",
-        attrs,
+        _context(path, where),
     )
     return fig
 
 
-def figure_hebbian_errors(path, *, figsize=(11.0, 4.0)):
-    """Task errors of the fitted and the Hebbian couplings from the same corrupted images
-    (``/analysis/hebbian``), one panel per task; the masked task from t = 1, as in the paper
-    (its t = 0, the masked input, dotted).
+def _missing(ax, text: str) -> None:
+    """A panel whose data the file lacks: say so, without axes."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8)
+
+
+def _beside_only(path, group: str, name: str):
+    """The result at ``<parent of group>/<name>``, or None."""
+    where = f"{_parent(group)}/{name}".strip("/")
+    return load_result(path, where) if where in find_results(path) else None
+
+
+def _scatter_elements(ax, J, comp, n_scatter: int) -> None:
+    """Matrix elements J_ij^ab against K_ij^ab, a seeded sample of them."""
+    K = comp.hebbian
+    N, _, d, _ = J.shape
+    rng = np.random.default_rng(0)
+    n = min(int(n_scatter), N * (N - 1) * d * d)
+    i = rng.integers(0, N, n)
+    j = (i + rng.integers(1, N, n)) % N  # j != i
+    a, b = rng.integers(0, d, n), rng.integers(0, d, n)
+    kx, jy = K[i, j, a, b], J[i, j, a, b]
+    ax.scatter(kx, jy, s=2, alpha=0.3, color="C0", rasterized=True)
+    lim = float(np.nanmax(np.abs(np.concatenate([kx, jy])))) if n else 1.0
+    ax.plot([-lim, lim], [-lim, lim], color="0.4", lw=0.8, ls="--", label="J = K")
+    title = f"matrix elements (global cosine {comp.global_cosine:.3f})"
+    finish(ax, title, r"Hebbian $K_{ij}^{ab}$ (norm-matched)", r"fitted $J_{ij}^{ab}$")
+
+
+def _maps(ax_center, ax_offset, maps, label: str) -> None:
+    """|J_cj| around the central patch and the mean |J_ij| by displacement, with colour bars."""
+    maps.plot(ax_center, which="center")
+    ax_center.set_title(f"{label}: " + ax_center.get_title(), fontsize=10)
+    maps.plot(ax_offset, which="offset")
+    ax_offset.set_title(f"{label}: " + ax_offset.get_title(), fontsize=10)
+
+
+def figure_hebbian_errors(path, *, group: str | None = None, figsize=(11.0, 4.0)):
+    """Task errors of the fitted and the Hebbian couplings from the same corrupted images,
+    one panel per task; the masked task from t = 1, as in the paper (its t = 0, the masked
+    input, dotted).
 
     Parameters
     ----------
     path : str or PathLike
-        A run file holding ``/analysis/hebbian``.
+        A spinsa file holding :class:`~spinsa.analysis.ErrorCurves`: at
+        ``/analysis/hebbian/errors_{masked,denoise}`` (``spinsa analyze``), or the one at
+        ``group`` (or the one in the file), in a single panel.
+    group : str, optional
+        The group of the one set of curves to draw.
     figsize : (float, float)
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    attrs = _need(path, "hebbian")
-    fig = new_figure(figsize)
-    for ax, task in zip(fig.subplots(1, 2), ("masked", "denoise"), strict=True):
-        curves = load_analysis(path, f"hebbian/errors_{task}")
-        n = _attrs(path, f"hebbian/errors_{task}").get("n_images")
+    where, _ = _find(path, "ErrorCurves", "hebbian/errors_masked", group, "hebbian")
+    if group is None and where == f"{GROUP}/hebbian/errors_masked":
+        panels = [f"{GROUP}/hebbian/errors_{task}" for task in ("masked", "denoise")]
+    else:
+        panels = [where]
+    fig = new_figure(figsize if len(panels) > 1 else (6.0, 4.0))
+    for ax, at in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels, strict=True):
+        curves, n = load_result(path, at), _context(path, at).get("n_images")
+        task = curves.task or at.rsplit("_", 1)[-1]
         first = 1 if task == "masked" and curves.times.size > 1 else 0
-        for m, model in enumerate(curves.models):
-            label, ls = MODEL_LABELS.get(model, model), "-" if m == 0 else "--"
-            t, sem = curves.times[first:], curves.sem_all[m, first:]
-            band(ax, t, curves.mean_all[m, first:], sem, label, f"C{m}", ls=ls)
-            if first:
-                ax.axhline(curves.mean_all[m, 0], color=f"C{m}", ls=":", lw=1.0)
+        curves.plot(ax, first=first)
+        for line, model in zip(ax.get_lines(), curves.models, strict=False):
+            line.set_label(MODEL_LABELS.get(model, model))
         if first:
+            for m in range(curves.mean_all.shape[0]):
+                ax.axhline(curves.mean_all[m, 0], color=f"C{m}", ls=":", lw=1.0)
             ax.plot([], [], color="0.3", ls=":", label="masked input (t = 0)")
-        title = f"{TASK_TITLES.get(task, task)} ({n} test images)"
-        finish(ax, title, ylabel="mean squared error (all pixels)")
-    _title(fig, "Fitted vs norm-matched Hebbian couplings on the tasks", attrs)
+        images = f" ({n} test images)" if n is not None else ""
+        finish(
+            ax, f"{TASK_TITLES.get(task, task)}{images}", ylabel="mean squared error (all pixels)"
+        )
+    _title(fig, "Fitted vs norm-matched Hebbian couplings on the tasks", _context(path, where))
     return fig
 
 
-def figure_patches(path, *, figsize=(6.5, 4.2)):
-    """Distribution of the pixel variance inside masked patches (``/analysis/patches``):
-    clean images against predictions at t = 1, the best t and T (the paper's Fig. 2).
+def figure_patches(path, *, group: str | None = None, figsize=(6.5, 4.2)):
+    """Distribution of the pixel variance inside masked patches: clean images against
+    predictions at t = 1, the best t and T (the paper's Fig. 2;
+    :meth:`PatchVarianceHistograms.plot <spinsa.analysis.PatchVarianceHistograms.plot>`).
 
     Parameters
     ----------
     path : str or PathLike
-        A run file holding ``/analysis/patches``.
+        A spinsa file holding a :class:`~spinsa.analysis.PatchVarianceHistograms`: at
+        ``/analysis/patches/histograms`` (``spinsa analyze``), at ``group``, or as the one
+        anywhere in the file.
+    group : str, optional
+        The group of the histograms to draw.
     figsize : (float, float)
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    attrs = _need(path, "patches")
-    hist = load_analysis(path, "patches/histograms")
+    where, hist = _find(path, "PatchVarianceHistograms", "patches/histograms", group, "patches")
     fig = new_figure(figsize)
-    ax = fig.subplots()
-    for m, model in enumerate(hist.models):
-        color, ls = "0.2" if m == 0 else f"C{m - 1}", ("-", "--", ":", "-.")[m % 4]
-        label = f"{model}: mean {hist.mean[m]:.4g}"
-        ax.stairs(hist.density[m], hist.bin_edges, color=color, lw=1.6, ls=ls, label=label)
-    ax.set_yscale("log")
-    finish(
-        ax,
-        f"{int(hist.n_patches[0])} masked patches",
-        "variance of the pixels of a masked patch",
-        "probability density",
-    )
-    _title(fig, "Texture of the predicted patches", attrs)
+    hist.plot(fig.subplots())
+    _title(fig, "Texture of the predicted patches", _context(path, where))
     return fig
 
+
+#: Figure name -> the result class it draws (found anywhere in a user's file).
+RESULT_TYPES = {
+    "overlaps": "OverlapTrace",
+    "lifetimes": "LifetimeTable",
+    "attractors": "AttractorReport",
+    "hebbian": "HebbianComparison",
+    "hebbian_errors": "ErrorCurves",
+    "patches": "PatchVarianceHistograms",
+}
 
 #: Figure name -> (function, the analysis it reads).
 FIGURES: dict[str, tuple[Callable, str]] = {
@@ -414,8 +504,10 @@ def plot_run(
     dpi: int = 150,
     progress: bool = False,
 ) -> list[Path]:
-    """Save every figure that a run file has data for: the evaluation curves and examples
-    when it holds ``/evaluation/*``, and each of :data:`FIGURES` whose analysis it holds.
+    """Save every figure that a file has data for: the evaluation curves and examples
+    when it holds ``/evaluation/*``, and each of :data:`FIGURES` whose analysis it holds,
+    where ``spinsa analyze`` writes it or as the one result of its kind (:data:`RESULT_TYPES`)
+    anywhere in the file.
 
     Parameters
     ----------
@@ -439,9 +531,12 @@ def plot_run(
     jobs: list[tuple[str, Callable]] = []
     if any(g.startswith("evaluation/") or "/evaluation/" in g for g in info.groups):
         jobs += [("errors", figure_errors), ("examples", figure_examples)]
-    jobs += [
-        (name, fn) for name, (fn, group) in FIGURES.items() if f"analysis/{group}" in info.groups
-    ]
+    for name, (fn, group) in FIGURES.items():
+        # where spinsa analyze writes it, or a user's file with one result of its kind
+        # (overlaps: any number, one curve each)
+        n = len(find_results(path, RESULT_TYPES[name]))
+        if f"analysis/{group}" in info.groups or n == 1 or (n and name == "overlaps"):
+            jobs.append((name, fn))
     kind = info.attrs.get("kind")
     if not jobs and kind in _OWN_FIGURES:  # advice for a command that accepts the file
         raise ValueError(f"{path} is a spinsa file of kind {kind!r}: {_OWN_FIGURES[kind]}")
