@@ -87,6 +87,13 @@ def find_results(path: str | os.PathLike, result_type: str | None = None) -> lis
     """The groups of ``path``, anywhere in the file, that hold a saved result (of class
     ``result_type``, e.g. ``"AttractorReport"``, when given), sorted.
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        An HDF5 file written by spinsa (a run file or a user's own file).
+    result_type : str, optional
+        The class name of the results wanted; any saved result when None.
+
     Returns
     -------
     list of str
