@@ -608,6 +608,10 @@ class StateScorer:
         P = self.clean.shape[0]
         self.n_pixels = int(np.prod(shape))
         self.pixel_mask, self.target, self.n_masked = None, None, np.zeros(P)
+        # the kernel reads pixels in token-minor order: pixel k of token i at [k, i]
+        self._pix = emb.token_pixels()
+        order = self._pix.T
+        self._clean = np.ascontiguousarray(self.clean.reshape(P, -1)[:, order])
         if pixel_mask is not None:
             m = np.asarray(pixel_mask)
             if m.dtype != np.bool_ or m.shape != (P, *emb.image_shape):
@@ -618,18 +622,21 @@ class StateScorer:
             self.pixel_mask = m
             if emb.channels > 1:
                 m = np.broadcast_to(m[..., None], (P, *shape))
-            self._mask = np.ascontiguousarray(m.reshape(P, -1))
-            self.n_masked = self._mask.sum(axis=1).astype(np.float64)
+            m = m.reshape(P, -1)
+            self._mask = np.ascontiguousarray(m[:, order])
+            self.n_masked = m.sum(axis=1).astype(np.float64)
         if target is not None:
             t = np.asarray(target, dtype=np.float64)
             if t.shape != shape:
                 raise ValueError(f"target must have one image's shape {shape}, got {t.shape}")
             check_finite(t, "target")
             self.target = t
-            self._target_c = np.ascontiguousarray((t - t.mean()).ravel())
-            self._target_norm = float(np.linalg.norm(self._target_c))
-        self._basis, self._top = emb.decode_map()
-        self._pix = emb.token_pixels()
+            centred = t.ravel() - t.mean()
+            self._target = np.ascontiguousarray(centred[order])
+            self._target_norm = float(np.linalg.norm(centred))
+        basis, self._top = emb.decode_map()
+        self._basis_u = np.ascontiguousarray(basis[:, 0::2])
+        self._basis_v = np.ascontiguousarray(basis[:, 1::2])
 
     def _check_states(self, x, name: str) -> np.ndarray:
         emb, P = self.embedding, self.clean.shape[0]
@@ -662,11 +669,11 @@ class StateScorer:
         errors, corr, step = np.empty((3, P)), np.empty(P), np.empty(P)
         decoded = np.empty((P, n) if decode else (0, 0), dtype=x.dtype)
         bad = np.zeros(P, dtype=np.bool_)
-        mask = self._mask if has_mask else np.zeros((0, 0), dtype=np.bool_)
-        target_c = self._target_c if has_target else np.zeros(0)
+        mask = self._mask if has_mask else np.zeros((0, 0, 0), dtype=np.bool_)
+        target = self._target if has_target else np.zeros((0, 0))
         decode_scores(
-            x, x if prev is None else prev, self._basis, self._top, self._pix,
-            x.dtype == np.float32, self.clean.reshape(P, n), mask, target_c,
+            x, x if prev is None else prev, self._basis_u, self._basis_v, self._top, self._pix,
+            x.dtype == np.float32, self._clean, mask, target,
             self._target_norm if has_target else 0.0, flags, errors, corr, step, decoded, bad,
         )  # fmt: skip
         if bad.any():

@@ -23,87 +23,99 @@ from spinsa.kernels._numba import njit, prange
 
 
 @njit
-def _decode_image(x_p, basis, top, pix, round32, s, img):
-    """Decoded pixels of one state x_p (N, d) into ``img`` (n_pixels,) float64; False if a
-    spin component is not finite."""
+def _transpose(x_p, prev_p, with_prev, xt):
+    """x_p (N, d) into ``xt`` (d, N) float64; returns (all finite, mean over tokens of
+    |x_i - prev_i| or 0)."""
     N, d = x_p.shape
-    K = basis.shape[1]
     ok = True
-    for i in range(N):
-        for k in range(K):
-            s[k] = 0.0
-        for b in range(d):
-            xb = float(x_p[i, b])
-            if not math.isfinite(xb):
-                ok = False
-            for k in range(K):
-                s[k] += xb * basis[b, k]
-        for k in range(K // 2):
-            u = min(max(s[2 * k], 0.0), top)
-            v = min(max(s[2 * k + 1], 0.0), top)
-            den = u + v
-            q = u / den if den > 0.0 else 0.0
-            if round32:  # the pixel float32 spins decode to, so errors are of that image
-                q = float(np.float32(q))
-            img[pix[i, k]] = q
-    return ok
-
-
-@njit
-def _step_size(x_p, prev_p):
-    """Mean over tokens of |x_i - prev_i|, in float64."""
-    N, d = x_p.shape
     total = 0.0
     for i in range(N):
         acc = 0.0
         for b in range(d):
-            diff = float(x_p[i, b]) - float(prev_p[i, b])
-            acc += diff * diff
+            xb = float(x_p[i, b])
+            ok = ok and math.isfinite(xb)
+            xt[b, i] = xb
+            if with_prev:
+                diff = xb - float(prev_p[i, b])
+                acc += diff * diff
         total += math.sqrt(acc)
-    return total / N
+    return ok, total / N
+
+
+@njit
+def _decode_image(xt, basis_u, basis_v, top, round32, u, v, img):
+    """Decoded pixels of one state (``xt``, (d, N)) into ``img`` (M, N) float64, pixel k of
+    token i at [k, i]; ``u``, ``v`` (M, N) are work space. Token-minor order keeps every
+    inner loop contiguous over the N tokens."""
+    d, N = xt.shape
+    M = basis_u.shape[1]
+    for k in range(M):
+        for i in range(N):
+            u[k, i] = 0.0
+            v[k, i] = 0.0
+        for b in range(d):
+            bu = basis_u[b, k]
+            bv = basis_v[b, k]
+            for i in range(N):
+                u[k, i] += bu * xt[b, i]
+                v[k, i] += bv * xt[b, i]
+        for i in range(N):
+            uu = min(max(u[k, i], 0.0), top)
+            vv = min(max(v[k, i], 0.0), top)
+            den = uu + vv
+            q = uu / den if den > 0.0 else 0.0
+            if round32:  # the pixel float32 spins decode to, so errors are of that image
+                q = float(np.float32(q))
+            img[k, i] = q
 
 
 @njit
 def _correlation(img, target_c, target_norm):
-    """Pearson correlation of ``img`` with the centred target; NaN if either is constant."""
-    n = img.shape[0]
+    """Pearson correlation of ``img`` (M, N) with the centred target (M, N); NaN if either
+    is constant. Two passes over the image (in cache): the mean, then the centred sums."""
+    M, N = img.shape
     mean = 0.0
-    for k in range(n):
-        mean += img[k]
-    mean /= n
+    for k in range(M):
+        for i in range(N):
+            mean += img[k, i]
+    mean /= M * N
     dot = 0.0
     ss = 0.0
-    for k in range(n):
-        a = img[k] - mean
-        dot += a * target_c[k]
-        ss += a * a
+    for k in range(M):
+        for i in range(N):
+            a = img[k, i] - mean
+            dot += a * target_c[k, i]
+            ss += a * a
     den = math.sqrt(ss) * target_norm
     return dot / den if den > 0.0 else np.nan
 
 
 @njit(parallel=True)
 def decode_scores(
-    x, prev, basis, top, pix, round32, clean, mask, target_c, target_norm, flags,
+    x, prev, basis_u, basis_v, top, pix, round32, clean, mask, target, target_norm, flags,
     out_errors, out_corr, out_step, out_decoded, bad,
 ):  # fmt: skip
     """Decode every state of ``x`` and score it, images in parallel.
+
+    Pixels are in token-minor order here: pixel k of token i (its pair is
+    (s_i[2k], s_i[2k + 1])) at [k, i] of an (M, N) array, M = aC.
 
     Parameters
     ----------
     x, prev : ndarray, shape (P, N, d)
         States and the states of the step before (read when ``flags[2]``).
-    basis : ndarray, shape (d, 2aC), float64
-        c F: s_i = x_i @ basis.
+    basis_u, basis_v : ndarray, shape (d, M), float64
+        The even and odd columns of c F: u_ik = x_i @ basis_u[:, k], v_ik likewise.
     top : float
         Upper clamp of u and v (1, or c for the notebook's scale).
-    pix : ndarray of int64, shape (N, aC)
-        Flat index into the image (H W C) of token i's k-th pixel.
+    pix : ndarray of int64, shape (N, M)
+        Flat index into the image (H W C) of token i's k-th pixel (for ``out_decoded``).
     round32 : bool
         Round decoded pixels to float32 before scoring.
-    clean : ndarray, shape (P, n_pixels)
-    mask : ndarray of bool, shape (P, n_pixels)
+    clean : ndarray, shape (P, M, N)
+    mask : ndarray of bool, shape (P, M, N)
         Masked pixels (read when ``flags[0]``).
-    target_c : ndarray, shape (n_pixels,), float64
+    target : ndarray, shape (M, N), float64
         The centred target image (read when ``flags[1]``), of norm ``target_norm``.
     flags : ndarray of bool, shape (4,)
         Mask, target, prev given; decoded images wanted.
@@ -112,33 +124,39 @@ def decode_scores(
         pixels, and over the visible ones.
     out_corr, out_step : ndarray, shape (P,), float64
         Written when ``flags[1]`` and ``flags[2]``.
-    out_decoded : ndarray, shape (P, n_pixels)
+    out_decoded : ndarray, shape (P, H W C)
         Written when ``flags[3]``.
     bad : ndarray of bool, shape (P,)
         Written: True where a spin of the image is not finite.
     """
-    P = x.shape[0]
-    n = clean.shape[1]
-    K = basis.shape[1]
+    P, N, d = x.shape
+    M = basis_u.shape[1]
+    n = M * N
     for p in prange(P):
-        s = np.empty(K)
-        img = np.empty(n)
-        bad[p] = not _decode_image(x[p], basis, top, pix, round32, s, img)
+        xt = np.empty((d, N))
+        u = np.empty((M, N))
+        v = np.empty((M, N))
+        img = np.empty((M, N))
+        ok, step = _transpose(x[p], prev[p], flags[2], xt)
+        bad[p] = not ok
+        _decode_image(xt, basis_u, basis_v, top, round32, u, v, img)
         sum_all = 0.0
         sum_masked = 0.0
-        for k in range(n):
-            diff = img[k] - float(clean[p, k])
-            sq = diff * diff
-            sum_all += sq
-            if flags[0] and mask[p, k]:
-                sum_masked += sq
+        for k in range(M):
+            for i in range(N):
+                diff = img[k, i] - float(clean[p, k, i])
+                sq = diff * diff
+                sum_all += sq
+                if flags[0] and mask[p, k, i]:
+                    sum_masked += sq
         out_errors[0, p] = sum_all / n
         out_errors[1, p] = sum_masked
         out_errors[2, p] = sum_all - sum_masked
         if flags[1]:
-            out_corr[p] = _correlation(img, target_c, target_norm)
+            out_corr[p] = _correlation(img, target, target_norm)
         if flags[2]:
-            out_step[p] = _step_size(x[p], prev[p])
+            out_step[p] = step
         if flags[3]:
-            for k in range(n):
-                out_decoded[p, k] = img[k]
+            for i in range(N):
+                for k in range(M):
+                    out_decoded[p, pix[i, k]] = img[k, i]
