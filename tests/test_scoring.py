@@ -178,3 +178,11 @@ def test_an_evaluation_records_the_same_with_either_scorer(monkeypatch, preset):
     np.testing.assert_allclose(a.examples, b.examples, atol=1e-6)
     np.testing.assert_allclose(a.final_mean_image, b.final_mean_image, atol=1e-6)
     np.testing.assert_array_equal(a.final_period, b.final_period)
+
+
+def test_the_evaluation_benchmark_runs_both_scorers():
+    from spinsa.bench import bench_evaluation
+
+    res = bench_evaluation(P=6, steps=2, repeat=1)
+    assert res["fast"].seconds > 0 and res["plain"].seconds > 0
+    assert res["max_abs_diff"] < 1e-5  # float32 states: float32 rounding
