@@ -1,8 +1,10 @@
 """The retrieval tasks of D'Amico & Negri 2024 (§III): masking, noise, reconstruction errors.
 
-These are array functions; the time loop lives in :func:`spinsa.run`, and an evaluation
-decodes the recorded states with :meth:`spinsa.PatchEmbedding.decode` and hands the stack of
-decoded images to :func:`reconstruction_errors`.
+These are array functions; the time loop lives in :func:`spinsa.run`. The plain way to
+score states is to decode them with :meth:`spinsa.PatchEmbedding.decode_pixels` and hand the
+decoded images to :func:`reconstruction_errors`; an evaluation does the same at every step
+with :class:`StateScorer`, which decodes and scores in one compiled pass (the plain functions
+are its reference and its ``"numpy"`` backend).
 
 The task inputs of every evaluation, analysis and baseline come from :func:`task_inputs`:
 image k of a data set gets its mask or its noise from its own stream,

@@ -4,7 +4,8 @@
 (``kind = "experiment"``); :func:`evaluate` adds ``/evaluation/<task>`` to it (or writes it
 to a file of its own); :func:`run_experiment` does both in memory and writes the run file
 once, the unit of work of a phase scan. Errors are computed on the fly (a callback decodes
-every state), so memory stays O(P N d + T P), never O(T P N d). The run file's layout:
+and scores every state in one compiled pass, :class:`spinsa.tasks.StateScorer`), so memory
+stays O(P N d + T P), never O(T P N d). The run file's layout:
 docs/files.md, 'An experiment's run file'.
 
 Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`),
