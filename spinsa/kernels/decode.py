@@ -1,17 +1,20 @@
 """Decode spin states to pixels and score them, fused: each state is read once.
 
-Per image p, with s_i = c F^T x_i (``basis`` = c F, shape (d, 2aC)) and each pixel's pair
-(u, v) = (s_i[2k], s_i[2k + 1]) clamped to [0, top], the decoded pixel is
-q = u / (u + v) (0 where u + v = 0), as :meth:`spinsa.PatchEmbedding.decode_pixels`. From
-the decoded image the kernel takes, in float64:
+Per image p, with s_i = c F^T x_i and each pixel's pair (u, v) = (s_i[2k], s_i[2k + 1])
+clamped to [0, top], the decoded pixel is q = u / (u + v) (0 where u + v = 0), as
+:meth:`spinsa.PatchEmbedding.decode_pixels`; u and v come from the even and odd columns of
+c F (``basis_u``, ``basis_v``, shapes (d, aC)). From the decoded image the kernel takes, in
+float64:
 
 - the mean squared error against the clean image over all pixels, and its sums over the
   masked pixels (the visible ones by difference), as :func:`spinsa.tasks.reconstruction_errors`;
-- the Pearson correlation with a target image (centred ``target_c``, norm ``target_norm``);
+- the Pearson correlation with a target image (centred, of norm ``target_norm``);
 - the mean over tokens of |x_i - prev_i|, the step size of the evaluation.
 
-A non-finite spin component sets ``bad[p]``; the caller raises.
-"""
+Pixels are held in token-minor order, pixel k of token i at [k, i], so that every inner loop
+runs over the N tokens contiguously; the clean images, mask and target come in that order
+(:class:`spinsa.tasks.StateScorer` arranges them once). A non-finite spin component sets
+``bad[p]``; the caller raises."""
 
 from __future__ import annotations
 
