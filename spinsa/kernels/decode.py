@@ -146,12 +146,16 @@ def decode_scores(
         sum_all = 0.0
         sum_masked = 0.0
         for k in range(M):
-            for i in range(N):
-                diff = img[k, i] - float(clean[p, k, i])
-                sq = diff * diff
-                sum_all += sq
-                if flags[0] and mask[p, k, i]:
-                    sum_masked += sq
+            if flags[0]:  # two loops, each without a branch inside: both vectorise
+                for i in range(N):
+                    diff = img[k, i] - float(clean[p, k, i])
+                    sq = diff * diff
+                    sum_all += sq
+                    sum_masked += sq if mask[p, k, i] else 0.0
+            else:
+                for i in range(N):
+                    diff = img[k, i] - float(clean[p, k, i])
+                    sum_all += diff * diff
         out_errors[0, p] = sum_all / n
         out_errors[1, p] = sum_masked
         out_errors[2, p] = sum_all - sum_masked
