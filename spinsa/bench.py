@@ -367,7 +367,7 @@ def _scoring_inputs(P, steps, seed=0):
     return emb, clean, pixel_mask(mask, emb), clean.mean(axis=0), x.astype(np.float32)
 
 
-def bench_evaluation(P=1000, steps=20, repeat=2, with_plain=True):
+def bench_evaluation(P=1000, steps=20, repeat=3, with_plain=True):
     """An evaluation's per-step decoding and scoring (errors on all, masked and visible
     pixels, correlation with the mean image, step size) over ``steps`` steps of P images:
     :class:`spinsa.tasks.StateScorer`'s compiled pass against its numpy backend (the
