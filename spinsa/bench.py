@@ -349,9 +349,61 @@ def bench_hebbian(P=1000, N=196, d=8, with_plain=True):
     return out
 
 
+def _scoring_inputs(P, steps, seed=0):
+    """What an evaluation's recorder sees at the paper's shapes (28 x 28 images, 2 x 2
+    patches, d = 8): clean images, the masked task's pixel mask, a target image, and two
+    batches of states to alternate over ``steps`` steps."""
+    from spinsa import PatchEmbedding
+    from spinsa.tasks import masked_count, pixel_mask
+
+    rng = np.random.default_rng(seed)
+    emb = PatchEmbedding(image_shape=(28, 28), patch=2, d=8)
+    clean = rng.random((P, 28, 28)).astype(np.float32)
+    order = np.argsort(rng.random((P, emb.n_tokens)), axis=1)[:, : masked_count(0.3, 196)]
+    mask = np.zeros((P, emb.n_tokens), dtype=bool)
+    np.put_along_axis(mask, order, True, axis=1)
+    x = emb.encode(clean) + 0.2 * rng.standard_normal((2, P, emb.n_tokens, emb.d))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    return emb, clean, pixel_mask(mask, emb), clean.mean(axis=0), x.astype(np.float32)
+
+
+def bench_evaluation(P=1000, steps=20, repeat=3, with_plain=True):
+    """An evaluation's per-step decoding and scoring (errors on all, masked and visible
+    pixels, correlation with the mean image, step size) over ``steps`` steps of P images:
+    :class:`spinsa.tasks.StateScorer`'s compiled pass against its numpy backend (the
+    former recorder). Decoded images are kept at t = 0 and t = T, as the recorder does."""
+    from spinsa.tasks import StateScorer
+
+    emb, clean, pmask, target, x = _scoring_inputs(P, steps)
+
+    def record(backend):
+        scorer = StateScorer(emb, clean, pmask, target, backend=backend)
+        scorer(x[0], decode=True)
+        for t in range(1, steps + 1):
+            scorer(x[t % 2], x[(t - 1) % 2], decode=t == steps)
+
+    StateScorer(emb, clean[:8], pmask[:8], target)(x[0, :8], x[1, :8])  # compile
+    fast = min_wall_time(lambda: record("numba"), repeat)
+    out = {"fast": Timing("StateScorer (numba)", fast, float("nan"))}
+    out["images_per_s"] = P * (steps + 1) / fast
+    if with_plain:
+        plain = min_wall_time(lambda: record("numpy"), 1)
+        out["plain"] = Timing("numpy (decode, score)", plain, float("nan"))
+        out["plain_images_per_s"] = P * (steps + 1) / plain
+        a = StateScorer(emb, clean, pmask, target)(x[1], x[0], decode=True)
+        b = StateScorer(emb, clean, pmask, target, backend="numpy")(x[1], x[0], decode=True)
+        out["max_abs_diff"] = max(
+            float(np.nanmax(np.abs(np.asarray(u, np.float64) - v)))
+            for u, v in [(a.decoded, b.decoded), (a.correlation, b.correlation),
+                         (a.step, b.step), *((getattr(a.errors, k), getattr(b.errors, k))
+                                             for k in ("all", "masked", "visible"))]
+        )  # fmt: skip
+    return out
+
+
 BENCHMARKS = (
-    "dynamics", "async", "damico", "objective", "cd", "gibbs", "hebbian", "baseline",
-    "torch-dynamics",
+    "dynamics", "async", "damico", "objective", "cd", "gibbs", "hebbian", "evaluation",
+    "baseline", "torch-dynamics",
 )  # fmt: skip
 
 
@@ -404,6 +456,9 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
         Nh = 100 if quick else 196
         title = f"compare_with_hebbian: N={Nh}, d=8, P=1000, random J"
         runs.append((title, bench_hebbian(N=Nh, with_plain=plain), "ratio"))
+    if "evaluation" in only:
+        title = f"an evaluation's decoding and scoring: 28x28, N=196, d=8, P={P}, T={T}, float32"
+        runs.append((title, bench_evaluation(P=P, steps=T, with_plain=plain), "ratio"))
     if "baseline" in only:
         runs.extend(_baseline_runs(quick, plain))
     if "torch-dynamics" in only:

@@ -194,6 +194,19 @@ class PatchEmbedding:
         c = np.arange(W)[None, :] // self.patch
         return (r * gw + c).astype(np.int64)
 
+    def token_pixels(self) -> np.ndarray:
+        """Where each token's pixels sit in a flattened image, in the order of s_i's pairs.
+
+        Returns
+        -------
+        ndarray, shape (N, a·C), int64
+            ``out[i, k]`` is the index into ``image.ravel()`` (of shape (H, W) or (H, W, C))
+            of the pixel whose pair is (s_i[2k], s_i[2k + 1]).
+        """
+        H, W = self.image_shape
+        flat = np.arange(H * W * self.channels, dtype=np.int64).reshape(1, H, W, self.channels)
+        return self._to_tokens(np.stack([flat, flat], axis=-1))[0, :, 0::2].copy()
+
     # ----------------------------------------------------------------- the matrix F
 
     @property
@@ -219,6 +232,19 @@ class PatchEmbedding:
         view = self._basis.view()
         view.setflags(write=False)
         return view
+
+    def decode_map(self) -> tuple[np.ndarray, float]:
+        """What :meth:`decode` applies to a token, for compiled decoders.
+
+        Returns
+        -------
+        B : ndarray, shape (d, 2·a·C), float64
+            c F, so that s_i = x_i @ B.
+        top : float
+            The clamp of each pixel's pair: 1 (``"paper"``) or c (``"damico2024"``).
+        """
+        top = float(self._norm2) if self.scale == "damico2024" else 1.0
+        return self._basis * float(self._norm2), top
 
     # ----------------------------------------------------------------- encode / decode
 

@@ -1,8 +1,10 @@
 """The retrieval tasks of D'Amico & Negri 2024 (§III): masking, noise, reconstruction errors.
 
-These are array functions; the time loop lives in :func:`spinsa.run`, and an evaluation
-decodes the recorded states with :meth:`spinsa.PatchEmbedding.decode` and hands the stack of
-decoded images to :func:`reconstruction_errors`.
+These are array functions; the time loop lives in :func:`spinsa.run`. The plain way to
+score states is to decode them with :meth:`spinsa.PatchEmbedding.decode_pixels` and hand the
+decoded images to :func:`reconstruction_errors`; an evaluation does the same at every step
+with :class:`StateScorer`, which decodes and scores in one compiled pass (the plain functions
+are its reference and its ``"numpy"`` backend).
 
 The task inputs of every evaluation, analysis and baseline come from :func:`task_inputs`:
 image k of a data set gets its mask or its noise from its own stream,
@@ -27,6 +29,7 @@ from spinsa._checks import (
     check_images,
     check_real,
     check_spins,
+    compute_dtype,
 )
 from spinsa.embedding import PatchEmbedding
 
@@ -47,6 +50,10 @@ __all__ = [
     "reconstruction_errors",
     "mean_sem",
     "summarize",
+    "image_correlation",
+    "StateScores",
+    "StateScorer",
+    "SCORING_BACKENDS",
 ]
 
 #: The two retrieval tasks of the paper (§III).
@@ -511,3 +518,193 @@ def summarize(errors: ReconstructionErrors) -> ErrorSummary:
     parts = (mean_sem(getattr(errors, name)) for name in ("all", "masked", "visible"))
     stats = zip(*parts, strict=True)
     return ErrorSummary(*(ReconstructionErrors(*s) for s in stats))  # mean, sem, count
+
+
+# --------------------------------------------------------------------- scoring states
+def image_correlation(images, target) -> np.ndarray:
+    """Pearson correlation of every image with one target image, in float64.
+
+    Parameters
+    ----------
+    images : array_like, shape (P, *image)
+    target : array_like, shape image, e.g. (H, W)
+
+    Returns
+    -------
+    ndarray, shape (P,), float64
+        sum (a - mean a)(b - mean b) / (|a - mean a| |b - mean b|) over pixels; NaN where the
+        image or the target is constant.
+    """
+    a = np.asarray(images, dtype=np.float64)
+    a = a.reshape(a.shape[0], -1)
+    a = a - a.mean(axis=1, keepdims=True)
+    b = np.asarray(target, dtype=np.float64).ravel()
+    b = b - b.mean()
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b)
+    out = np.full(a.shape[0], np.nan)
+    np.divide(a @ b, den, out=out, where=den > 0)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class StateScores:
+    """What :class:`StateScorer` measures of one batch of states.
+
+    Attributes
+    ----------
+    errors : ReconstructionErrors
+        Fields of shape (P,), as :func:`reconstruction_errors` of the decoded images.
+    correlation : ndarray, shape (P,), or None
+        :func:`image_correlation` of the decoded images with the target (None without one).
+    step : ndarray, shape (P,), or None
+        Mean over tokens of |x_i - prev_i| (None without ``prev``).
+    decoded : ndarray, shape (P, H, W) (or (P, H, W, C)), or None
+        :meth:`PatchEmbedding.decode_pixels` of the states, when asked for.
+    """
+
+    errors: ReconstructionErrors
+    correlation: np.ndarray | None
+    step: np.ndarray | None
+    decoded: np.ndarray | None
+
+
+SCORING_BACKENDS = ("numba", "numpy")
+
+
+class StateScorer:
+    """Decode states and score them against fixed clean images, at every step of a run.
+
+    ``"numba"`` (the default) decodes and scores in one compiled pass over the states
+    (:mod:`spinsa.kernels.decode`); ``"numpy"`` composes the plain functions:
+    :meth:`PatchEmbedding.decode_pixels`, :func:`reconstruction_errors`,
+    :func:`image_correlation` and ``np.linalg.norm``. Both give the same numbers to float
+    rounding (float32 states: the decoded pixels agree to float32 rounding). The fixed
+    arrays are checked once here; each call checks the states' shape, the compiled pass
+    their finiteness.
+
+    Parameters
+    ----------
+    embedding : PatchEmbedding
+    clean : array_like, shape (P, H, W) (or (P, H, W, C))
+        The clean images in the embedding's pixel space (:meth:`PatchEmbedding.pixel_space`).
+    pixel_mask : array_like of bool, shape (P, H, W), optional
+        Masked pixels (:func:`pixel_mask`); without it ``masked`` and ``visible`` are NaN.
+    target : array_like, shape (H, W) (or (H, W, C)), optional
+        The image correlated with every decoded state (the mean training image).
+    backend : {"numba", "numpy"}
+
+    Examples
+    --------
+    >>> scorer = StateScorer(emb, clean, pmask, target=mean_image)
+    >>> first = scorer(x0, decode=True)        # t = 0: errors, correlation, the inputs
+    >>> later = scorer(x1, prev=x0)            # t = 1: ... and the step size
+    """
+
+    def __init__(self, embedding, clean, pixel_mask=None, target=None, *, backend="numba"):
+        if not isinstance(embedding, PatchEmbedding):
+            raise ValueError(f"embedding must be a PatchEmbedding, got {type(embedding).__name__}")
+        self.backend = check_choice(backend, "backend", SCORING_BACKENDS)
+        self.embedding = emb = embedding
+        shape = emb._image_shape_full()
+        self.clean = check_images(clean, "clean", shape)
+        P = self.clean.shape[0]
+        self.n_pixels = int(np.prod(shape))
+        self.pixel_mask, self.target, self.n_masked = None, None, np.zeros(P)
+        # the kernel reads pixels in token-minor order: pixel k of token i at [k, i]
+        self._pix = emb.token_pixels()
+        order = self._pix.T
+        self._clean = np.ascontiguousarray(self.clean.reshape(P, -1)[:, order])
+        if pixel_mask is not None:
+            m = np.asarray(pixel_mask)
+            if m.dtype != np.bool_ or m.shape != (P, *emb.image_shape):
+                raise ValueError(
+                    f"pixel_mask must be a bool array of shape (P, H, W) = "
+                    f"{(P, *emb.image_shape)}, got {m.dtype} of shape {m.shape}"
+                )
+            self.pixel_mask = m
+            if emb.channels > 1:
+                m = np.broadcast_to(m[..., None], (P, *shape))
+            m = m.reshape(P, -1)
+            self._mask = np.ascontiguousarray(m[:, order])
+            self.n_masked = m.sum(axis=1).astype(np.float64)
+        if target is not None:
+            t = np.asarray(target, dtype=np.float64)
+            if t.shape != shape:
+                raise ValueError(f"target must have one image's shape {shape}, got {t.shape}")
+            check_finite(t, "target")
+            self.target = t
+            centred = t.ravel() - t.mean()
+            self._target = np.ascontiguousarray(centred[order])
+            self._target_norm = float(np.linalg.norm(centred))
+        basis, self._top = emb.decode_map()
+        self._basis_u = np.ascontiguousarray(basis[:, 0::2])
+        self._basis_v = np.ascontiguousarray(basis[:, 1::2])
+
+    def _check_states(self, x, name: str) -> np.ndarray:
+        emb, P = self.embedding, self.clean.shape[0]
+        x = np.asarray(x)
+        want = (P, emb.n_tokens, emb.d)
+        if x.shape != want:
+            raise ValueError(f"{name} must have shape (P, N, d) = {want}, got shape {x.shape}")
+        if not np.issubdtype(x.dtype, np.floating):
+            raise ValueError(f"{name} must be a real float array, got dtype {x.dtype}")
+        return np.ascontiguousarray(x, dtype=compute_dtype(x))
+
+    def __call__(self, x, prev=None, *, decode: bool = False) -> StateScores:
+        """Score the states ``x`` (P, N, d); ``prev`` (P, N, d): the states of the step
+        before, for the step size; ``decode``: also return the decoded images.
+
+        Raises
+        ------
+        ValueError
+            A wrong shape, or NaN or infinite values in ``x`` or ``prev``.
+        """
+        x = self._check_states(x, "x")
+        prev = None if prev is None else self._check_states(prev, "prev")
+        if self.backend == "numpy":
+            return self._plain(x, prev, decode)
+        from spinsa.kernels.decode import decode_scores
+
+        P, n = x.shape[0], self.n_pixels
+        has_mask, has_target = self.pixel_mask is not None, self.target is not None
+        flags = np.array([has_mask, has_target, prev is not None, decode])
+        errors, corr, step = np.empty((3, P)), np.empty(P), np.empty(P)
+        decoded = np.empty((P, n) if decode else (0, 0), dtype=x.dtype)
+        bad = np.zeros(P, dtype=np.bool_)
+        mask = self._mask if has_mask else np.zeros((0, 0, 0), dtype=np.bool_)
+        target = self._target if has_target else np.zeros((0, 0))
+        decode_scores(
+            x, x if prev is None else prev, self._basis_u, self._basis_v, self._top, self._pix,
+            x.dtype == np.float32, self._clean, mask, target,
+            self._target_norm if has_target else 0.0, flags, errors, corr, step, decoded, bad,
+        )  # fmt: skip
+        if bad.any():
+            raise ValueError(
+                f"x contains NaN or infinite values (in {int(bad.sum())} of {P} states); "
+                "all entries must be finite"
+            )
+        if prev is not None and not np.isfinite(step).all():
+            raise ValueError("prev contains NaN or infinite values; all entries must be finite")
+        masked, visible = np.full(P, np.nan), np.full(P, np.nan)
+        if has_mask:
+            n_visible = n - self.n_masked
+            np.divide(errors[1], self.n_masked, out=masked, where=self.n_masked > 0)
+            np.divide(errors[2], n_visible, out=visible, where=n_visible > 0)
+        return StateScores(
+            errors=ReconstructionErrors(all=errors[0], masked=masked, visible=visible),
+            correlation=corr if has_target else None,
+            step=step if prev is not None else None,
+            decoded=decoded.reshape(self.clean.shape) if decode else None,
+        )
+
+    def _plain(self, x, prev, decode: bool) -> StateScores:
+        """The ``"numpy"`` backend: the plain functions, one after the other."""
+        if prev is not None:
+            check_finite(prev, "prev")
+        dec = self.embedding.decode_pixels(x)
+        return StateScores(
+            errors=reconstruction_errors(dec, self.clean, self.pixel_mask),
+            correlation=None if self.target is None else image_correlation(dec, self.target),
+            step=None if prev is None else np.linalg.norm(x - prev, axis=2).mean(axis=1),
+            decoded=dec if decode else None,
+        )

@@ -59,7 +59,7 @@ from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.hebbian import comparison_of
 from spinsa.analysis.summary import best_time
 from spinsa.experiments.pipeline import PIXELS, RUN_KIND, load_images, read_run, run_dynamics
-from spinsa.tasks import TASKS, ReconstructionErrors, pixel_mask, reconstruction_errors, summarize
+from spinsa.tasks import TASKS, ReconstructionErrors, StateScorer, pixel_mask, summarize
 
 __all__ = [
     "ANALYSES",
@@ -251,14 +251,16 @@ class _Context:
         keep_var = mask is not None and which == "fitted"
         variances = np.empty((T + 1, int(mask.sum()))) if keep_var else None
 
+        scorer = StateScorer(emb, inp.clean, pmask)  # decode and score in one compiled pass
+
         def record(t, x):
-            dec = emb.decode_pixels(x)
-            e = reconstruction_errors(dec, inp.clean, pmask)
+            scores = scorer(x, decode=keep_var)
             for k in errs:
-                errs[k][t] = getattr(e, k)
+                errs[k][t] = getattr(scores.errors, k)
             overlap[t] = analysis.target_overlaps(x, inp.test_patterns)
             if keep_var:
-                variances[t] = analysis.masked_patch_variances(dec, mask, emb.patch).variance
+                decoded = scores.decoded
+                variances[t] = analysis.masked_patch_variances(decoded, mask, emb.patch).variance
 
         J = inp.J if which == "fitted" else self.hebbian
         self.run(J, x0, mask, T, record, f"{task} ({which} J)")

@@ -4,7 +4,8 @@
 (``kind = "experiment"``); :func:`evaluate` adds ``/evaluation/<task>`` to it (or writes it
 to a file of its own); :func:`run_experiment` does both in memory and writes the run file
 once, the unit of work of a phase scan. Errors are computed on the fly (a callback decodes
-every state), so memory stays O(P N d + T P), never O(T P N d). The run file's layout:
+and scores every state in one compiled pass, :class:`spinsa.tasks.StateScorer`), so memory
+stays O(P N d + T P), never O(T P N d). The run file's layout:
 docs/files.md, 'An experiment's run file'.
 
 Errors are measured in the embedding's pixel space (:meth:`spinsa.PatchEmbedding.pixel_space`),
@@ -39,10 +40,11 @@ from spinsa.references import task_references
 from spinsa.tasks import (
     TASKS,
     ReconstructionErrors,
+    StateScorer,
     draw_noisy,
+    image_correlation,
     mean_sem,
     pixel_mask,
-    reconstruction_errors,
     summarize,
 )
 
@@ -227,15 +229,6 @@ def _centered(images: np.ndarray, dtype) -> np.ndarray:
     return a - a.mean(axis=1, keepdims=True)
 
 
-def _correlation(images: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Pearson correlation of every image (P, H, W) with one target (H, W); NaN if constant."""
-    a, b = _centered(images, np.float64), _centered(target[None], np.float64)[0]
-    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b)
-    out = np.full(a.shape[0], np.nan)
-    np.divide(a @ b, den, out=out, where=den > 0)
-    return out
-
-
 def _nearest_correlation(images: np.ndarray, train: np.ndarray, chunk: int = 500) -> np.ndarray:
     """The largest Pearson correlation of every image (P, H, W) with the training images
     (M, H, W): how close it came to one stored image; NaN for a constant image."""
@@ -355,12 +348,18 @@ def state_at(config: ExperimentConfig, J, x0, mask, steps: int) -> np.ndarray:
 class _Recorder:
     """The callback of the dynamics in :func:`evaluate_task`: decodes every state and keeps
     its errors, its correlation with the mean image, the mean step size, the examples and
-    the final images, in buffers over all test images, one chunk of images at a time."""
+    the final images, in buffers over all test images, one chunk of images at a time.
 
-    def __init__(self, emb, clean, mean_img, steps: int, n_ex: int, ex_times, bar):
+    A :class:`spinsa.tasks.StateScorer` (``backend``: ``"numba"``, or ``"numpy"``, the plain
+    reference) decodes and scores each state in one pass; the decoded images are kept only
+    at the times that need them (t = 0, example times, t = T).
+    """
+
+    def __init__(self, emb, clean, mean_img, steps: int, n_ex: int, ex_times, bar,
+                 backend: str = "numba"):  # fmt: skip
         P, shape = clean.shape[0], emb.image_shape
         self.emb, self.clean, self.mean_img, self.steps, self.bar = emb, clean, mean_img, steps, bar
-        self.n_ex, self.ex_times = n_ex, ex_times
+        self.n_ex, self.ex_times, self.backend = n_ex, ex_times, backend
         self.errs = {k: np.full((steps + 1, P), np.nan) for k in PIXELS}
         self.corr = np.full((steps + 1, P), np.nan)
         self.change = np.zeros(max(steps, 0))
@@ -370,28 +369,31 @@ class _Recorder:
 
     def start(self, sl: slice, pmask, x0) -> None:
         """A new chunk of images ``sl`` (pixel mask ``pmask``) starting from ``x0``."""
-        self.sl, self.pmask, self.prev = sl, pmask, x0
+        self.sl, self.prev = sl, x0
+        self.scorer = StateScorer(
+            self.emb, self.clean[sl], pmask, self.mean_img, backend=self.backend
+        )
         self.last = [x0]  # the last four states: fixed point or 2-cycle at the end
         self(0, x0)
 
     def __call__(self, t: int, x) -> None:
         sl, P = self.sl, self.clean.shape[0]
-        dec = self.emb.decode_pixels(x)
-        e = reconstruction_errors(dec, self.clean[sl], self.pmask)
+        hi = min(sl.stop, self.n_ex)
+        where = np.flatnonzero(self.ex_times == t) if sl.start < hi else np.zeros(0, int)
+        keep = t == 0 or t == self.steps or where.size > 0
+        scores = self.scorer(x, None if t == 0 else self.prev, decode=keep)
         for k in self.errs:
-            self.errs[k][t, sl] = getattr(e, k)
-        self.corr[t, sl] = _correlation(dec, self.mean_img)
+            self.errs[k][t, sl] = getattr(scores.errors, k)
+        self.corr[t, sl] = scores.correlation
+        dec = scores.decoded
         if t == 0:
             self.inputs[sl] = dec
         else:
-            step = float(np.linalg.norm(x - self.prev, axis=2).mean(axis=1).sum())
-            self.change[t - 1] += step / P
+            self.change[t - 1] += float(scores.step.sum()) / P
             self.prev = x
             self.last = [*self.last[-3:], x]
-            self.bar.update(dec.shape[0])
-        where = np.flatnonzero(self.ex_times == t)
-        hi = min(sl.stop, self.n_ex)
-        if where.size and sl.start < hi:
+            self.bar.update(x.shape[0])
+        if where.size:
             self.examples[where[0], sl.start : hi] = dec[: hi - sl.start]
         if t == self.steps:
             self.finals[sl] = dec
@@ -479,7 +481,7 @@ def evaluate_task(
         mean_image_corr=corr,
         step_change=change,
         final_mean_image=final_mean,
-        final_coherence=_correlation(finals, final_mean),
+        final_coherence=image_correlation(finals, final_mean),
         final_nearest_corr=_nearest_correlation(finals, train_px),
         final_period=periods,
         examples=examples,
