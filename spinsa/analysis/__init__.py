@@ -12,6 +12,7 @@ Arrays in, frozen dataclasses out, for any couplings (fitted, Hebbian, random) a
 - :mod:`~spinsa.analysis.twobody`: the two-body vector-spin model and its pseudo-likelihood;
 - :mod:`~spinsa.analysis.planted`: planted inverse problems: sample a planted J*, fit it
   back, error against the number of samples;
+- :mod:`~spinsa.analysis.capacity`: the critical load of a capacity curve, with its error;
 - :mod:`~spinsa.analysis.patches`: variance of predicted pixels in masked patches;
 - :mod:`~spinsa.analysis.compare`: several coupling tensors on the same data: cosines,
   spectra, strength against distance, attention entropy, pseudo-likelihood, and their
@@ -20,9 +21,11 @@ Arrays in, frozen dataclasses out, for any couplings (fitted, Hebbian, random) a
 """
 
 from spinsa.analysis import attractors, compare, hebbian, lifetimes, patches, planted, twobody
+from spinsa.analysis import capacity
 from spinsa.analysis import overlaps as _overlaps  # the function overlaps takes the name
 from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.attractors import *  # noqa: F403
+from spinsa.analysis.capacity import *  # noqa: F403
 from spinsa.analysis.compare import *  # noqa: F403
 from spinsa.analysis.hebbian import *  # noqa: F403
 from spinsa.analysis.lifetimes import *  # noqa: F403
@@ -40,6 +43,7 @@ __all__ = [
     "load_analysis",
     "save_analysis",
     *attractors.__all__,
+    *capacity.__all__,
     *compare.__all__,
     *hebbian.__all__,
     *lifetimes.__all__,
