@@ -118,7 +118,9 @@ def _cells(values: np.ndarray, log: bool | None) -> tuple[np.ndarray, np.ndarray
     if not np.all(np.diff(v) > 0):
         return as_index
     positive = bool(np.all(v > 0))
-    geometric = positive and (log or (log is None and values.size >= 3 and _is_log(v)))
+    auto = log is None and values.size >= 3 and positive
+    spaced = auto and _evenly(np.diff(np.log(v))) and not _evenly(np.diff(v))
+    geometric = positive and (log or spaced or (auto and _is_log(v)))
     if geometric or (log and positive):
         mids = np.sqrt(v[1:] * v[:-1])
         first, last = v[0] ** 2 / mids[0], v[-1] ** 2 / mids[-1]

@@ -335,7 +335,8 @@ class SyntheticConfig:
         Their dotted keys are the valid axis names (``dynamics.lam``, ``patterns.alpha``...).
     couplings : {"hebbian", "pl"}
         How the patterns are stored (a categorical axis: ``spinsa scan collect`` keeps
-        it as a dimension).
+        it as a dimension). Hebbian points ignore the ``fit`` section, so one base serves
+        both (a ``fit.*`` axis over Hebbian points only changes nothing and is refused).
     seed : int
         Seed of the patterns, the noise and the asynchronous site order.
     sleep : float
@@ -355,11 +356,8 @@ class SyntheticConfig:
         check_choice(self.couplings, "couplings", ("hebbian", "pl"))
         check_count(self.seed, "seed", 0)
         _check_range(self.sleep, "sleep", 0.0, np.inf)
-        if self.couplings == "hebbian" and self.fit != SyntheticFitConfig():
-            raise ValueError(
-                "the [fit] section is for couplings = 'pl'; Hebbian couplings are not fitted "
-                "(remove [fit] or set couplings = 'pl')"
-            )
+        if self.couplings == "hebbian":  # not fitted: [fit] is for the PL points of a scan
+            object.__setattr__(self, "fit", SyntheticFitConfig())
 
     def unused_options(self) -> tuple[str, ...]:
         """Hebbian points leave ``couplings`` and ``fit`` out of their stored config, so
