@@ -26,9 +26,11 @@ def report(ds):
             r = ds["retrieved_fraction"].sel({"couplings": couplings, "patterns.n_tokens": n})
             r = r.transpose("patterns.alpha", "seed")
             load = critical_load(r["patterns.alpha"].values, r.values)
-            print(f"N = {n:4d} {couplings:8s} alpha_c = {load.alpha_c:.4f} +- {load.sem:.4f} "
-                  f"(68 %: {load.low:.4f} .. {load.high:.4f}; {load.n_seeds} seeds, "
-                  f"{load.n_boot} resamplings, {load.censored_fraction:.0%} censored)")
+            print(
+                f"N = {n:4d} {couplings:8s} alpha_c = {load.alpha_c:.4f} +- {load.sem:.4f} "
+                f"(68 %: {load.low:.4f} .. {load.high:.4f}; {load.n_seeds} seeds, "
+                f"{load.n_boot} resamplings, {load.censored_fraction:.0%} censored)"
+            )
 
 
 def main(scan_dir, out_dir):
@@ -36,13 +38,17 @@ def main(scan_dir, out_dir):
     fig = new_figure((11.0, 4.2))
     left, right = fig.subplots(1, 2, sharey=True)
     n_small = int(ds["patterns.n_tokens"].min())
-    capacity_figure(ds, x="patterns.alpha", hue="couplings",
-                    fixed={"patterns.n_tokens": n_small}, ax=left)
+    capacity_figure(
+        ds, x="patterns.alpha", hue="couplings", fixed={"patterns.n_tokens": n_small}, ax=left
+    )
     left.set_title(f"N = {n_small}: Hebbian and PL couplings", fontsize=10)
-    capacity_figure(ds, x="patterns.alpha", hue="patterns.n_tokens",
-                    fixed={"couplings": "hebbian"}, ax=right)
-    right.set_title("Hebbian couplings: N = " + ", ".join(
-        str(n) for n in ds["patterns.n_tokens"].values), fontsize=10)
+    capacity_figure(
+        ds, x="patterns.alpha", hue="patterns.n_tokens", fixed={"couplings": "hebbian"}, ax=right
+    )
+    right.set_title(
+        "Hebbian couplings: N = " + ", ".join(str(n) for n in ds["patterns.n_tokens"].values),
+        fontsize=10,
+    )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_figure(fig, out / "capacity.png", dpi=120)

@@ -100,7 +100,9 @@ def test_the_fit_section_belongs_to_pl_couplings(tmp_path):
     hebbian = configure_synthetic({"fit": {"lam": 3.0}}, {})  # one base for both kinds
     assert hebbian == configure_synthetic({}, {})
     assert configure_synthetic({"fit": {"lam": 3.0}}, {"couplings": "pl"})["fit"]["lam"] == 3.0
-    (tmp_path / "s.toml").write_text('[scan]\npoint = "synthetic"\n[axes]\n"fit.lam" = [1.0, 2.0]\n')
+    (tmp_path / "s.toml").write_text(
+        '[scan]\npoint = "synthetic"\n[axes]\n"fit.lam" = [1.0, 2.0]\n'
+    )
     with pytest.raises(ValueError, match="changes no point's config"):
         load_scan(tmp_path / "s.toml").points()
     with pytest.raises(ValueError, match="couplings must be one of"):

@@ -20,8 +20,16 @@ Arrays in, frozen dataclasses out, for any couplings (fitted, Hebbian, random) a
 - :mod:`~spinsa.analysis.store`: results to and from ``/analysis/<name>`` in HDF5 files.
 """
 
-from spinsa.analysis import attractors, compare, hebbian, lifetimes, patches, planted, twobody
-from spinsa.analysis import capacity
+from spinsa.analysis import (
+    attractors,
+    capacity,
+    compare,
+    hebbian,
+    lifetimes,
+    patches,
+    planted,
+    twobody,
+)
 from spinsa.analysis import overlaps as _overlaps  # the function overlaps takes the name
 from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.attractors import *  # noqa: F403

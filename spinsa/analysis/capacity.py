@@ -114,7 +114,9 @@ def critical_load(alpha, values, level: float = 0.5, n_boot: int = 1000, seed: i
     alpha = np.asarray(alpha, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
     if alpha.ndim != 1 or alpha.size < 2 or not np.all(np.diff(alpha) > 0):
-        raise ValueError(f"alpha must be a strictly increasing 1-d array of >= 2 loads, got {alpha}")
+        raise ValueError(
+            f"alpha must be a strictly increasing 1-d array of >= 2 loads, got {alpha}"
+        )
     if values.ndim == 1:
         values = values[:, None]
     if values.ndim != 2 or values.shape[0] != alpha.size:

@@ -240,9 +240,10 @@ def _note_initial_norm(J: np.ndarray, config: FitConfig) -> None:
     if config.constraint not in ("global", "row"):
         return
     N, d = J.shape[0], J.shape[2]
-    value = f"|J| = {frobenius(J):.3g}" if config.constraint == "global" else (
-        f"row norms |J_i| ~ {float(np.median(row_norms(J))):.3g}"
-    )
+    if config.constraint == "global":
+        value = f"|J| = {frobenius(J):.3g}"
+    else:
+        value = f"row norms |J_i| ~ {float(np.median(row_norms(J))):.3g}"
     warnings.warn(
         f"constraint={config.constraint!r} with norm=None keeps the random initial couplings' "
         f"norm, {value} (init={config.init!r}, N={N}, d={d}); with lam={config.lam:g} it "

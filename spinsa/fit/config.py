@@ -42,10 +42,12 @@ _FLAGS = ("check_memory", "project_grad", "standardize", "persistent", "early_st
 _BACKEND_NAMES = ("torch", "lbfgs")
 # The options of the minibatch (torch) backend: set without a backend, they are refused
 # rather than silently ignored by the default, full-batch L-BFGS.
-_TORCH_OPTIONS = ("epochs", "batch_size", "optimizer", "lr", "weight_decay", "momentum",
-                  "lr_decay_every", "lr_decay", "clip", "project_grad", "site_sampling",
-                  "chunk_size", "device", "checkpoint_every", "eval_every",
-                  "validation_fraction", "patience", "min_improvement", "early_stopping")  # fmt: skip
+_TORCH_OPTIONS = (
+    "epochs", "batch_size", "optimizer", "lr", "weight_decay", "momentum", "lr_decay_every",
+    "lr_decay", "clip", "project_grad", "site_sampling", "chunk_size", "device",
+    "checkpoint_every", "eval_every", "validation_fraction", "patience", "min_improvement",
+    "early_stopping",
+)  # fmt: skip
 
 # The options that belong to one training method or one parametrisation of J: refused with
 # another one, and left out of ``to_dict`` there (so a plain fit's stored config, and every

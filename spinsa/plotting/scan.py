@@ -149,7 +149,7 @@ def _heat_map(ax, da, x: str, y: str, norm, cmap, colorbar: bool, log, var: str)
         centres, _, scale, by_index = layout
         getattr(ax, f"set_{axis}scale")(scale)
         if by_index:
-            labels = [f"{v:.3g}" if isinstance(v, float) else str(v) for v in da[dim].values.tolist()]
+            labels = [_label(v) for v in da[dim].values.tolist()]
             getattr(ax, f"set_{axis}ticks")(centres, labels)
         getattr(ax, f"set_{axis}label")(dim)
     mesh = ax.pcolormesh(
