@@ -248,7 +248,7 @@ def _note_initial_norm(J: np.ndarray, config: FitConfig) -> None:
         f"constraint={config.constraint!r} with norm=None keeps the random initial couplings' "
         f"norm, {value} (init={config.init!r}, N={N}, d={d}); with lam={config.lam:g} it "
         "decides how far the fit is from Hebbian (docs/tutorial.md, 'The coupling norm'). "
-        "Pass norm=... to choose it (or J0=...)",
+        "Pass norm=... to choose it (or J0=...; on the command line --set fit.norm=...)",
         NormWarning,
         stacklevel=4,
     )
