@@ -406,34 +406,3 @@ def test_fit_runs_on_cuda(rng):
     np.testing.assert_allclose(np.linalg.norm(res.J.reshape(8, -1), axis=1), 1.0, rtol=1e-5)
     assert res.loss < res.epoch_loss[0]
 
-
-# ----------------------------------------------------------------- explicit control parameters
-def test_one_default_backend_for_the_api_and_the_command_line():
-    from spinsa.experiments import ExperimentConfig
-
-    assert FitConfig().backend == "lbfgs"
-    assert ExperimentConfig().fit.backend == "lbfgs"
-    # a [fit] table without a backend (TOML, --set) gets the same default
-    assert ExperimentConfig.from_dict({"fit": {"lam": 2.0}}).fit.backend == "lbfgs"
-    assert FitConfig(method="cd").backend == "torch"  # only torch runs it
-    assert FitConfig(couplings="shared").backend == "torch"
-    assert FitConfig.from_preset("damico2024").backend == "torch"
-    assert FitConfig(backend="torch", epochs=3).epochs == 3
-    with pytest.raises(ValueError, match="epochs, lr: option.* of the torch backend"):
-        FitConfig(epochs=3, lr=0.1)
-    assert FitConfig(**FitConfig().to_dict()) == FitConfig()
-
-
-def test_an_unchosen_norm_warns_with_the_value_kept(rng):
-    xi, _ = random_system(rng, P=3, N=5, d=2)
-    with pytest.warns(spinsa.fit.NormWarning, match=r"keeps .* \|J\| = [0-9.]+ .*N=5, d=2"):
-        res = spinsa.fit_pseudolikelihood(xi, max_iter=1)
-    J0 = spinsa.fit.initial_couplings(5, 2, "uniform", np.random.default_rng(0), np.float64)
-    kept = np.linalg.norm(res.J)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a chosen norm, a given J0 or a preset: no note
-        spinsa.fit_pseudolikelihood(xi, max_iter=1, norm=kept)
-        spinsa.fit_pseudolikelihood(xi, J0=J0, max_iter=1)
-        spinsa.fit_pseudolikelihood(xi, max_iter=1, constraint="l2")
-    with pytest.warns(spinsa.fit.NormWarning, match="row norms"):
-        spinsa.fit_pseudolikelihood(xi, max_iter=1, constraint="row")
