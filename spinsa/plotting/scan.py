@@ -523,7 +523,7 @@ def capacity_figure(
             mean = np.nanmean(values, axis=1)
             sem = np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
         found = loads[h] = critical_load(alpha, values, level, n_boot=n_boot)
-        label = "" if h is None else f"{_label(h)}: "
+        label = "" if h is None else f"{_short(hue, da.dims)} = {_label(h)}: "
         label += (
             f"α_c = {found.alpha_c:.3f} ± {found.sem:.3f}" if found.where == "inside"
             else f"α_c {'>' if found.where == 'above' else '<'} the loads drawn"
@@ -674,7 +674,8 @@ def draw_scan_figures(ds, out_dir: str | os.PathLike, table: Mapping[str, Any]) 
     x, y, panels = table.get("x"), table.get("y"), table.get("panels")
     curves = [dict(c) for c in table.get("curves", [])]
     shown = {*_factors(x), *_factors(y), *(panels or ()), *fixed}
-    over = [d for d in ds["status"].dims if d not in shown]
+    categorical = _categorical_left(ds, shown)  # a best point picks one of their values
+    over = [d for d in ds["status"].dims if d not in shown and d not in categorical]
     for var in table.get("best", []):
         try:
             curves.append(best_point(ds, var, over, fixed))
