@@ -405,4 +405,3 @@ def test_fit_runs_on_cuda(rng):
     assert res.device.startswith("cuda")
     np.testing.assert_allclose(np.linalg.norm(res.J.reshape(8, -1), axis=1), 1.0, rtol=1e-5)
     assert res.loss < res.epoch_loss[0]
-
