@@ -245,7 +245,7 @@ def bench_cd_epoch(P=10_000, N=196, d=8, k=1, batch=256):
         return lambda: [gradient(order[s : s + batch], Jt, None) for s in range(0, P, batch)]
 
     cd_config = FitConfig(lam=5.0, method="cd", chain="dynamics", k=k)  # the study's chain
-    pl, cd = epoch(FitConfig(lam=5.0)), epoch(cd_config)
+    pl, cd = epoch(FitConfig(backend="torch", lam=5.0)), epoch(cd_config)
     flops = objective_flops(P, N, d)  # one closed form over the data
     cd_flops = 2 * flops + dynamics_flops(P, N, d, k)  # + k steps, + the model's closed form
     pl_s, cd_s = min_wall_time(pl, 1), min_wall_time(cd, 1)

@@ -47,6 +47,7 @@ __all__ = [
     "task_inputs",
     "pixel_mask",
     "corrupt_gaussian",
+    "noisy_starts",
     "reconstruction_errors",
     "mean_sem",
     "summarize",
@@ -182,6 +183,62 @@ def corrupt_gaussian(images, variance: float = 0.7, rng=None, clip: bool = True)
     images, variance = _check_noise_inputs(images, variance)
     noise = as_generator(rng).standard_normal(images.shape)
     return _restore_statistics(images, noise, variance, clip)
+
+
+def noisy_starts(xi, noise: float = 0.0, flip: float = 0.0, rng=None) -> np.ndarray:
+    """Starting states near stored patterns: flipped sites, Gaussian noise, back on the sphere.
+
+    For every pattern ξ (N unit spins in R^d):
+
+    1. exactly ``round(flip * N)`` sites, drawn without replacement, are reversed
+       (ξ_i → −ξ_i: for d = 1, the spin flips of the Hopfield model), so the overlap
+       m = (1/N) Σ_i x_i·ξ_i starts at 1 − 2 round(flip N)/N;
+    2. Gaussian noise of std ``noise`` is added to every component;
+    3. every spin is put back on the unit sphere (a spin that lands exactly on zero keeps
+       its value of step 1).
+
+    The Gaussian draws come first (always, shape (P, N, d)), then the flipped sites (only
+    when ``flip > 0``): with ``flip=0`` a seed gives the starts of the synthetic scan
+    points written before flips existed.
+
+    Parameters
+    ----------
+    xi : array_like, shape (P, N, d)
+        Patterns (unit spins).
+    noise : float >= 0
+        Standard deviation of the noise per spin component.
+    flip : float in [0, 1]
+        Fraction of the sites reversed in every pattern.
+    rng : np.random.Generator, int or None
+        Source of the noise and of the flipped sites (see :func:`as_generator`).
+
+    Returns
+    -------
+    ndarray, shape (P, N, d)
+        Unit spins, in the dtype of ``xi``.
+
+    Examples
+    --------
+    >>> x0 = spinsa.tasks.noisy_starts(xi, flip=0.2, rng=0)   # m(0) = 0.6
+    """
+    xi = check_spins(xi, "xi")
+    noise = check_real(noise, "noise")
+    if not noise >= 0:
+        raise ValueError(f"noise must be >= 0 (a standard deviation), got {noise}")
+    flip = check_real(flip, "flip")
+    if not 0 <= flip <= 1:
+        raise ValueError(f"flip must be a fraction of the sites in [0, 1], got {flip}")
+    rng = as_generator(rng)
+    z = rng.standard_normal(xi.shape).astype(xi.dtype)
+    x = xi.copy()
+    P, N, _ = xi.shape
+    n_flip = int(round(flip * N))
+    if flip > 0:
+        for mu in range(P):
+            x[mu, rng.choice(N, size=n_flip, replace=False)] *= -1
+    y = x + noise * z
+    norms = np.linalg.norm(y, axis=-1, keepdims=True)
+    return np.where(norms > 0, y / np.where(norms > 0, norms, 1), x).astype(xi.dtype)
 
 
 def _check_noise_inputs(images, variance) -> tuple[np.ndarray, float]:

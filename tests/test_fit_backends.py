@@ -304,7 +304,7 @@ def test_bad_patterns_are_refused_by_the_fit(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         res = spinsa.fit_pseudolikelihood(
-            2 * xi, backend="lbfgs", max_iter=1, unit_spins="normalize"
+            2 * xi, backend="lbfgs", max_iter=1, unit_spins="normalize", norm=1.0
         )
     assert res.n_steps == 1
 

@@ -108,6 +108,7 @@ def test_step_lr_schedule_halves_the_rate_every_k_epochs(rng):
     res = spinsa.fit_pseudolikelihood(
         x,
         J0,
+        backend="torch",
         optimizer="sgd",
         lr=lr,
         epochs=2,

@@ -14,6 +14,7 @@ Arrays in, frozen dataclasses out, for any couplings (fitted, Hebbian, random) a
   back, error against the number of samples;
 - :mod:`~spinsa.analysis.stability`: the Jacobian of the update map and the linear
   stability of a fixed point;
+- :mod:`~spinsa.analysis.capacity`: the critical load of a capacity curve, with its error;
 - :mod:`~spinsa.analysis.patches`: variance of predicted pixels in masked patches;
 - :mod:`~spinsa.analysis.compare`: several coupling tensors on the same data: cosines,
   spectra, strength against distance, attention entropy, pseudo-likelihood, and their
@@ -23,6 +24,7 @@ Arrays in, frozen dataclasses out, for any couplings (fitted, Hebbian, random) a
 
 from spinsa.analysis import (
     attractors,
+    capacity,
     compare,
     hebbian,
     lifetimes,
@@ -34,6 +36,7 @@ from spinsa.analysis import (
 from spinsa.analysis import overlaps as _overlaps  # the function overlaps takes the name
 from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.attractors import *  # noqa: F403
+from spinsa.analysis.capacity import *  # noqa: F403
 from spinsa.analysis.compare import *  # noqa: F403
 from spinsa.analysis.hebbian import *  # noqa: F403
 from spinsa.analysis.lifetimes import *  # noqa: F403
@@ -60,6 +63,7 @@ __all__ = [
     "load_result",
     "save_analysis",
     *attractors.__all__,
+    *capacity.__all__,
     *compare.__all__,
     *hebbian.__all__,
     *lifetimes.__all__,

@@ -281,7 +281,7 @@ class ExperimentConfig:
     name: str = "design"
     data: DataSection = field(default_factory=DataSection)
     embedding: EmbeddingSection = field(default_factory=EmbeddingSection)
-    fit: FitConfig = field(default_factory=lambda: FitConfig(backend="lbfgs"))
+    fit: FitConfig = field(default_factory=FitConfig)  # backend "lbfgs", as in the API
     dynamics: DynamicsSection = field(default_factory=DynamicsSection)
     tasks: TasksSection = field(default_factory=TasksSection)
 

@@ -26,7 +26,7 @@ Importing this package imports neither torch nor scipy.optimize.
 
 from spinsa.fit.api import BACKENDS, fit_pseudolikelihood, initial_couplings
 from spinsa.fit.backprop import bptt_loss_and_grad
-from spinsa.fit.config import PRESETS, FitConfig
+from spinsa.fit.config import PRESETS, FitConfig, NormWarning
 from spinsa.fit.memory import (
     InsufficientMemoryError,
     MemoryEstimate,
@@ -48,6 +48,7 @@ __all__ = [
     "FitResult",
     "InsufficientMemoryError",
     "MemoryEstimate",
+    "NormWarning",
     "available_memory",
     "bptt_loss_and_grad",
     "check_patterns",

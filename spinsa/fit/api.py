@@ -21,7 +21,7 @@ from spinsa._progress import progress as progress_bar
 from spinsa._torch import resolve_device
 from spinsa.damico import standardize_features
 from spinsa.fit.checkpoint import FitState, data_fingerprint, load_checkpoint, save_checkpoint
-from spinsa.fit.config import FitConfig
+from spinsa.fit.config import FitConfig, NormWarning
 from spinsa.fit.memory import estimate_memory
 from spinsa.fit.monitor import EpochMonitor, split_validation
 from spinsa.fit.objective import check_patterns, frobenius, row_norms
@@ -232,12 +232,35 @@ def _saved_state(checkpoint: Path, config: FitConfig, fingerprint: str, N: int, 
     return state
 
 
+def _note_initial_norm(J: np.ndarray, config: FitConfig) -> None:
+    """Warn that a fixed norm was left to the random initial couplings (a preset's choice
+    is its own, documented one)."""
+    if config.norm is not None or config.preset is not None:
+        return
+    if config.constraint not in ("global", "row"):
+        return
+    N, d = J.shape[0], J.shape[2]
+    if config.constraint == "global":
+        value = f"|J| = {frobenius(J):.3g}"
+    else:
+        value = f"row norms |J_i| ~ {float(np.median(row_norms(J))):.3g}"
+    warnings.warn(
+        f"constraint={config.constraint!r} with norm=None keeps the random initial couplings' "
+        f"norm, {value} (init={config.init!r}, N={N}, d={d}); with lam={config.lam:g} it "
+        "decides how far the fit is from Hebbian (docs/tutorial.md, 'The coupling norm'). "
+        "Pass norm=... to choose it (or J0=...; on the command line --set fit.norm=...)",
+        NormWarning,
+        stacklevel=4,
+    )
+
+
 def _new_state(J0, N: int, d: int, config: FitConfig) -> FitState:
     """The state of a new fit: J0 (default: random from ``init`` and ``seed``) brought to the
     norm(s) kept, and the generator of the loop."""
     init_seq, loop_seq = np.random.SeedSequence(config.seed).spawn(2)
     if J0 is None:
         J0 = initial_couplings(N, d, config.init, np.random.default_rng(init_seq), config.np_dtype)
+        _note_initial_norm(J0, config)
     targets = _targets(J0, config)
     J0 = _apply_targets(J0, targets, config.constraint)
     return FitState(
@@ -314,9 +337,10 @@ def fit_pseudolikelihood(
         Warm start; its diagonal blocks are set to zero (with a warning if they were not).
         With a fixed norm and ``norm=None``, its norm(s) are the ones kept. Default: random
         couplings from ``init`` and ``seed``.
-    backend : {"torch", "lbfgs"}, optional
-        Minibatch first-order optimiser in torch, or full-batch L-BFGS with numba.
-        Default ``"torch"`` (or the preset's).
+    backend : {"lbfgs", "torch"}, optional
+        Full-batch L-BFGS with numba, or a minibatch first-order optimiser in torch.
+        Default: the preset's, else ``"lbfgs"`` (``"torch"`` for a method or
+        parametrisation only torch runs); the same default as ``spinsa train``.
     lam : float, optional
         λ_train (default 5, as in the paper).
     preset : {"damico2024"}, optional

@@ -23,7 +23,6 @@ _CHOICES = {
     "chain": ("site", "sweep", "dynamics"),
     "couplings": ("full", "factorised", "shared"),
     "task": ("masked", "denoise"),
-    "backend": ("torch", "lbfgs"),
     "constraint": ("global", "row", "l2", "none"),
     "optimizer": ("adam", "adamw", "sgd"),
     "init": ("uniform", "normal"),
@@ -40,6 +39,15 @@ _COUNTS = {"seed": 0, "epochs": 0, "batch_size": 1, "checkpoint_every": 1, "eval
            "tau_max": 1, "heads": 1, "patience": 1}  # fmt: skip
 _COUNTS_OR_NONE = ("chunk_size", "workers", "lr_decay_every", "rank")
 _FLAGS = ("check_memory", "project_grad", "standardize", "persistent", "early_stopping")
+_BACKEND_NAMES = ("torch", "lbfgs")
+# The options of the minibatch (torch) backend: set without a backend, they are refused
+# rather than silently ignored by the default, full-batch L-BFGS.
+_TORCH_OPTIONS = (
+    "epochs", "batch_size", "optimizer", "lr", "weight_decay", "momentum", "lr_decay_every",
+    "lr_decay", "clip", "project_grad", "site_sampling", "chunk_size", "device",
+    "checkpoint_every", "eval_every", "validation_fraction", "patience", "min_improvement",
+    "early_stopping",
+)  # fmt: skip
 
 # The options that belong to one training method or one parametrisation of J: refused with
 # another one, and left out of ``to_dict`` there (so a plain fit's stored config, and every
@@ -83,6 +91,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+class NormWarning(UserWarning):
+    """A fit at a fixed norm that nobody chose: ``norm=None`` kept the random initial
+    couplings' norm (see ``norm`` in :class:`FitConfig`). Silence it by passing ``norm``."""
+
+
 @dataclass(frozen=True)
 class FitConfig:
     """Every option of a pseudo-likelihood fit, validated on construction
@@ -93,10 +106,14 @@ class FitConfig:
 
     Parameters
     ----------
-    backend : {"torch", "lbfgs"}
+    backend : {"lbfgs", "torch"} or None
+        ``"lbfgs"``: full-batch scipy L-BFGS-B with the numba objective and gradient.
         ``"torch"``: minibatch first-order optimiser with the closed-form gradient computed in
-        torch (GPU when available). ``"lbfgs"``: full-batch scipy L-BFGS-B with the numba
-        objective and gradient.
+        torch (GPU when available; the ``torch`` extra). ``None`` (the default, the same in
+        Python and on the command line) resolves on construction: ``"lbfgs"``, or
+        ``"torch"`` for a method or parametrisation only torch runs (``method="cd"`` or
+        ``"bptt"``, ``couplings="factorised"`` or ``"shared"``). An option of the torch
+        backend (``epochs``, ``lr``, ...) set without a backend is refused: name it.
     lam : float
         λ_train, inverse temperature of the softmax in the objective (> 0).
     loss : {"pl", "normalised"}
@@ -114,7 +131,12 @@ class FitConfig:
         ``method="cd"``).
     norm : float or None
         The fixed norm: |J| for ``"global"``, every |J_i·| for ``"row"``. ``None`` keeps the
-        initial value(s) (for ``"row"``: each row keeps its own initial norm).
+        initial value(s) (for ``"row"``: each row keeps its own initial norm): those of
+        ``J0``, or of the random ``init``, about sqrt(N (N-1) / 12) / d for ``"uniform"``
+        (7.06 at N = 196, d = 8). With λ it sets how far the fit is from Hebbian (a small
+        λ|J| gives the Hebbian direction; docs/tutorial.md, 'The coupling norm'), so a
+        fit with neither ``norm`` nor ``J0`` nor a preset warns (:class:`NormWarning`)
+        with the value kept.
     l2 : float
         Strength of the L2 penalty (> 0); used by ``constraint="l2"`` only.
     init : {"uniform", "normal"}
@@ -267,7 +289,7 @@ class FitConfig:
         :meth:`from_preset`).
     """
 
-    backend: Literal["torch", "lbfgs"] = "torch"
+    backend: Literal["lbfgs", "torch"] | None = None
     lam: float = 5.0
     constraint: Literal["global", "row", "l2", "none"] = "global"
     norm: float | None = None
@@ -360,6 +382,7 @@ class FitConfig:
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
             values[name] = bool(getattr(self, name))
+        object.__setattr__(self, "backend", self._resolved_backend())
         self._check_method(values)
         if self.backend == "lbfgs" and self.site_sampling != "all":
             raise ValueError(
@@ -368,6 +391,21 @@ class FitConfig:
             )
         for name, value in values.items():
             object.__setattr__(self, name, value)
+
+    def _resolved_backend(self) -> str:
+        """The backend named, or the default rule of ``backend=None`` (see the class)."""
+        if self.backend is not None:
+            return check_choice(self.backend, "backend", _BACKEND_NAMES)
+        if self.method != "pl" or self.couplings != "full":
+            return "torch"
+        torch_only = [n for n in _TORCH_OPTIONS if getattr(self, n) != _DEFAULTS[n]]
+        if torch_only:
+            raise ValueError(
+                f"{', '.join(torch_only)}: option(s) of the torch backend, and the default "
+                "backend is 'lbfgs' (full batch); pass backend='torch' (on the command "
+                "line --backend torch), or leave them out"
+            )
+        return "lbfgs"
 
     def _check_method(self, values: dict) -> None:
         """Refuse the options of a method or parametrisation not in use, and what the

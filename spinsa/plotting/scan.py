@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 
 from spinsa._checks import check_choice
+from spinsa.analysis.capacity import HOPFIELD_ALPHA_C, critical_load
 from spinsa.analysis.summary import SIGNIFICANT_Z
 from spinsa.plotting._base import band, finish, level, new_figure, save_figure
 
 __all__ = [
     "DIAGRAM_VARIABLES",
     "best_point",
+    "capacity_figure",
     "curves_figure",
     "draw_phase_diagrams",
     "draw_scan_figures",
@@ -76,6 +78,86 @@ def _finite_range(values: np.ndarray) -> tuple[float, float]:
     """(min, max) of the finite values, (0, 1) when there are none."""
     finite = values[np.isfinite(values)]
     return (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+
+
+def _is_categorical(da, dim: str) -> bool:
+    """A dimension whose values are labels (strings, booleans, JSON), not numbers."""
+    return da[dim].dtype.kind not in "iuf"
+
+
+def _refuse_categorical(da, dims, var: str) -> None:
+    """Categorical dimensions are never averaged: Hebbian and PL points are different
+    systems, not samples of one."""
+    bad = [d for d in dims if da.sizes[d] > 1 and _is_categorical(da, d)]
+    if bad:
+        values = {d: da[d].values.tolist() for d in bad}
+        raise ValueError(
+            f"{var!r}: {', '.join(bad)} is a categorical axis ({values}); its points are not "
+            "averaged together: fix one value (fixed={...}), draw it (x, y, hue) or make it "
+            "panels"
+        )
+
+
+def _evenly(steps: np.ndarray) -> bool:
+    return bool(np.allclose(steps, steps[0], rtol=1e-3, atol=0))
+
+
+def _cells(values: np.ndarray, log: bool | None) -> tuple[np.ndarray, np.ndarray, str, bool]:
+    """How a heat map lays out one axis: (centres, cell edges, scale, labelled by index).
+
+    Evenly spaced numbers get cells centred on them, half a step either side; geometrically
+    spaced positive numbers (or ``log=True``) the same on a log scale. Anything else (labels,
+    two values, uneven steps, or cells that would cross zero) gets one equal cell per
+    value, labelled with it: a λ axis [1, 8] is two cells, not cells from -2.5 to 11.5.
+    """
+    index = np.arange(values.size, dtype=float)
+    as_index = (index, np.arange(values.size + 1) - 0.5, "linear", True)
+    if values.dtype.kind not in "iuf" or values.size < 2:
+        return as_index
+    v = values.astype(float)
+    if not np.all(np.diff(v) > 0):
+        return as_index
+    positive = bool(np.all(v > 0))
+    auto = log is None and values.size >= 3 and positive
+    spaced = auto and _evenly(np.diff(np.log(v))) and not _evenly(np.diff(v))
+    geometric = positive and (log or spaced or (auto and _is_log(v)))
+    if geometric or (log and positive):
+        mids = np.sqrt(v[1:] * v[:-1])
+        first, last = v[0] ** 2 / mids[0], v[-1] ** 2 / mids[-1]
+        return v, np.concatenate([[first], mids, [last]]), "log", False
+    if log is None and values.size >= 3 and _evenly(np.diff(v)):
+        step = v[1] - v[0]
+        edges = np.concatenate([v - step / 2, [v[-1] + step / 2]])
+        if not (np.all(v > 0) and edges[0] <= 0) and not (np.all(v < 0) and edges[-1] >= 0):
+            return v, edges, "linear", False
+    return as_index
+
+
+def _position(layout, values: np.ndarray, value) -> float:
+    """Where a coordinate value sits on an axis laid out by :func:`_cells`."""
+    centres, _, _, by_index = layout
+    if not by_index:
+        return float(value)
+    return float(next(i for i, v in enumerate(values) if _same(v, value)))
+
+
+def _heat_map(ax, da, x: str, y: str, norm, cmap, colorbar: bool, log, var: str):
+    """``da`` over (y, x) as cells laid out by :func:`_cells`; returns the two layouts."""
+    layouts = {}
+    for axis, dim in (("x", x), ("y", y)):
+        layouts[dim] = layout = _cells(da[dim].values, log)
+        centres, _, scale, by_index = layout
+        getattr(ax, f"set_{axis}scale")(scale)
+        if by_index:
+            labels = [_label(v) for v in da[dim].values.tolist()]
+            getattr(ax, f"set_{axis}ticks")(centres, labels)
+        getattr(ax, f"set_{axis}label")(dim)
+    mesh = ax.pcolormesh(
+        layouts[x][1], layouts[y][1], da.transpose(y, x).values, norm=norm, cmap=cmap
+    )
+    if colorbar:
+        ax.figure.colorbar(mesh, ax=ax, label=var)
+    return layouts
 
 
 GAIN_FLOOR = -30.0  # gains in standard errors are coloured down to here (10x the level)
@@ -133,11 +215,16 @@ def phase_diagram(
         ``dimension -> value`` to hold fixed (the nearest value on a numeric axis;
         ``{"t": 10}`` picks a time of a curve).
     reduce : {"mean", "median", "min", "max"}
-        How the other dimensions (seeds, say) are reduced; NaN (missing points) skipped.
+        How the other numeric dimensions (seeds, say) are reduced; NaN (missing points)
+        skipped. A categorical dimension (``couplings = ["hebbian", "pl"]``) is never
+        reduced: ``ValueError`` unless it is drawn or fixed (:func:`draw_phase_diagrams`
+        makes it panels).
     ax : matplotlib Axes, optional
         Where to draw; default: a new figure (``ax.figure`` to save it).
     log : bool, optional
         Logarithmic axes; default: where a dimension's values are geometrically spaced.
+        The cells of a heat map are centred on the values and never cross zero; labels,
+        two values or uneven steps get one equal cell per value, labelled with it.
     mark : mapping, optional
         ``dimension -> value`` of a point to mark with a star (the paper's, say); drawn
         where its other dimensions agree with ``fixed``.
@@ -162,19 +249,20 @@ def phase_diagram(
     if not xs:
         raise ValueError(f"{var!r} has no dimension with more than one value to draw over")
     reduced = [d for d in da.dims if d not in (*xs, *ys)]
+    _refuse_categorical(da, reduced, var)
     da = getattr(da, reduce)(dim=reduced, skipna=True) if reduced else da
     ax = ax if ax is not None else new_figure((5.2, 4.2)).subplots()
     norm, cmap = _color_norm(var, *(limits or _finite_range(da.values)))
-    scale = {}
+    layouts = None
     if len(xs) == 1 and len(ys) <= 1:  # a plain map (or a line)
         x, y = xs[0], ys[0] if ys else None
-        for axis, dim in (("x", x), ("y", y)):
-            if dim is not None and (log if log is not None else _is_log(da[dim].values)):
-                scale[f"{axis}scale"] = "log"
         if y is None:
+            scale = {}
+            if not _is_categorical(da, x) and (log if log is not None else _is_log(da[x].values)):
+                scale["xscale"] = "log"
             da.plot(x=x, ax=ax, marker="o", **scale)
         else:
-            da.plot(x=x, y=y, ax=ax, norm=norm, cmap=cmap, add_colorbar=colorbar, **scale)
+            layouts = _heat_map(ax, da, x, y, norm, cmap, colorbar, log, var)
     else:  # a product on an axis: one square per point
         flat = da.stack(point=[*dict.fromkeys((*xs, *ys))]).dropna("point")
         px = np.prod([flat[d].values.astype(float) for d in xs], axis=0)
@@ -188,7 +276,10 @@ def phase_diagram(
         if colorbar:
             ax.figure.colorbar(drawn, ax=ax, label=var)
     if mark and ys and _marked_here(mark, da, fixed or {}, (*xs, *ys)):
-        at = [np.prod([float(mark[d]) for d in dims]) for dims in (xs, ys)]
+        if layouts is not None:
+            at = [_position(layouts[d[0]], da[d[0]].values, mark[d[0]]) for d in (xs, ys)]
+        else:
+            at = [np.prod([float(mark[d]) for d in dims]) for dims in (xs, ys)]
         ax.plot(*at, marker="*", ms=15, mfc="gold", mec="black", ls="none", label="marked")
     notes = [f"{d} = {v}" for d, v in (fixed or {}).items()]
     notes += [f"{reduce} over {', '.join(reduced)}"] if reduced else []
@@ -280,6 +371,7 @@ def line_panels(ds, var: str, x: str, hue: str | None = None, panels: Sequence[s
     sem = _selected(ds, f"{var}_sem", fixed) if f"{var}_sem" in ds.data_vars else None
     ref = _selected(ds, reference, fixed) if reference else None
     over = [d for d in da.dims if d not in {x, hue, *dims}]
+    _refuse_categorical(da, over, var)
     if over:
         n = np.prod([da.sizes[d] for d in over])
         da = da.mean(over)
@@ -298,7 +390,7 @@ def line_panels(ds, var: str, x: str, hue: str | None = None, panels: Sequence[s
                 where = {**at, **({hue: h} if hue else {})}
                 y = da.sel(where).transpose(x).values
                 err = None if sem is None else sem.sel(where).transpose(x).values
-                label = None if hue is None else f"{_short(hue, ds.dims)} = {h:.3g}"
+                label = None if hue is None else f"{_short(hue, ds.dims)} = {_label(h)}"
                 ax.errorbar(ds[x].values, y, yerr=err, marker="o", ms=3, capsize=2,
                             color=f"C{k}", label=label)  # fmt: skip
                 if ref is not None:
@@ -310,6 +402,18 @@ def line_panels(ds, var: str, x: str, hue: str | None = None, panels: Sequence[s
             finish(ax, title, xlabel=x if i == len(rows) - 1 else "",
                    ylabel=var if j == 0 else None, legend=7 if first and hue else None)  # fmt: skip
     return fig
+
+
+def _label(value) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _categorical_left(ds, shown) -> list[str]:
+    """The categorical scan dimensions with more than one value that a figure leaves out."""
+    return [
+        d for d in ds["status"].dims
+        if d not in shown and ds.sizes[d] > 1 and _is_categorical(ds, d)
+    ]  # fmt: skip
 
 
 def _short(dim: str, others) -> str:
@@ -355,6 +459,88 @@ def curves_figure(ds, points: Sequence[Mapping[str, Any]], tasks=("masked", "den
             level(ax, float(ref.mean()), ref_sem, None, color, lw=0.9)
         finish(ax, f"{task}: error (solid) and best reference (dashed)", ylabel="MSE", legend=6)
     return fig
+
+
+def capacity_figure(
+    ds,
+    var: str = "retrieved_fraction",
+    x: str = "patterns.alpha",
+    hue: str | None = "couplings",
+    *,
+    over: str = "seed",
+    level: float = 0.5,
+    fixed: Mapping[str, Any] | None = None,
+    reference: float | None = HOPFIELD_ALPHA_C,
+    reference_label: str = "Hopfield α_c = 0.138 (d = 1, N → ∞)",
+    n_boot: int = 1000,
+    ax=None,
+):
+    """A capacity curve: ``var`` against the load ``x``, one curve per value of ``hue``,
+    with the critical load α_c of each (:func:`spinsa.analysis.critical_load`) and its
+    bootstrap error bar over the ``over`` dimension (the seeds).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        From :func:`spinsa.scan.collect` of a synthetic scan over ``patterns.alpha`` (or
+        a zipped load axis) and ``seed``.
+    var, x, hue, over : str
+        The retrieval measure, the load, the curves (None: one) and the seeds.
+    level : float
+        α_c is where the mean of ``var`` over the seeds first falls below it.
+    fixed : mapping, optional
+        Values of the other dimensions (every other dimension must be fixed or have one
+        value: nothing else is averaged).
+    reference : float or None
+        A reference critical load drawn as a vertical dotted line (default: the Hopfield
+        model's, a scale for d = 1 and not a prediction for this model; docs/capacity.md).
+    reference_label : str
+    n_boot : int
+        Bootstrap resamplings of the seeds.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    (matplotlib.axes.Axes, dict)
+        The axes, and ``hue value -> CriticalLoad`` (key None without ``hue``).
+    """
+    da = _selected(ds, var, fixed)
+    drawn = [x, over, *([hue] if hue else [])]
+    for dim in drawn:
+        if dim not in da.dims:
+            raise ValueError(f"{dim!r} is not a dimension of {var!r}: {list(da.dims)}")
+    left = [d for d in da.dims if d not in drawn and da.sizes[d] > 1]
+    if left:
+        raise ValueError(f"capacity_figure: fix the other dimensions {left} (fixed={{...}})")
+    da = da.squeeze([d for d in da.dims if d not in drawn])
+    ax = ax if ax is not None else new_figure((5.4, 4.0)).subplots()
+    alpha = da[x].values.astype(float)
+    loads = {}
+    for k, h in enumerate(da[hue].values.tolist() if hue else [None]):
+        values = (da.sel({hue: h}) if hue else da).transpose(x, over).values
+        n = np.isfinite(values).sum(axis=1)
+        with np.errstate(all="ignore"):
+            mean = np.nanmean(values, axis=1)
+            sem = np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
+        found = loads[h] = critical_load(alpha, values, level, n_boot=n_boot)
+        label = "" if h is None else f"{_short(hue, da.dims)} = {_label(h)}: "
+        label += (
+            f"α_c = {found.alpha_c:.3f} ± {found.sem:.3f}" if found.where == "inside"
+            else f"α_c {'>' if found.where == 'above' else '<'} the loads drawn"
+        )  # fmt: skip
+        ax.errorbar(alpha, mean, yerr=sem, marker="o", ms=3, capsize=2, color=f"C{k}",
+                    label=label)  # fmt: skip
+        if found.where == "inside":
+            err = np.nan_to_num(found.sem)
+            ax.axvspan(found.alpha_c - err, found.alpha_c + err, color=f"C{k}", alpha=0.2, lw=0)
+            ax.axvline(found.alpha_c, color=f"C{k}", lw=0.9, ls="--")
+    ax.axhline(level, color="0.5", lw=0.8, ls=":")
+    if reference is not None:
+        ax.axvline(reference, color="black", lw=1.0, ls=":", label=reference_label)
+    n_seeds = da.sizes[over]
+    title = f"{var}: mean ± s.e. over {n_seeds} {over}s; α_c at {level:g} (bootstrap s.e.)"
+    finish(ax, title, xlabel=f"load α = P/N ({x})", ylabel=var, legend=7)
+    return ax, loads
 
 
 def best_point(ds, var: str, over: Sequence[str] = (), fixed=None) -> dict[str, Any]:
@@ -417,6 +603,11 @@ def draw_phase_diagrams(
         ]
         wanted = [v for q in DIAGRAM_VARIABLES for v in scalars if v == q or v.endswith("." + q)]
         variables = wanted or scalars[:12]
+    if not panels:  # categorical axes are never averaged: one panel per value
+        left = _categorical_left(ds, {*_factors(x), *_factors(y), *(fixed or {})})
+        if len(left) > 2:
+            raise ValueError(f"categorical axes {left}: fix all but two of them (fix = {{...}})")
+        panels = left or None
     paths = []
     for var in variables:
         if panels:
@@ -443,10 +634,15 @@ def _draw_lines(ds, out_dir, lines: Mapping[str, Any], fixed, fmt: str) -> list[
                          f"{sorted(lines)}")  # fmt: skip
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    hue, panels = lines.get("hue"), list(lines.get("panels", ()))
+    left = _categorical_left(ds, {lines["x"], hue, *panels, *(fixed or {})})
+    if left and hue is None:  # categorical axes are never averaged: a line each
+        hue = left.pop(0)
+    panels += left
     paths = []
     for var in lines.get("variables", ["overlap"]):
         ref = lines.get("reference")
-        fig = line_panels(ds, var, lines["x"], lines.get("hue"), lines.get("panels", ()),
+        fig = line_panels(ds, var, lines["x"], hue, panels,
                           fixed=fixed, reference=ref and ref.format(var=var))  # fmt: skip
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", var)
         paths.append(save_figure(fig, out_dir / f"lines_{name}.{fmt}", dpi=120))
@@ -478,7 +674,8 @@ def draw_scan_figures(ds, out_dir: str | os.PathLike, table: Mapping[str, Any]) 
     x, y, panels = table.get("x"), table.get("y"), table.get("panels")
     curves = [dict(c) for c in table.get("curves", [])]
     shown = {*_factors(x), *_factors(y), *(panels or ()), *fixed}
-    over = [d for d in ds["status"].dims if d not in shown]
+    categorical = _categorical_left(ds, shown)  # a best point picks one of their values
+    over = [d for d in ds["status"].dims if d not in shown and d not in categorical]
     for var in table.get("best", []):
         try:
             curves.append(best_point(ds, var, over, fixed))

@@ -22,6 +22,7 @@ need them import them, and say ``pip install "spinsa[cluster]"`` when they are m
 """
 
 from spinsa.plotting.scan import (
+    capacity_figure,
     curves_figure,
     draw_phase_diagrams,
     draw_scan_figures,
@@ -29,7 +30,13 @@ from spinsa.plotting.scan import (
     phase_panels,
 )
 from spinsa.scan.equilibrium import EquilibriumConfig
-from spinsa.scan.kinds import PointKind, SyntheticConfig, point_kind, summarize_experiment
+from spinsa.scan.kinds import (
+    PointKind,
+    SyntheticConfig,
+    SyntheticFitConfig,
+    point_kind,
+    summarize_experiment,
+)
 from spinsa.scan.results import collect, open_collected
 from spinsa.scan.run import MissingDependencyError, ScanReport, run_scan
 from spinsa.scan.spec import Axis, ScanPoint, ScanSpec, axis_values, load_scan, point_key
@@ -38,12 +45,13 @@ from spinsa.scan.store import PointStore, ScanDir, ScanMismatchError
 # fmt: off
 __all__ = [
     "Axis", "ScanPoint", "ScanSpec", "axis_values", "load_scan", "point_key",  # spec
-    "PointKind", "SyntheticConfig", "EquilibriumConfig", "point_kind",  # kinds
+    "PointKind", "SyntheticConfig", "SyntheticFitConfig", "EquilibriumConfig",  # kinds
+    "point_kind",
     "summarize_experiment",
     "PointStore", "ScanDir", "ScanMismatchError",  # store
     "MissingDependencyError", "ScanReport", "run_scan",  # run
     "collect", "open_collected",  # results
     "phase_diagram", "phase_panels", "curves_figure", "draw_phase_diagrams",  # figures
-    "draw_scan_figures",
+    "draw_scan_figures", "capacity_figure",
 ]
 # fmt: on

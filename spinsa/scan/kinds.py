@@ -17,6 +17,7 @@ scan runs each distinct fit once, into its own content-addressed file, and the p
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import importlib
 import os
@@ -29,11 +30,18 @@ from typing import Any, Literal
 import numpy as np
 
 from spinsa._checks import check_choice, check_count, check_positive, check_real
-from spinsa._config import config_from_dict, config_to_dict
+from spinsa._config import config_from_dict, config_to_dict, flatten
 from spinsa.io.schema import to_json
 from spinsa.scan.equilibrium import EquilibriumConfig, run_equilibrium_point
 
-__all__ = ["POINT_KINDS", "PointKind", "SyntheticConfig", "point_kind", "summarize_experiment"]
+__all__ = [
+    "POINT_KINDS",
+    "PointKind",
+    "SyntheticConfig",
+    "SyntheticFitConfig",
+    "point_kind",
+    "summarize_experiment",
+]
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,8 @@ class PointKind:
     """How the points of a scan are configured and run (see the module docstring), and
     optionally ``summarize(path) -> dict`` of 0-d and 1-d arrays (curves over the times
     ``"t"``): what :func:`spinsa.scan.collect` takes from a file without ``/summary``;
-    ``fit_config`` and ``fit``: the work that points share (both or neither)."""
+    ``fit_config`` and ``fit``: the work that points share (both or neither); ``keys``:
+    the valid axis names, where they are more than the stored config's keys."""
 
     name: str
     run: Callable[..., None]
@@ -49,6 +58,9 @@ class PointKind:
     summarize: Callable[[Path], dict] | None = None
     fit_config: Callable[[dict], dict] | None = None
     fit: Callable[[dict, Path], None] | None = None
+    #: ``keys(base)``: every valid axis name, also the keys a stored config leaves out at
+    #: their defaults; None: the flattened keys of ``configure(base, {})``.
+    keys: Callable[[Mapping], Any] | None = None
 
     def __post_init__(self):
         if (self.fit_config is None) != (self.fit is None):
@@ -203,28 +215,65 @@ def _check_range(value, name: str, low: float, high: float) -> None:
 
 @dataclass(frozen=True)
 class PatternsConfig:
-    """P random patterns of N unit spins in R^d, correlation c in [0, 1]."""
+    """P random patterns of N unit spins in R^d, correlation c in [0, 1].
+
+    ``alpha``, the load P/N, sets P = max(1, round(alpha N)) when given (it replaces
+    ``n_patterns``, which then holds the P used): scan ``patterns.alpha`` for a capacity
+    curve at fixed N."""
 
     n_patterns: int = 4
     n_tokens: int = 16
     d: int = 4
     correlation: float = 0.0
+    alpha: float | None = None
 
     def __post_init__(self):
         check_count(self.n_patterns, "patterns.n_patterns", 1)
         check_count(self.n_tokens, "patterns.n_tokens", 2)
         check_count(self.d, "patterns.d", 1)
         _check_range(self.correlation, "patterns.correlation", 0.0, 1.0)
+        if self.alpha is not None:
+            alpha = check_positive(self.alpha, "patterns.alpha")
+            object.__setattr__(self, "alpha", alpha)
+            object.__setattr__(self, "n_patterns", max(1, round(alpha * self.n_tokens)))
+
+    def unused_options(self) -> tuple[str, ...]:
+        """``alpha`` unset is left out of the stored config (older points keep their keys)."""
+        return ("alpha",) if self.alpha is None else ()
 
 
 @dataclass(frozen=True)
 class CorruptionConfig:
-    """Gaussian noise of std ``noise`` per spin component, then back on the sphere."""
+    """The starts: a fraction ``flip`` of the sites reversed, then Gaussian noise of std
+    ``noise`` per spin component, then back on the sphere (:func:`spinsa.tasks.noisy_starts`)."""
 
     noise: float = 0.3
+    flip: float = 0.0
 
     def __post_init__(self):
         _check_range(self.noise, "corruption.noise", 0.0, np.inf)
+        _check_range(self.flip, "corruption.flip", 0.0, 1.0)
+
+    def unused_options(self) -> tuple[str, ...]:
+        return ("flip",) if self.flip == 0 else ()
+
+
+@dataclass(frozen=True)
+class SyntheticFitConfig:
+    """The pseudo-likelihood fit of a synthetic point with ``couplings = "pl"``: full-batch
+    L-BFGS (:func:`spinsa.fit_pseudolikelihood`) from the Hebbian couplings, at λ_train =
+    ``lam`` and a fixed global norm |J| = ``norm`` (None: the Hebbian couplings' own, so
+    that the two kinds of couplings differ in direction only)."""
+
+    lam: float = 1.0
+    norm: float | None = None
+    max_iter: int = 100
+
+    def __post_init__(self):
+        check_positive(self.lam, "fit.lam")
+        if self.norm is not None:
+            check_positive(self.norm, "fit.norm")
+        check_count(self.max_iter, "fit.max_iter", 1)
 
 
 @dataclass(frozen=True)
@@ -260,23 +309,34 @@ class AnalysisConfig:
 
 @dataclass(frozen=True)
 class SyntheticConfig:
-    """Config of the ``"synthetic"`` point: Hebbian recall of random patterns.
+    """Config of the ``"synthetic"`` point: recall of random patterns.
 
-    P patterns ξ^μ of N unit spins in R^d are stored in the Hebbian couplings
-    J_ij = (1/P) Σ_μ ξ^μ_i ξ^μ_j^T; every pattern, corrupted by Gaussian noise of std
-    ``corruption.noise`` per component and put back on the sphere, is iterated for
-    ``dynamics.steps`` steps. Its file holds under ``/summary``: ``t`` (T,); the mean over
+    P patterns ξ^μ of N unit spins in R^d (P = round(α N) with ``patterns.alpha``) are
+    stored in couplings J: ``couplings = "hebbian"``, J_ij = (1/P) Σ_μ ξ^μ_i ξ^μ_j^T, or
+    ``"pl"``, the pseudo-likelihood fit of the patterns (section ``fit``,
+    :class:`SyntheticFitConfig`); every pattern, with a fraction ``corruption.flip`` of its
+    sites reversed and Gaussian noise of std ``corruption.noise`` per component, back on the
+    sphere (:func:`spinsa.tasks.noisy_starts`), is iterated for ``dynamics.steps`` steps.
+    Its file holds under ``/summary``: ``t`` (T,); the mean over
     the patterns of the overlap m(t) = (1/N) Σ_i x_i(t)·ξ_i, ``overlap`` (T,), of the error
     (1/2N) Σ_i |x_i(t) − ξ_i|², ``error`` (T,), and of the energy, ``energy`` (T,);
     ``best_error`` and ``best_t``, the error's minimum over t ≥ 1 and where; ``lifetime``,
     the mean time the overlap stays above ``analysis.threshold``; ``n_attractors``, the
     distinct final states (mutual overlap ≥ ``analysis.q_min``); ``mean_overlap``, the
-    overlap of the final states with the mean pattern; ``final_overlap`` = m(steps).
+    overlap of the final states with the mean pattern; ``final_overlap`` = m(steps);
+    ``initial_overlap`` = m(0); ``retrieved_fraction``, the fraction of the patterns whose
+    final overlap is at least ``analysis.threshold`` (what a capacity curve shows:
+    :func:`spinsa.analysis.critical_load`); with ``couplings = "pl"``, ``hebbian_cosine``,
+    the cosine between the fitted and the Hebbian couplings.
 
     Attributes
     ----------
-    patterns, corruption, dynamics, analysis : sections
-        Their dotted keys are the valid axis names (``dynamics.lam``...).
+    patterns, corruption, dynamics, analysis, fit : sections
+        Their dotted keys are the valid axis names (``dynamics.lam``, ``patterns.alpha``...).
+    couplings : {"hebbian", "pl"}
+        How the patterns are stored (a categorical axis: ``spinsa scan collect`` keeps
+        it as a dimension). Hebbian points ignore the ``fit`` section, so one base serves
+        both (a ``fit.*`` axis over Hebbian points only changes nothing and is refused).
     seed : int
         Seed of the patterns, the noise and the asynchronous site order.
     sleep : float
@@ -287,12 +347,42 @@ class SyntheticConfig:
     corruption: CorruptionConfig = field(default_factory=CorruptionConfig)
     dynamics: SyntheticDynamicsConfig = field(default_factory=SyntheticDynamicsConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    couplings: Literal["hebbian", "pl"] = "hebbian"
+    fit: SyntheticFitConfig = field(default_factory=SyntheticFitConfig)
     seed: int = 0
     sleep: float = 0.0
 
     def __post_init__(self):
+        check_choice(self.couplings, "couplings", ("hebbian", "pl"))
         check_count(self.seed, "seed", 0)
         _check_range(self.sleep, "sleep", 0.0, np.inf)
+        if self.couplings == "hebbian":  # not fitted: [fit] is for the PL points of a scan
+            object.__setattr__(self, "fit", SyntheticFitConfig())
+
+    def unused_options(self) -> tuple[str, ...]:
+        """Hebbian points leave ``couplings`` and ``fit`` out of their stored config, so
+        that the points written before PL couplings existed keep their keys and files."""
+        return ("couplings", "fit") if self.couplings == "hebbian" else ()
+
+
+def synthetic_couplings(config: SyntheticConfig, xi: np.ndarray) -> tuple[np.ndarray, dict]:
+    """The couplings of a synthetic point (``config.couplings``) and the summary entries of
+    their fit (``hebbian_cosine`` for a PL fit, none for Hebbian couplings)."""
+    from spinsa.couplings import hebbian_couplings
+    from spinsa.fit import fit_pseudolikelihood
+
+    J = hebbian_couplings(xi)
+    if config.couplings == "hebbian":
+        return J, {}
+    f = config.fit
+    res = fit_pseudolikelihood(
+        xi, J0=J, backend="lbfgs", lam=f.lam, constraint="global", norm=f.norm,
+        max_iter=f.max_iter, dtype=str(xi.dtype), check_memory=False,
+    )  # fmt: skip
+    Jf = res.J.astype(xi.dtype)
+    a, b = J.astype(np.float64).ravel(), Jf.astype(np.float64).ravel()
+    cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    return Jf, {"hebbian_cosine": np.float64(cosine)}
 
 
 def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
@@ -300,24 +390,23 @@ def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
     :class:`SyntheticConfig`)."""
     from spinsa.analysis import cluster_states, mean_pattern, overlap_lifetimes, target_overlaps
     from spinsa.analysis.summary import best_time
-    from spinsa.couplings import hebbian_couplings
     from spinsa.datasets import correlated_patterns
     from spinsa.model import run
+    from spinsa.tasks import noisy_starts
 
     p, dyn = config.patterns, config.dynamics
     rng = np.random.default_rng(config.seed)
     xi = correlated_patterns(p.n_patterns, p.n_tokens, p.d, p.correlation, seed=rng)
-    x0 = xi + config.corruption.noise * rng.standard_normal(xi.shape).astype(xi.dtype)
-    norms = np.linalg.norm(x0, axis=-1, keepdims=True)
-    x0 = np.where(norms > 0, x0 / np.where(norms > 0, norms, 1), xi).astype(xi.dtype)
-    J = hebbian_couplings(xi)
+    x0 = noisy_starts(xi, config.corruption.noise, config.corruption.flip, rng=rng)
+    J, fitted = synthetic_couplings(config, xi)
     kwargs = dict(gamma=dyn.gamma, norm=dyn.norm, update=dyn.update, seed=config.seed)
     traj = run(x0, J, dyn.lam, dyn.steps, **kwargs)
     states, xi64 = traj.states.astype(np.float64), xi.astype(np.float64)
     m = target_overlaps(states, xi64)  # (T, P)
     error = (0.5 * ((states - xi64) ** 2).sum(-1).mean(-1)).mean(axis=1)  # (T,)
     best = best_time(error, min(1, dyn.steps))
-    lifetimes = overlap_lifetimes(m, traj.times, config.analysis.threshold).lifetime
+    threshold = config.analysis.threshold
+    lifetimes = overlap_lifetimes(m, traj.times, threshold).lifetime
     final_mean = np.einsum("pna,na->p", states[-1], mean_pattern(xi64)) / p.n_tokens
     return {
         "t": np.asarray(traj.times, dtype=np.int64),
@@ -330,6 +419,9 @@ def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
         "n_attractors": np.int64(cluster_states(states[-1], config.analysis.q_min).n_clusters),
         "mean_overlap": np.float64(final_mean.mean()),
         "final_overlap": np.float64(m[-1].mean()),
+        "initial_overlap": np.float64(m[0].mean()),
+        "retrieved_fraction": np.float64(np.mean(m[-1] >= threshold)),
+        **fitted,
     }
 
 
@@ -350,6 +442,14 @@ def configure_synthetic(base: Mapping, overrides: Mapping[str, Any]) -> dict:
     return config_to_dict(config_from_dict(SyntheticConfig, set_dotted(base, overrides)))
 
 
+def synthetic_keys(base: Mapping) -> list[str]:
+    """Every axis name of a synthetic scan: the keys of :class:`SyntheticConfig` with all its
+    sections, those left out of a stored config at their defaults included (``couplings``,
+    ``fit.*``, ``patterns.alpha``, ``corruption.flip``)."""
+    config = config_from_dict(SyntheticConfig, dict(base))
+    return list(flatten(dataclasses.asdict(config)))
+
+
 def configure_equilibrium(base: Mapping, overrides: Mapping[str, Any]) -> dict:
     """The overrides set on the base, the defaults filled in, checked
     (:class:`spinsa.scan.equilibrium.EquilibriumConfig`)."""
@@ -367,7 +467,9 @@ POINT_KINDS: dict[str, PointKind] = {
         fit_config=experiment_fit_config,
         fit=run_experiment_fit,
     ),
-    "synthetic": PointKind("synthetic", run_synthetic_point, configure_synthetic),
+    "synthetic": PointKind(
+        "synthetic", run_synthetic_point, configure_synthetic, keys=synthetic_keys
+    ),
     "equilibrium": PointKind("equilibrium", run_equilibrium_point, configure_equilibrium),
 }
 

@@ -213,6 +213,8 @@ class ScanSpec:
         kind = point_kind(self.point) if kind is None else kind
         try:
             valid = flatten(kind.configure(self.base, {}))
+            if kind.keys is not None:
+                valid = {**valid, **dict.fromkeys(kind.keys(self.base))}
         except (ValueError, TypeError) as err:
             raise ValueError(f"the base config is not valid: {err}") from None
         for key in (k for a in self.axes for k in a.keys):
