@@ -69,6 +69,14 @@ def crossing(alpha, values, level: float = 0.5) -> tuple[float, str]:
     values : array_like, shape (A,)
         The curve; NaN points are skipped.
     level : float
+        The level whose crossing defines α_c.
+
+    Returns
+    -------
+    alpha_c : float
+        The interpolated crossing, NaN when the curve never crosses.
+    where : {"inside", "above", "below"}
+        ``"above"``: the curve stays at or above ``level``; ``"below"``: it starts below.
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
