@@ -44,6 +44,9 @@ def test_an_unchosen_norm_warns_with_the_value_kept(rng):
 
 def test_spinsa_train_uses_the_same_default_backend_and_prints_the_norm_note(tmp_path, capsys):
     from spinsa.cli import main
+    from spinsa.fit import NormWarning
+
+    warnings.simplefilter("default", NormWarning)  # pyproject ignores it in the other tests
 
     out = tmp_path / "fit.h5"
     argv = ["train", "--random-patterns", "6", "5", "2", "--max-iter", "2", "--out", str(out)]

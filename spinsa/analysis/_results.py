@@ -173,7 +173,16 @@ class AnalysisResult:
     def plot(self, ax=None):
         """Draw the result on ``ax`` (a new figure when None) and return the axes.
 
-        Each result class draws its own panel; see the class's ``plot``.
+        Each result class draws its own panel; its ``plot`` says which.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Where to draw; a new figure when None.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
         """
         raise NotImplementedError(f"{type(self).__name__} does not draw itself yet")
 

@@ -134,17 +134,7 @@ class CycleReport(AnalysisResult):
         return self.period > 0
 
     def plot(self, ax=None):
-        """Bars: how many trajectories ended on a fixed point, a k-cycle, or nothing found.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """Bars: how many trajectories ended on a fixed point, a k-cycle, or nothing found."""
         ax = _draw.axes(ax)
         periods = np.arange(self.max_period + 1)
         counts = np.bincount(self.period, minlength=periods.size)[: periods.size]
@@ -237,17 +227,7 @@ class StateClusters(AnalysisResult):
         return int(self.sizes.shape[0])
 
     def plot(self, ax=None):
-        """Bars: members of each cluster, largest first.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """Bars: members of each cluster, largest first."""
         ax = _draw.axes(ax)
         ax.bar(np.arange(self.sizes.size), self.sizes, color="C0")
         title = f"{self.sizes.size} clusters at q >= {self.q_min:g}"

@@ -139,17 +139,7 @@ class PairwiseCosines(AnalysisResult):
     names: tuple[str, ...] = ()
 
     def plot(self, ax=None):
-        """The K x K matrix of global cosines, each value written in its cell.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """The K x K matrix of global cosines, each value written in its cell."""
         ax = _draw.axes(ax, figsize=(4.2, 3.6))
         K = self.cosine.shape[0]
         im = ax.imshow(self.cosine, vmin=-1, vmax=1, cmap="RdBu_r", interpolation="nearest")
@@ -252,17 +242,7 @@ class CouplingSpectra(AnalysisResult):
     names: tuple[str, ...] = ()
 
     def plot(self, ax=None):
-        """Singular values of each tensor over its norm, by rank (log scale).
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """Singular values of each tensor over its norm, by rank (log scale)."""
         ax = _draw.axes(ax)
         ranks = np.arange(1, self.singular_values.shape[1] + 1)
         for k, name in enumerate(labels(self.names, self.norm.size)):
@@ -350,15 +330,6 @@ class DistanceComparison(AnalysisResult):
     def plot(self, ax=None):
         """Mean strength |J_ij|_F (in units of each tensor's mean) against distance, with
         standard errors.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
         """
         ax = _draw.axes(ax)
         for k, name in enumerate(labels(self.names, self.mean.shape[0])):
@@ -448,15 +419,6 @@ class AttentionEntropy(AnalysisResult):
     def plot(self, ax=None):
         """Mean attention entropy of each tensor with its standard error, against that of
         uniform attention, log(N - 1).
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
         """
         ax = _draw.axes(ax)
         names = labels(self.names, self.mean.size)
@@ -556,17 +518,7 @@ class PseudolikelihoodValues(AnalysisResult):
     names: tuple[str, ...] = ()
 
     def plot(self, ax=None):
-        """The pseudo-likelihood loss of each tensor at the common norm, against L(0).
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """The pseudo-likelihood loss of each tensor at the common norm, against L(0)."""
         ax = _draw.axes(ax)
         names = labels(self.names, self.loss.size)
         ax.bar(names, self.loss_common, color="C0", label=f"at |J| = {self.common_norm:.3g}")
@@ -733,15 +685,6 @@ class TaskComparison(AnalysisResult):
     def plot(self, ax=None):
         """Mean error of each model against t, with standard-error bands; the best
         reference of each as a dotted level.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
         """
         ax = _draw.axes(ax)
         names = labels(self.names, self.mean_all.shape[0])

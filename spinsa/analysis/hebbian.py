@@ -237,15 +237,6 @@ class CouplingSpectrum(AnalysisResult):
     def plot(self, ax=None):
         """Singular values of the (N d) x (N d) matrix by rank (log scale), and the
         eigenvalues of its symmetric part on a second axis when they are all positive.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
         """
         ax = _draw.axes(ax)
         ranks = np.arange(1, self.singular_values.size + 1)
@@ -377,17 +368,7 @@ class HebbianComparison(AnalysisResult):
     n_patterns: int = 0
 
     def plot(self, ax=None):
-        """Histogram of the per-pair cosines cos(J_ij, K_ij), with their mean.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """Histogram of the per-pair cosines cos(J_ij, K_ij), with their mean."""
         ax = _draw.axes(ax)
         cosine = self.pair_cosine[np.isfinite(self.pair_cosine)]
         ax.hist(cosine, bins=50, range=(-1, 1), color="C0")

@@ -93,15 +93,6 @@ class Lifetimes(AnalysisResult):
     def plot(self, ax=None):
         """Histogram of the lifetimes; those still running at the end (censored, a lower
         bound) stacked apart, hatched.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
         """
         ax = _draw.axes(ax)
         edges = bin_edges(min(30, max(self.duration, 1)), 0.0, max(self.duration, 1))

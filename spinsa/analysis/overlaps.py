@@ -176,15 +176,6 @@ class NearestPatterns(AnalysisResult):
     def plot(self, ax=None):
         """The overlap with the nearest pattern: its mean ± s.e. against the record for
         (T, P) results, its histogram for (P,) ones.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
         """
         ax = _draw.axes(ax)
         if self.overlap.ndim == 2:

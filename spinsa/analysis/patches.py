@@ -70,17 +70,7 @@ class PatchVariances(AnalysisResult):
     patch: int = 1
 
     def plot(self, ax=None):
-        """Histogram of the pixel variance of the masked patches (log counts).
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """Histogram of the pixel variance of the masked patches (log counts)."""
         ax = _draw.axes(ax)
         ax.hist(self.variance, bins=50, color="C0", log=True)
         title = f"{self.variance.size} masked patches ({self.patch}×{self.patch} pixels)"
@@ -145,17 +135,7 @@ class PatchVarianceHistograms(AnalysisResult):
             raise ValueError(f"counts and density must have shape (M, B) = {expected}")
 
     def plot(self, ax=None):
-        """The variance densities of every model, the first (the clean images) in black.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """The variance densities of every model, the first (the clean images) in black."""
         ax = _draw.axes(ax, figsize=(6.5, 4.2))
         for m, model in enumerate(labels(self.models, self.density.shape[0])):
             color, ls = "0.2" if m == 0 else f"C{m - 1}", ("-", "--", ":", "-.")[m % 4]

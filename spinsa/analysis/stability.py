@@ -151,17 +151,7 @@ class FixedPointStability(AnalysisResult):
     norm: str = "sphere"
 
     def plot(self, ax=None):
-        """The eigenvalues in the complex plane, with the unit circle (the stability edge).
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """The eigenvalues in the complex plane, with the unit circle (the stability edge)."""
         ax = _draw.axes(ax, figsize=(4.2, 4.0))
         phi = np.linspace(0.0, 2 * np.pi, 400)
         ax.plot(np.cos(phi), np.sin(phi), color="0.5", lw=0.8, ls="--")  # the stability edge

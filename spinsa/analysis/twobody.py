@@ -205,17 +205,7 @@ class TwoBodyFit(AnalysisResult):
             raise ValueError(f"J must have shape (N, N, d, d), got {self.J.shape}")
 
     def plot(self, ax=None):
-        """The strength |J_ij|_F of every pair of sites, as a map.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
-        """
+        """The strength |J_ij|_F of every pair of sites, as a map."""
         ax = _draw.axes(ax, figsize=(4.4, 3.6))
         strength = np.sqrt((self.J.astype(np.float64) ** 2).sum(axis=(2, 3)))
         im = ax.imshow(strength, cmap="viridis", interpolation="nearest")
@@ -356,15 +346,6 @@ class TwoBodyVsHebbian(AnalysisResult):
     def plot(self, ax=None):
         """Cosine of the two-body optimum with the Hebbian couplings (global and mean per
         pair) against the number of patterns.
-
-        Parameters
-        ----------
-        ax : matplotlib.axes.Axes, optional
-            Where to draw; a new figure when None.
-
-        Returns
-        -------
-        matplotlib.axes.Axes
         """
         ax = _draw.axes(ax)
         ax.semilogx(self.n_patterns, self.cosine, marker="o", color="C0", label="global")
