@@ -175,12 +175,14 @@ def main() -> dict:
     from spinsa.bench import compile_target
     from spinsa.kernels import dynamics as k
     from spinsa.kernels import objective as ko
+    from spinsa.kernels._numba import vector_registers
 
     rng = np.random.default_rng(27)
     errors = {**dynamics_errors(rng), **objective_errors(rng), **sampling_errors(rng)}
     return {
         "errors": errors,
         "target": compile_target(),
+        "vector registers": vector_registers(),  # the objective's blocking follows them
         "zmm in pair loops": holds_512_bit_registers(k._row_bounded)
         or holds_512_bit_registers(ko._row_chunk),
     }

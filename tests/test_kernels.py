@@ -43,12 +43,13 @@ def test_pair_block_source_matches_numpy(rng, d):
     np.testing.assert_allclose(acc.reshape(d, W), acc0 + w * y, rtol=1e-13, atol=1e-13)
 
 
-@pytest.mark.parametrize("d", [1, 2, 5, 8])
-def test_objective_block_sources_match_numpy(rng, d):
-    """The objective's score and gradient blocks, run as plain Python, against numpy."""
+@pytest.mark.parametrize("d, rows", [(1, 2), (2, 1), (5, 2), (5, 3), (8, 1), (8, 2)])
+def test_objective_block_sources_match_numpy(rng, d, rows):
+    """The objective's score and gradient blocks (``rows`` rows of the gradient at a time),
+    run as plain Python, against numpy."""
     W, lam, clamp = 6, 0.7, 0.2
     namespace = {"_U": int}
-    exec(score_block_source(d) + outer_block_source(d), namespace)
+    exec(score_block_source(d) + outer_block_source(d, rows=rows), namespace)
     xi, xj = rng.standard_normal((2, d, W))
     Jij = rng.standard_normal((d, d))
     Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])  # offsets are honoured
@@ -71,6 +72,21 @@ def test_objective_block_sources_match_numpy(rng, d):
 def test_block_sources_refuse_unsupported_d(source):
     with pytest.raises(ValueError, match="d must be in 1..8"):
         source(MAX_UNROLLED_D + 1)
+    with pytest.raises(ValueError, match="rows must be >= 1"):
+        outer_block_source(8, rows=0)
+
+
+def test_gradient_blocking_follows_the_targets_vector_registers():
+    from spinsa.bench import compile_target
+    from spinsa.kernels._numba import vector_registers
+    from spinsa.kernels._unrolled import rows_for_registers
+
+    assert rows_for_registers(32) == 2 and rows_for_registers(16) == 1
+    features = compile_target()["features"]
+    if "avx512f" in features:
+        assert vector_registers() == 32
+    elif "avx2" in features:
+        assert vector_registers() == 16
 
 
 @pytest.mark.parametrize("P, d", [(1100, 3), (530, 8), (600, 9)])
