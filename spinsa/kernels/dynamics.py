@@ -117,7 +117,7 @@ def fingerprint(a: np.ndarray) -> int:
 
     Every element is mixed with its position (splitmix64) and the results summed, so any
     change of any element, a swap included, changes the hash (up to a 2^-64 chance); one
-    vectorised pass, about 30x cheaper than :func:`block_bounds` at N = 196, d = 8.
+    vectorised pass, a tenth of :func:`block_bounds` (0.6 ms against 6 ms at N = 196, d = 8).
     """
     return int(_fingerprint(a.reshape(-1).view(f"u{a.itemsize}")))
 
