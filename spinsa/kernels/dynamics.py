@@ -20,6 +20,8 @@ masked (zero) spins stay finite. Both give the same result to rounding.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numba.extending import overload
 
@@ -107,6 +109,7 @@ def _block_bounds(J, out):
 # Block bounds of the last few couplings, keyed by content: a run over many batches, or a
 # loop of steps, with one J pays for its bounds once.
 _BOUNDS_CACHE: dict = {}
+_BOUNDS_LOCK = threading.Lock()
 BOUNDS_CACHE_SIZE = 4
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -137,13 +140,15 @@ def cached_block_bounds(J: np.ndarray) -> np.ndarray:
     """:func:`block_bounds` of C-contiguous ``J``, read-only, from a small cache keyed on
     J's content (:func:`fingerprint`): a J changed in place gets fresh bounds."""
     key = (J.shape, J.dtype.str, fingerprint(J))
-    bounds = _BOUNDS_CACHE.pop(key, None)
+    with _BOUNDS_LOCK:  # runs in threads (a scan's workers) share the cache
+        bounds = _BOUNDS_CACHE.pop(key, None)
     if bounds is None:
         bounds = block_bounds(J)
         bounds.flags.writeable = False
-    _BOUNDS_CACHE[key] = bounds  # the most recent last
-    while len(_BOUNDS_CACHE) > BOUNDS_CACHE_SIZE:
-        _BOUNDS_CACHE.pop(next(iter(_BOUNDS_CACHE)), None)
+    with _BOUNDS_LOCK:
+        _BOUNDS_CACHE[key] = bounds  # the most recent last
+        while len(_BOUNDS_CACHE) > BOUNDS_CACHE_SIZE:
+            del _BOUNDS_CACHE[next(iter(_BOUNDS_CACHE))]
     return bounds
 
 
