@@ -170,8 +170,26 @@ def _spins_and_couplings(P, N, d, seed=0):
     return x, spinsa.random_couplings(N, d, scale=1.0, seed=seed + 1)
 
 
+def call_fixed_cost(x0, J, repeat=5) -> float:
+    """Seconds of a call of ``spinsa.run(x0, J, 1.0, 0)`` beyond its one sweep (the energies
+    of x0): the checks, the block bounds, the tiles, the allocations and the record. Best of
+    ``repeat`` of each, the kernel's sweep timed alone with the bounds given."""
+    import spinsa
+    from spinsa.kernels import dynamics as k
+
+    x0, J = np.ascontiguousarray(x0), np.ascontiguousarray(J)
+    Xt = k.to_tiles(x0)
+    new, Jb = np.empty_like(Xt), k.block_bounds(J)
+    Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=Xt.dtype)
+    spinsa.run(x0, J, 1.0, 0)
+    sweep = min_wall_time(lambda: k.sweep(Xt, J, 1.0, np.inf, 0.0, 0, False, new, Et, Jb), repeat)
+    call = min_wall_time(lambda: spinsa.run(x0, J, 1.0, 0), repeat)
+    return max(call - sweep, 0.0)
+
+
 def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
-    """``spinsa.run`` against :func:`plain_torch_run`; returns the timings and peak memory."""
+    """``spinsa.run`` against :func:`plain_torch_run`; returns the timings, peak memory and a
+    call's fixed cost (:func:`call_fixed_cost`)."""
     import spinsa
 
     x0, J = _spins_and_couplings(P, N, d)
@@ -181,6 +199,7 @@ def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
     fast = min_wall_time(lambda: spinsa.run(x0, J, 1.0, steps, record_every=steps), repeat)
     extra_mb = peak_rss_mb() - rss0
     out = {"fast": timing("spinsa.run (numba)", fast, flops, P, N, d, steps), "extra_mb": extra_mb}
+    out["fixed_seconds"] = call_fixed_cost(x0, J)
     if with_plain:
         plain = min_wall_time(lambda: plain_torch_run(x0, J, 1.0, steps), 1)
         out["plain"] = timing("plain torch", plain, flops, P, N, d, steps)
@@ -434,6 +453,9 @@ def run_benchmarks(only, quick: bool, plain: bool, device: str = "cpu") -> list[
     if "dynamics" in only:
         title = f"dynamics: N=196, d=8, P={P}, T={T}, float32"
         runs.append((title, bench_dynamics(P=P, steps=T, with_plain=plain), "ratio"))
+        if not quick:  # small calls: the fixed cost of a call weighs most here
+            title = "dynamics, a small call: N=196, d=8, P=256, T=5, float32"
+            runs.append((title, bench_dynamics(P=256, steps=5, with_plain=plain), "ratio"))
     if "async" in only:
         Pa = 64 if quick else 256
         title = f"asynchronous sweep: N=196, d=8, P={Pa}, float32 (plain: float64)"
@@ -497,7 +519,9 @@ def speed_targets(runs) -> list[tuple[str, bool]]:
         if "plain" not in res:
             continue
         ratio = res["plain"].seconds / res["fast"].seconds
-        if title.startswith("dynamics"):
+        if title.startswith("dynamics, a small call"):
+            check("dynamics at P = 256, T = 5 >= 10x plain torch", ratio, ratio >= 10, "x")
+        elif title.startswith("dynamics"):
             check("dynamics >= 20x plain torch", ratio, ratio >= 20, "x")
         elif title.startswith("asynchronous"):
             check("asynchronous sweep >= 5x a plain numpy loop", ratio, ratio >= 5, "x")

@@ -215,7 +215,7 @@ def _run(x, J, lam, steps, mask, clamp, eps, fast, clamp_visible=False, callback
     vis_t = None if visible is None else _k.to_tiles(np.repeat(visible[..., None], d, axis=2))
     Xs, H, new = np.empty_like(Xt), np.empty_like(Xt), np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
-    Jb = _k.block_bounds(J)
+    Jb = _k.sweep_bounds(Xt, J)
     for t in range(1, steps + 1):
         if t == 1 and mask is not None:
             Xt = _k.to_tiles(_step(x, J, lam, mask, clamp, eps))

@@ -406,7 +406,7 @@ def run(
     new = np.empty_like(Xt)
     fields = np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x0.dtype)
-    Jb = _k.block_bounds(J)
+    Jb = _k.sweep_bounds(Xt, J)
     energies = np.empty((steps + 1, P), dtype=np.float64)
     times = [0]
     states = [x0.copy()]

@@ -100,3 +100,22 @@ def test_plain_hebbian_spectra_are_the_coupling_spectrum(rng):
     np.testing.assert_allclose(sp.block_singular_values, blocks, atol=1e-12)
     res = bench.bench_hebbian(P=10, N=6, d=3)
     assert res["fast"].seconds > 0 and res["plain"].seconds > 0
+
+
+def test_small_calls_have_their_own_target_and_a_measured_fixed_cost(rng):
+    def pair(fast, plain):
+        return {"fast": bench.Timing("f", fast, 1.0), "plain": bench.Timing("p", plain, 1.0)}
+
+    runs = [
+        ("dynamics: N=196, d=8, P=1000, T=20, float32", pair(1.0, 21.0), "ratio"),
+        ("dynamics, a small call: N=196, d=8, P=256, T=5, float32", pair(1.0, 9.0), "ratio"),
+    ]
+    verdicts = dict(bench.speed_targets(runs))
+    assert verdicts == {
+        "dynamics >= 20x plain torch: 21x -- met": True,
+        "dynamics at P = 256, T = 5 >= 10x plain torch: 9x -- NOT met": False,
+    }
+    x = rng.standard_normal((40, 5, 3)).astype(np.float32)  # the generic path: compiled already
+    J = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
+    fixed = bench.call_fixed_cost(x / np.linalg.norm(x, axis=-1, keepdims=True), J, repeat=2)
+    assert np.isfinite(fixed) and fixed >= 0

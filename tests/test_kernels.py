@@ -43,12 +43,13 @@ def test_pair_block_source_matches_numpy(rng, d):
     np.testing.assert_allclose(acc.reshape(d, W), acc0 + w * y, rtol=1e-13, atol=1e-13)
 
 
-@pytest.mark.parametrize("d", [1, 2, 5, 8])
-def test_objective_block_sources_match_numpy(rng, d):
-    """The objective's score and gradient blocks, run as plain Python, against numpy."""
+@pytest.mark.parametrize("d, rows", [(1, 2), (2, 1), (5, 2), (5, 3), (8, 1), (8, 2)])
+def test_objective_block_sources_match_numpy(rng, d, rows):
+    """The objective's score and gradient blocks (``rows`` rows of the gradient at a time),
+    run as plain Python, against numpy."""
     W, lam, clamp = 6, 0.7, 0.2
     namespace = {"_U": int}
-    exec(score_block_source(d) + outer_block_source(d), namespace)
+    exec(score_block_source(d) + outer_block_source(d, rows=rows), namespace)
     xi, xj = rng.standard_normal((2, d, W))
     Jij = rng.standard_normal((d, d))
     Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])  # offsets are honoured
@@ -71,6 +72,21 @@ def test_objective_block_sources_match_numpy(rng, d):
 def test_block_sources_refuse_unsupported_d(source):
     with pytest.raises(ValueError, match="d must be in 1..8"):
         source(MAX_UNROLLED_D + 1)
+    with pytest.raises(ValueError, match="rows must be >= 1"):
+        outer_block_source(8, rows=0)
+
+
+def test_gradient_blocking_follows_the_targets_vector_registers():
+    from spinsa.bench import compile_target
+    from spinsa.kernels._numba import vector_registers
+    from spinsa.kernels._unrolled import rows_for_registers
+
+    assert rows_for_registers(32) == 2 and rows_for_registers(16) == 1
+    features = compile_target()["features"]
+    if "avx512f" in features:
+        assert vector_registers() == 32
+    elif "avx2" in features:
+        assert vector_registers() == 16
 
 
 @pytest.mark.parametrize("P, d", [(1100, 3), (530, 8), (600, 9)])
@@ -106,6 +122,58 @@ def test_block_bounds_bound_the_spectral_norms_closely(rng, d):
     assert np.all(bounds[off] >= spectral[off] * (1 - 1e-12))
     assert np.all(bounds[off] <= spectral[off] * d**0.125 * (1 + 1e-12))
     assert np.all(np.diag(bounds) == 0) and bounds[1, 2] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_bounds_are_the_plain_formula(rng, dtype):
+    """tr((J^T J)^4)^(1/8) per block by numpy, zero blocks and the diagonal 0."""
+    J = rng.standard_normal((6, 6, 8, 8)).astype(dtype)
+    J[2, 4] = 0.0
+    J64 = J.astype(np.float64)
+    B = np.einsum("ijab,ijac->ijbc", J64, J64)
+    B2 = B @ B
+    want = np.einsum("ijbc,ijcb->ij", B2, B2) ** 0.125
+    want[np.arange(6), np.arange(6)] = 0.0
+    rtol = 1e-12 if dtype == np.float64 else 1e-6
+    np.testing.assert_allclose(k.block_bounds(J), want, rtol=rtol)
+
+
+def test_cached_block_bounds_follow_the_content_of_J(rng):
+    """Reused for the same content (another array too), recomputed for a J changed in place."""
+    J = rng.standard_normal((5, 5, 3, 3))
+    first = k.cached_block_bounds(J)
+    assert k.cached_block_bounds(J) is first and k.cached_block_bounds(J.copy()) is first
+    assert not first.flags.writeable
+    J[1, 3, 0, 2] *= 3.0  # in place: the same object, another content
+    again = k.cached_block_bounds(J)
+    assert again is not first
+    np.testing.assert_array_equal(again, k.block_bounds(J))
+    swapped = J.copy()
+    swapped[0, 1], swapped[0, 2] = J[0, 2], J[0, 1]  # same values, other places
+    assert k.fingerprint(swapped) != k.fingerprint(J)
+    for _ in range(k.BOUNDS_CACHE_SIZE + 2):  # bounded: the oldest go
+        k.cached_block_bounds(rng.standard_normal((3, 3, 2, 2)))
+    assert len(k._BOUNDS_CACHE) == k.BOUNDS_CACHE_SIZE
+
+
+def test_sweep_bounds_are_zeros_where_the_fast_path_never_reads_them(rng):
+    x, J = random_system(rng, P=10, N=4, d=3)
+    assert not k.sweep_bounds(k.to_tiles(x), J).any()
+    x, _ = random_system(rng, P=100, N=4, d=3)
+    np.testing.assert_array_equal(k.sweep_bounds(k.to_tiles(x), J), k.block_bounds(J))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_largest_norms_match_numpy(rng, dtype):
+    from spinsa._checks import block_norm_max, spin_norm_max
+
+    x, J = random_system(rng, P=7, N=5, d=3, unit=False, dtype=dtype)
+    x[2, 1] *= 40.0
+    J[1, 3] *= 40.0
+    assert spin_norm_max(x) == pytest.approx(np.linalg.norm(x, axis=-1).max(), rel=1e-6)
+    assert block_norm_max(J) == pytest.approx(np.linalg.norm(J, axis=(2, 3)).max(), rel=1e-6)
+    assert spin_norm_max(x[:, :0]) == 0.0 and block_norm_max(J[:0, :0]) == 0.0
+    assert spin_norm_max(x[:, ::2]) == pytest.approx(np.linalg.norm(x[:, ::2], axis=-1).max())
 
 
 def _both_paths(x, J, lam, clamp=np.inf):

@@ -123,6 +123,7 @@ def _print_pair(title, res, peak, ratio="ratio"):
         print(f"  {plain.name:<22}{plain.seconds:9.3f} s  {plain.gflops:7.1f} GFLOP/s")
         print(f"  {ratio:<22}{plain.seconds / fast.seconds:9.2f} x")
     keys = ("images_per_s", "plain_images_per_s", "extra_mb", "updates_per_s", "record_seconds")
+    keys += ("fixed_seconds",)  # a call of spinsa.run beyond its sweeps
     for key in (*keys, "max_abs_diff", "max_rel_diff"):
         if key in res:
             print(f"  {key:<22}{res[key]:9.3g}")

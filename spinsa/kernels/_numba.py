@@ -51,6 +51,24 @@ def njit(*args, parallel: bool = False, inline: str = "never", **kwargs):
 prange = numba.prange
 
 
+def vector_registers() -> int:
+    """Vector registers of the CPU numba compiles for: 32 with AVX-512 (and on ARM), 16
+    with AVX/AVX2 (and SSE). Read where a kernel is compiled, to choose its blocking;
+    numba's cache keys compiled code on the target's features, so a cached kernel always
+    matches them."""
+    import platform
+
+    import llvmlite.binding as llvm
+
+    if numba.config.CPU_FEATURES is not None:
+        enabled = {f[1:] for f in numba.config.CPU_FEATURES.split(",") if f.startswith("+")}
+    else:
+        enabled = {name for name, on in llvm.get_host_cpu_features().items() if on}
+    if "avx512f" in enabled or platform.machine().lower() in ("arm64", "aarch64"):
+        return 32
+    return 16
+
+
 def written_for_d(make_source, name: str, unroll, noop, **namespace):
     """The implementation of a written-out block for an ``@overload``: ``make_source(d)``
     executed for d = len(unroll), or ``noop`` for ``unroll == ()`` (the generic path, which

@@ -20,6 +20,8 @@ masked (zero) spins stay finite. Both give the same result to rounding.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numba.extending import overload
 
@@ -57,37 +59,105 @@ def block_bounds(J: np.ndarray) -> np.ndarray:
 
 @njit(parallel=True)
 def _block_bounds(J, out):
+    """Row by row, with the N blocks of a row in the SIMD lanes (j innermost, float64).
+
+    With B = A^T A and C = B^2 (both symmetric), tr(B^4) = sum_bc C_bc^2: the upper
+    triangles of B and C, about d^3 products per block where squaring twice takes 3 d^3.
+    """
     N, d = J.shape[0], J.shape[2]
     for i in prange(N):
-        A = np.empty((d, d))
-        B = np.empty((d, d))
+        T = np.empty((d, d, N))  # T[a, b, j] = J[i, j, a, b]: the row's blocks, j contiguous
+        B = np.empty((d, d, N))
+        f2 = np.zeros(N)
+        tr = np.zeros(N)
+        acc = np.empty(N)
         for j in range(N):
-            f2 = 0.0
             for a in range(d):
                 for b in range(d):
-                    f2 += float(J[i, j, a, b]) ** 2
-            if j == i or f2 == 0.0:
-                out[i, j] = 0
-                continue
-            for a in range(d):  # A = J^T J / |J|_F^2, then (A^2)^2
-                for b in range(d):
-                    acc = 0.0
-                    for c in range(d):
-                        acc += float(J[i, j, c, a]) * float(J[i, j, c, b])
-                    A[a, b] = acc / f2
-            for _ in range(2):
+                    T[a, b, j] = J[i, j, a, b]
+        for a in range(d):
+            for b in range(d):
+                for j in range(N):
+                    f2[j] += T[a, b, j] * T[a, b, j]
+        for j in range(N):  # a zero block (and the diagonal) gets 0, not 0 / 0
+            f2[j] = 1.0 / f2[j] if f2[j] > 0.0 and j != i else 0.0
+        for b in range(d):  # B = J^T J / |J|_F^2
+            for c in range(b, d):
+                for j in range(N):
+                    acc[j] = 0.0
                 for a in range(d):
-                    for b in range(d):
-                        acc = 0.0
-                        for c in range(d):
-                            acc += A[a, c] * A[c, b]
-                        B[a, b] = acc
-                A[:, :] = B
-            tr = 0.0
-            for a in range(d):
-                tr += A[a, a]
-            out[i, j] = np.sqrt(f2) * tr**0.125
+                    for j in range(N):
+                        acc[j] += T[a, b, j] * T[a, c, j]
+                for j in range(N):
+                    B[b, c, j] = acc[j] * f2[j]
+                    B[c, b, j] = acc[j] * f2[j]
+        for b in range(d):  # tr(B^4) = sum over b, c of (B^2)_bc^2
+            for c in range(b, d):
+                for j in range(N):
+                    acc[j] = 0.0
+                for e in range(d):
+                    for j in range(N):
+                        acc[j] += B[b, e, j] * B[e, c, j]
+                twice = 1.0 if c == b else 2.0
+                for j in range(N):
+                    tr[j] += twice * acc[j] * acc[j]
+        for j in range(N):
+            out[i, j] = np.sqrt(1.0 / f2[j]) * tr[j] ** 0.125 if f2[j] > 0.0 else 0.0
     return out
+
+
+# Block bounds of the last few couplings, keyed by content: a run over many batches, or a
+# loop of steps, with one J pays for its bounds once.
+_BOUNDS_CACHE: dict = {}
+_BOUNDS_LOCK = threading.Lock()
+BOUNDS_CACHE_SIZE = 4
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def fingerprint(a: np.ndarray) -> int:
+    """A 64-bit hash of the bytes of a C-contiguous float32 or float64 array.
+
+    Every element is mixed with its position (splitmix64) and the results summed, so any
+    change of any element, a swap included, changes the hash (up to a 2^-64 chance); one
+    vectorised pass, a tenth of :func:`block_bounds` (0.6 ms against 6 ms at N = 196, d = 8).
+    """
+    return int(_fingerprint(a.reshape(-1).view(f"u{a.itemsize}")))
+
+
+@njit(parallel=True)
+def _fingerprint(words):
+    h = np.uint64(0)
+    for k in prange(words.size):
+        z = np.uint64(words[k]) ^ (np.uint64(k) * _GOLDEN)
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+        h += z ^ (z >> np.uint64(31))
+    return h
+
+
+def cached_block_bounds(J: np.ndarray) -> np.ndarray:
+    """:func:`block_bounds` of C-contiguous ``J``, read-only, from a small cache keyed on
+    J's content (:func:`fingerprint`): a J changed in place gets fresh bounds."""
+    key = (J.shape, J.dtype.str, fingerprint(J))
+    with _BOUNDS_LOCK:  # runs in threads (a scan's workers) share the cache
+        bounds = _BOUNDS_CACHE.pop(key, None)
+    if bounds is None:
+        bounds = block_bounds(J)
+        bounds.flags.writeable = False
+    with _BOUNDS_LOCK:
+        _BOUNDS_CACHE[key] = bounds  # the most recent last
+        while len(_BOUNDS_CACHE) > BOUNDS_CACHE_SIZE:
+            del _BOUNDS_CACHE[next(iter(_BOUNDS_CACHE))]
+    return bounds
+
+
+def sweep_bounds(Xt: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """The ``Jb`` argument of :func:`sweep` for tiles like ``Xt``: the cached block bounds
+    where the fast path applies (:func:`unroll_tag`), else zeros that it never reads."""
+    if unroll_tag(Xt):
+        return cached_block_bounds(J)
+    return np.zeros(J.shape[:2], J.dtype)
 
 
 def unroll_tag(Xt: np.ndarray) -> tuple:
@@ -293,12 +363,11 @@ def sweep(Xt, J, lam, clamp, gamma, norm, write_update, out, energies, Jb=None):
 
     ``out`` gets the fields h (``write_update`` False) or the updated spins
     Norm(h + gamma x) (True); ``energies`` (n_tiles, N, TILE) gets e_i of the input state.
-    ``Jb``: the :func:`block_bounds` of J, computed here if not given (pass them when the
-    same J serves many sweeps).
+    ``Jb``: the :func:`block_bounds` of J (:func:`sweep_bounds`, if not given).
     """
     unroll = unroll_tag(Xt)
     if Jb is None:
-        Jb = block_bounds(J) if unroll else np.zeros(J.shape[:2], J.dtype)
+        Jb = sweep_bounds(Xt, J)
     _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, out, energies, unroll)
 
 

@@ -19,12 +19,19 @@ for d (:mod:`spinsa.kernels._unrolled`); sums over samples are float64 across ch
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
-from spinsa.kernels._numba import njit, prange, written_for_d
-from spinsa.kernels._unrolled import MAX_UNROLLED_D, outer_block_source, score_block_source
+from spinsa.kernels._numba import njit, prange, vector_registers, written_for_d
+from spinsa.kernels._unrolled import (
+    MAX_UNROLLED_D,
+    outer_block_source,
+    rows_for_registers,
+    score_block_source,
+)
 from spinsa.kernels.dynamics import couple, dot_lanes, to_tiles
 
 _U = np.uint64
@@ -73,7 +80,9 @@ def _score_block_numba(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, unroll):
 @overload(_outer_block)
 def _outer_block_numba(Xf, oi, oj, W, S, so, G, go, unroll):
     noop = lambda Xf, oi, oj, W, S, so, G, go, unroll: None  # noqa: E731
-    return written_for_d(outer_block_source, "outer_block", unroll, noop, _U=_U)
+    # the blocking that fits the target's registers, chosen when numba compiles this
+    source = functools.partial(outer_block_source, rows=rows_for_registers(vector_registers()))
+    return written_for_d(source, "outer_block", unroll, noop, _U=_U)
 
 
 def unroll_tag(d: int) -> tuple:
