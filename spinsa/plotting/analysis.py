@@ -289,7 +289,7 @@ def figure_attractors(path, *, group: str | None = None, n_show: int = 8, figsiz
     else:
         when = f"after {report.steps} steps"
     top.suptitle(
-        f"{report.n_attractors} attractor(s) {when} "
+        f"{report.n_attractors} attractor(s) {when}\n"
         f"(tol {report.tol:g}, q_min {report.q_min:g}); "
         f"{report.fraction_unconverged:.0%} of starts not converged",
         fontsize=9,
