@@ -355,6 +355,16 @@ def test_plot_run_draws_a_users_file(tmp_path, rng):
     assert sorted(p.name for p in written) == ["attractors.png", "overlaps.png"]
 
 
+def test_plot_run_draws_only_the_results_a_users_file_has(tmp_path, rng):
+    from spinsa import plotting
+
+    m = _makers(rng)
+    # saved where spinsa analyze keeps other results: /analysis/hebbian holds no ErrorCurves
+    path = _user_file(tmp_path, rng, hebbian=m["HebbianComparison"](), lifetimes=m["Lifetimes"]())
+    written = plotting.plot_run(path, tmp_path / "figs")  # a ValueError before (hebbian_errors)
+    assert [p.name for p in written] == ["hebbian.png"]
+
+
 def test_expressions_of_symbols_name_dimensions_too(rng):
     curves = _makers(rng)["ErrorCurves"]().to_xarray()
     assert curves["errors"].dims == ("M", "T+1", "P")

@@ -553,8 +553,11 @@ def plot_run(
     for name, (fn, group) in FIGURES.items():
         # where spinsa analyze writes it, or a user's file with one result of its kind
         # (overlaps: any number, one curve each)
-        n = len(find_results(path, RESULT_TYPES[name]))
-        if f"analysis/{group}" in info.groups or n == 1 or (n and name == "overlaps"):
+        # (overlaps: any number, one curve each); a result of another type in the group (a
+        # user's HebbianComparison saved as "hebbian", no ErrorCurves) draws nothing here
+        found = find_results(path, RESULT_TYPES[name])
+        standard = any(g.startswith(f"{GROUP}/{group}/") for g in found)
+        if standard or len(found) == 1 or (found and name == "overlaps"):
             jobs.append((name, fn))
     kind = info.attrs.get("kind")
     if not jobs and kind in _OWN_FIGURES:  # advice for a command that accepts the file
