@@ -323,6 +323,8 @@ def test_figures_say_what_is_missing_and_how_to_make_it(tmp_path, rng):
     assert "compare_with_hebbian" in message and "save_analysis" in message
     # spinsa analyze refuses a file of kind "run": the message must not send the user there
     assert "spinsa analyze" not in message
+    with pytest.raises(ValueError, match=r"Make one with spinsa\.analysis\.ErrorCurves\("):
+        plotting.figure_hebbian_errors(path)
     run_file = tmp_path / "run.h5"  # an experiment's run file (spinsa train) is analyzable
     io.write_file(run_file, {"J": rng.random((4, 4, 2, 2))}, kind="experiment")
     with pytest.raises(ValueError, match=r"or run `spinsa analyze .*run\.h5 --only hebbian`"):

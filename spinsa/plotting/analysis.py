@@ -42,7 +42,8 @@ _MAKE = {
     "LifetimeTable": "spinsa.analysis.summarize_lifetimes(lifetimes, levels)",
     "AttractorReport": "spinsa.analysis.find_attractors(J, lam, x0s, ...)",
     "HebbianComparison": "spinsa.analysis.compare_with_hebbian(J, xi)",
-    "ErrorCurves": "spinsa analyze (the task errors of fitted and Hebbian couplings)",
+    "ErrorCurves": "spinsa.analysis.ErrorCurves(times, errors, ...) (the task errors of "
+    "fitted and Hebbian couplings, which spinsa analyze computes)",
     "PatchVarianceHistograms": "spinsa.analysis.patch_variance_histograms(results)",
 }
 
