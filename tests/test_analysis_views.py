@@ -286,6 +286,22 @@ def test_figures_read_results_from_a_users_file(tmp_path, rng):
         figure(path).canvas.draw()
     fig = plotting.figure_overlaps(path, group="analysis/over")
     assert "analysis/over" in fig.axes[0].get_legend_handles_labels()[1][0]
+    # a user's targets are whatever trajectory_overlaps got, not necessarily the start x(0)
+    assert fig.axes[0].get_title() == "overlap with each trajectory's target"
+    assert "x_i(0)" not in fig.axes[0].get_ylabel()
+
+
+def test_figure_attractors_says_the_steps_run_not_the_cap(tmp_path, rng):
+    from spinsa import plotting
+
+    xi = analysis.random_spins(2, 6, 3, rng=1, dtype=np.float64)
+    J = spinsa.hebbian_couplings(xi)
+    report = analysis.find_attractors(J, 1.0, xi, until_converged=True, max_steps=3000)
+    assert report.steps == 3000 and report.steps_run.max() < 3000
+    path = _user_file(tmp_path, rng, attractors=report)
+    title = plotting.figure_attractors(path).subfigs[0]._suptitle.get_text()
+    assert f"slowest {report.steps_run.max()}, max_steps 3000" in title
+    assert "after 3000 steps" not in title
 
 
 def test_figures_say_what_is_missing_and_how_to_make_it(tmp_path, rng):
@@ -305,7 +321,14 @@ def test_figures_say_what_is_missing_and_how_to_make_it(tmp_path, rng):
     message = str(err.value)
     assert "no HebbianComparison" in message and "'analysis/hebbian/comparison'" in message
     assert "compare_with_hebbian" in message and "save_analysis" in message
-    assert "spinsa analyze" in message
+    # spinsa analyze refuses a file of kind "run": the message must not send the user there
+    assert "spinsa analyze" not in message
+    with pytest.raises(ValueError, match=r"Make one with spinsa\.analysis\.ErrorCurves\("):
+        plotting.figure_hebbian_errors(path)
+    run_file = tmp_path / "run.h5"  # an experiment's run file (spinsa train) is analyzable
+    io.write_file(run_file, {"J": rng.random((4, 4, 2, 2))}, kind="experiment")
+    with pytest.raises(ValueError, match=r"or run `spinsa analyze .*run\.h5 --only hebbian`"):
+        plotting.figure_hebbian(run_file)
 
 
 def test_find_results_looks_everywhere(tmp_path, rng):
@@ -332,6 +355,16 @@ def test_plot_run_draws_a_users_file(tmp_path, rng):
     )  # fmt: skip
     written = plotting.plot_run(path, tmp_path / "figs")
     assert sorted(p.name for p in written) == ["attractors.png", "overlaps.png"]
+
+
+def test_plot_run_draws_only_the_results_a_users_file_has(tmp_path, rng):
+    from spinsa import plotting
+
+    m = _makers(rng)
+    # saved where spinsa analyze keeps other results: /analysis/hebbian holds no ErrorCurves
+    path = _user_file(tmp_path, rng, hebbian=m["HebbianComparison"](), lifetimes=m["Lifetimes"]())
+    written = plotting.plot_run(path, tmp_path / "figs")  # a ValueError before (hebbian_errors)
+    assert [p.name for p in written] == ["hebbian.png"]
 
 
 def test_expressions_of_symbols_name_dimensions_too(rng):

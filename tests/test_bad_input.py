@@ -344,6 +344,20 @@ def test_debug_shows_the_traceback(tmp_path):
         main(["--debug", "evaluate", str(tmp_path / "missing.h5"), "--task", "masked"])
 
 
+def test_a_warning_is_one_line(monkeypatch, capsys):
+    import warnings
+
+    from spinsa.cli import basics, main
+
+    def warn(args):  # as dask's "Port 8787 is already in use.\nPerhaps ..." on scan run
+        warnings.warn("first line.\nsecond line\n  third", UserWarning, stacklevel=1)
+
+    monkeypatch.setattr(basics, "_cmd_info", warn)
+    assert main(["info"]) == 0
+    err = capsys.readouterr().err
+    assert err == "spinsa info: warning: first line. second line third\n"
+
+
 def test_interrupt_and_bugs_have_their_own_status():
     from spinsa.cli import EXIT_CODES, explain
 

@@ -226,6 +226,10 @@ def test_axis_on_a_section_says_so(tmp_path):
             "set by two axes",
         ),
         ('[scan]\npoint = "synthetic"\nretry = 3\n[axes]\nseed = [0]\n', "unknown key"),
+        (  # a base key written below [scan]: TOML puts it in [scan], and the error says so
+            '[scan]\npoint = "equilibrium"\nn_tokens = 32\n[axes]\nseed = [0]\n',
+            r"unknown key 'n_tokens' in \[scan\].*goes before the first table",
+        ),
         ('[scan]\npoint = "nope"\n[axes]\nseed = [0]\n', "unknown point kind 'nope'"),
         (
             '[scan]\npoint = "synthetic"\n[axes]\n"dynamics.lam" = [1.0, -1.0]\n',

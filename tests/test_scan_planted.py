@@ -184,6 +184,22 @@ def test_scan_figures_make_categorical_axes_panels_or_lines(study, tmp_path):
     assert draw_scan_figures(ds, tmp_path, {"lines": lines})[0].exists()
 
 
+def test_panels_of_lines_have_no_colour_bar_and_average_nothing():
+    xr = pytest.importorskip("xarray")
+    from spinsa.plotting.scan import phase_panels
+
+    # an equilibrium scan: temperature (numeric) x model (categorical), x and y not given
+    coords = {"temperature": [0.2, 0.6, 1.2], "model": ["twobody", "attention"]}
+    da = xr.DataArray(np.random.default_rng(0).random((3, 2)), coords, ("temperature", "model"))
+    ds = xr.Dataset({"overlap": da})
+    fig = phase_panels(ds, "overlap", None, None, ["model"])
+    assert len(fig.axes) == 2  # two panels of lines, no colour bar: lines have no colours
+    assert fig._suptitle.get_text() == "overlap"  # no "mean over the other axes": none left
+    seeds = xr.concat([da, da], xr.DataArray([0, 1], dims="seed", name="seed"))
+    fig = phase_panels(xr.Dataset({"overlap": seeds}), "overlap", "temperature", "seed", ["model"])
+    assert len(fig.axes) == 3  # heat maps: one colour bar for both panels
+
+
 def test_heat_map_cells_are_centred_and_never_cross_zero():
     xr = pytest.importorskip("xarray")
 

@@ -116,7 +116,8 @@ def critical_load(alpha, values, level: float = 0.5, n_boot: int = 1000, seed: i
     Examples
     --------
     >>> ds = spinsa.scan.open_collected("runs/capacity")
-    >>> r = ds["retrieved_fraction"].sel(couplings="hebbian").transpose("patterns.alpha", "seed")
+    >>> r = ds["retrieved_fraction"].sel({"couplings": "hebbian", "patterns.n_tokens": 400})
+    >>> r = r.transpose("patterns.alpha", "seed")  # every other dimension selected first
     >>> critical_load(r["patterns.alpha"].values, r.values).alpha_c
     """
     alpha = np.asarray(alpha, dtype=np.float64)

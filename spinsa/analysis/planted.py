@@ -48,9 +48,10 @@ FIT_METHODS = ("normalised", "pl", "cd")
 def planted_couplings(kind: str, n_tokens: int = 8, d: int = 3, scale: float = 1.0, seed=0):
     """Planted couplings J*, shape (N, N, d, d), zero diagonal blocks.
 
-    ``"hebbian"``: 2 · scale · J^Hebb of two random unit patterns (blocks of norm about
-    scale); ``"random"``: every entry N(0, scale²/d), blocks of norm about scale, J_ij and
-    J_ji independent; ``"lattice"``: scale · I_d between neighbours on a ring, else zero.
+    ``"hebbian"``: 2 · scale · J^Hebb of two random unit patterns (|J_ij x| about scale for
+    a unit x); ``"random"``: every entry N(0, scale²/d), so E|J_ij x|² = scale² for a unit x
+    (Frobenius norm about scale · sqrt(d)), J_ij and J_ji independent; ``"lattice"``:
+    scale · I_d between neighbours on a ring, else zero.
     """
     check_choice(kind, "kind", PLANTED_KINDS)
     N, d = check_count(n_tokens, "n_tokens", 3), check_count(d, "d", 1)

@@ -155,9 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     def say(label: str, text: object) -> None:
         print(f"spinsa {command}: {label}: {text}".replace(" : ", ": "), file=sys.stderr)
 
+    def warning(message, *_) -> None:  # one line: not the source line, nor line breaks
+        say("warning", " ".join(str(message).split()))
+
     with warnings.catch_warnings():
-        if not debug:  # one line, not the source line that warned
-            warnings.showwarning = lambda message, *_: say("warning", message)
+        if not debug:
+            warnings.showwarning = warning
         try:
             return int(args.func(args) or 0)
         except BrokenPipeError:  # `spinsa scan plan ... | head`: the reader has what it wanted

@@ -42,9 +42,15 @@ _MAKE = {
     "LifetimeTable": "spinsa.analysis.summarize_lifetimes(lifetimes, levels)",
     "AttractorReport": "spinsa.analysis.find_attractors(J, lam, x0s, ...)",
     "HebbianComparison": "spinsa.analysis.compare_with_hebbian(J, xi)",
-    "ErrorCurves": "spinsa analyze (the task errors of fitted and Hebbian couplings)",
+    "ErrorCurves": "spinsa.analysis.ErrorCurves(times, errors, ...) (the task errors of "
+    "fitted and Hebbian couplings, which spinsa analyze computes)",
     "PatchVarianceHistograms": "spinsa.analysis.patch_variance_histograms(results)",
 }
+
+
+# The kind of file `spinsa analyze` reads (spinsa.experiments.pipeline.RUN_KIND; plotting
+# sits below experiments, so the name is repeated here).
+_ANALYZE_KIND = "experiment"
 
 
 def _parent(group: str) -> str:
@@ -91,11 +97,14 @@ def _find(path, result_type: str, standard: str, group: str | None, analysis: st
             f"{path} holds {len(found)} {result_type} results ({', '.join(found)}); choose "
             "one with group=..."
         )
+    with io.open_file(path) as f:
+        kind = decode_attr(f.attrs.get("kind", ""))
+    # spinsa analyze reads experiment run files (spinsa train) only: suggest it for those
+    command = f", or run `spinsa analyze {path} --only {analysis}`" if kind == _ANALYZE_KIND else ""
     raise ValueError(
         f"{path} holds no {result_type}: there is no group {std!r} and no other group with "
         f"result_type {result_type!r}. Make one with {_MAKE.get(result_type, result_type)} and "
-        f"save it with spinsa.analysis.save_analysis(path, {standard!r}, result), or, on a "
-        f"run file, run `spinsa analyze {path} --only {analysis}`"
+        f"save it with spinsa.analysis.save_analysis(path, {standard!r}, result){command}"
     )
 
 
@@ -124,8 +133,9 @@ def _title(fig, text: str, attrs: dict) -> None:
 
 
 def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
-    """Overlap against t: with the start image (left), with the nearest training pattern
-    and with the mean one (right); means over images, with bands of one standard error.
+    """Overlap against t: with the start image (left; any other file: with each
+    trajectory's ``targets``), with the nearest training pattern and with the mean one
+    (right); means over images, with bands of one standard error.
 
     A run file of ``spinsa analyze`` holds ``/analysis/overlaps/{test,train,mean}``; any
     other file is drawn from all its :class:`~spinsa.analysis.OverlapTrace` results,
@@ -166,7 +176,10 @@ def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
         mean = load_result(path, f"{GROUP}/overlaps/mean")
         _curve(ax2, mean.times, mean.target, "from test images: mean training pattern", "C2", "--")
     overlap = r"overlap $\frac{1}{N}\sum_i x_i(t)\cdot"
-    finish(ax1, "overlap with the start image", ylabel=overlap + r" x_i(0)$")
+    if standard:  # spinsa analyze's traces: the targets are the clean start images
+        finish(ax1, "overlap with the start image", ylabel=overlap + r" x_i(0)$")
+    else:  # a user's traces: the targets are what trajectory_overlaps was given
+        finish(ax1, "overlap with each trajectory's target", ylabel=overlap + r" y_i$, target $y$")
     finish(ax2, "overlap with stored patterns", ylabel=overlap + r"\xi_i$ with a pattern $\xi$")
     _title(fig, "Overlaps along the dynamics", _context(path, where))
     return fig
@@ -269,8 +282,15 @@ def figure_attractors(path, *, group: str | None = None, n_show: int = 8, figsiz
         ax.set_axis_off()
     if k == 0:
         axes[-1].text(0.5, 0.5, "no converged\ntrajectory", ha="center", va="center")
+    if report.until_converged and report.steps_run is not None and report.steps_run.size:
+        # report.steps is then the cap max_steps, not what the trajectories ran
+        run = report.steps_run
+        when = (f"after {np.median(run):g} steps (median; slowest {run.max()}, "
+                f"max_steps {report.steps})")  # fmt: skip
+    else:
+        when = f"after {report.steps} steps"
     top.suptitle(
-        f"{report.n_attractors} attractor(s) after {report.steps} steps "
+        f"{report.n_attractors} attractor(s) {when}\n"
         f"(tol {report.tol:g}, q_min {report.q_min:g}); "
         f"{report.fraction_unconverged:.0%} of starts not converged",
         fontsize=9,
@@ -534,8 +554,11 @@ def plot_run(
     for name, (fn, group) in FIGURES.items():
         # where spinsa analyze writes it, or a user's file with one result of its kind
         # (overlaps: any number, one curve each)
-        n = len(find_results(path, RESULT_TYPES[name]))
-        if f"analysis/{group}" in info.groups or n == 1 or (n and name == "overlaps"):
+        # (overlaps: any number, one curve each); a result of another type in the group (a
+        # user's HebbianComparison saved as "hebbian", no ErrorCurves) draws nothing here
+        found = find_results(path, RESULT_TYPES[name])
+        standard = any(g.startswith(f"{GROUP}/{group}/") for g in found)
+        if standard or len(found) == 1 or (found and name == "overlaps"):
             jobs.append((name, fn))
     kind = info.attrs.get("kind")
     if not jobs and kind in _OWN_FIGURES:  # advice for a command that accepts the file

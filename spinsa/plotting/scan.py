@@ -335,12 +335,19 @@ def phase_panels(
             )  # fmt: skip
             title = ", ".join(f"{_short(d, at)} = {v}" for d, v in at.items())
             ax.set_title(title, fontsize="medium")
-    norm, cmap = _color_norm(var, *limits)
-    from matplotlib.cm import ScalarMappable
+    # the axes phase_diagram drew (x, y default to the free dimensions): a line when only x
+    first = _selected(ds, var, {**dict(fixed or {}), **{d: ds[d].values[0] for d in dims}})
+    xs, ys = _factors(x), _factors(y)
+    free = [d for d in first.dims if first.sizes[d] > 1 and d not in (*xs, *ys)]
+    xs = xs or ((free.pop(0),) if free else ())
+    ys = ys or ((free.pop(0),) if free else ())
+    if ys:  # a heat map: one colour scale for every panel (lines have none)
+        norm, cmap = _color_norm(var, *limits)
+        from matplotlib.cm import ScalarMappable
 
-    fig.colorbar(ScalarMappable(norm, cmap), ax=axes, label=var)
+        fig.colorbar(ScalarMappable(norm, cmap), ax=axes, label=var)
     notes = [f"{d} = {v}" for d, v in (fixed or {}).items()]
-    drawn = {*_factors(x), *_factors(y), *dims, *(fixed or {})}
+    drawn = {*xs, *ys, *dims, *(fixed or {})}
     if any(d not in drawn for d in ds[var].dims if d != "t"):
         notes.append(f"{reduce} over the other axes")
     fig.suptitle(f"{var} ({'; '.join(notes)})" if notes else var, fontsize=10)

@@ -309,7 +309,14 @@ def load_scan(path: str | os.PathLike) -> ScanSpec:
     path = Path(path)
     doc = read_toml(path)
     scan, axes_table, zips = (_table(doc, name) for name in ("scan", "axes", "zip"))
-    check_keys(scan, SCAN_KEYS, "[scan]")
+    try:
+        check_keys(scan, SCAN_KEYS, "[scan]")
+    except ValueError as exc:  # most often a key of the base written below [scan]
+        raise ValueError(
+            f"{exc}. TOML puts every key after a [table] header into that table: a key of the "
+            "point's config goes before the first table, or in its own section ([patterns], "
+            "[fit], ...)"
+        ) from None
     axes = []
     for key, spec in _flatten_axes(axes_table).items():
         values = axis_values(spec, key)
