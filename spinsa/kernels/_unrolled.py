@@ -6,6 +6,9 @@ memory and reloads x_j for every row a of J_ij. Written out for a fixed d, the d
 couplings are scalars, the d components of x_j and of y are registers, and the loop over
 the samples of a tile (the SIMD lanes) vectorises in one piece: about 2x the generic loop.
 
+With 16 vector registers (AVX2) the dynamics' block is split in two passes over the lanes
+instead (:func:`pair_loop_for_registers`), y and the scores going through a small scratch.
+
 :func:`pair_block_source` (the dynamics) and :func:`score_block_source` /
 :func:`outer_block_source` (the objective's two passes) return plain Python source, so the
 same text runs without numba (the tests compare it with numpy) and, compiled by numba once
@@ -72,11 +75,11 @@ def _two_pass_lines(d: int, name: str, args: tuple[str, ...], rows: int = 4) -> 
 
     Pass 1 is one loop over the lanes per block of ``rows`` rows of y = J_ij x_j: each
     writes its rows of y to ``scratch[a W + p]`` and adds its part of the score to
-    ``scratch[d W + p]``, the last one storing lam min(s, clamp) - shift. A block's 4 rows of
-    y, the x_j streaming past and a coupling fit AVX2's 16 registers, and no chain runs from
-    x_j to acc within one iteration; the fused loop keeps 2d vectors and the couplings live
-    and spills. Pass 2 takes the exp and adds to z and acc. Measured 1.1-1.3x the fused loop
-    with 256-bit code at d = 8 (docs/benchmarks.md).
+    ``scratch[d W + p]``, the last one storing lam min(s, clamp) - shift. 4 rows of y, the
+    x_j streaming past and a coupling fit AVX2's 16 registers, and no dependent chain runs
+    from x_j through the exp to acc within one iteration, as it does in the fused loop (with
+    its d rows of y live across the exp). Pass 2 takes the exp and adds to z and acc. About
+    1.1x the fused loop with 256-bit code at d = 8, 1.2x at d = 4 (docs/benchmarks.md).
     """
     if not 1 <= d <= MAX_UNROLLED_D:
         raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
