@@ -75,6 +75,13 @@ def dynamics_errors(rng) -> dict:
             h, e = clamped_fields_and_energies(x, J, lam, c)
             out[f"fields, {tag}"] = rel_error(k.from_tiles(H, len(x)), h)
             out[f"energies, {tag}"] = rel_error(k.energies_from_tiles(Et, len(x)), e)
+    x5, J5 = random_system(rng, P=130, N=5, d=5, unit=False)  # row blocks of 4 and 1 (AVX2)
+    X5 = k.to_tiles(x5)
+    H5, E5 = np.empty_like(X5), np.empty(X5.shape[:2] + X5.shape[3:])
+    k._sweep(X5, J5, k.block_bounds(J5), lam, clamp, 0.0, 0, False, H5, E5, k.unroll_tag(X5))
+    h, e = clamped_fields_and_energies(x5, J5, lam, clamp)
+    out["fields, fast path, d = 5"] = rel_error(k.from_tiles(H5, len(x5)), h)
+    out["energies, fast path, d = 5"] = rel_error(k.energies_from_tiles(E5, len(x5)), e)
     xu, _ = random_system(rng, P=130, N=6, d=8)
     for norm, code in (("sphere", 1), ("layernorm", 2)):
         Xu = k.to_tiles(xu)
@@ -176,6 +183,7 @@ def main() -> dict:
     from spinsa.kernels import dynamics as k
     from spinsa.kernels import objective as ko
     from spinsa.kernels._numba import vector_registers
+    from spinsa.kernels._unrolled import pair_loop_for_registers
 
     rng = np.random.default_rng(27)
     errors = {**dynamics_errors(rng), **objective_errors(rng), **sampling_errors(rng)}
@@ -183,6 +191,7 @@ def main() -> dict:
         "errors": errors,
         "target": compile_target(),
         "vector registers": vector_registers(),  # the objective's blocking follows them
+        "pair loop": pair_loop_for_registers(vector_registers()),  # the dynamics' too
         "zmm in pair loops": holds_512_bit_registers(k._row_bounded)
         or holds_512_bit_registers(ko._row_chunk),
     }

@@ -20,13 +20,14 @@ masked (zero) spins stay finite. Both give the same result to rounding.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
 from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
-from spinsa.kernels._numba import njit, prange, written_for_d
+from spinsa.kernels._numba import njit, prange, vector_registers, written_for_d
 from spinsa.kernels._unrolled import MAX_UNROLLED_D, pair_block_source
 
 TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while J streams past
@@ -241,25 +242,26 @@ def dot_lanes(xi, y, s):
             s[p] += xi[a, p] * y[a, p]
 
 
-def _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll):
+def _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll):
     """One pair (i, j) on a full tile, written out for d = len(unroll) (numba only)."""
     raise NotImplementedError("_pair_block runs inside numba kernels only")
 
 
 @overload(_pair_block)
-def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll):
-    noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll: None  # noqa: E731
-    return written_for_d(
-        pair_block_source, "pair_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp
-    )
+def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll):
+    noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll: None  # noqa: E731
+    # the pair loop that fits the target's registers, chosen when numba compiles this
+    source = functools.partial(pair_block_source, registers=vector_registers())
+    return written_for_d(source, "pair_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp)
 
 
 @njit
-def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, unroll):
+def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll):
     """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t.
 
     ``Jb`` (N, N) are the :func:`block_bounds` of J and ``nx`` (N, TILE) the spins' norms in
-    tile t. Lane p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
+    tile t; ``scratch`` ((d + 1) TILE,) is the pair loop's own (two-pass loop only). Lane
+    p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
     [min(-b, clamp), min(b, clamp)]. Returns False, having done nothing else, where that
     range (times lam) is too wide for a fixed shift in some lane.
     """
@@ -290,7 +292,7 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, unroll):
         if j != i:
             oj = (t * N + j) * d * W
             jo = (i * N + j) * d * d
-            _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, unroll)
+            _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll)
     return True
 
 
@@ -398,8 +400,9 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, out, energies, unro
         m = np.empty(width, Xt.dtype)  # the shift: fixed (fast path) or the running max
         bounded = False
         if len(unroll) > 0:
+            scratch = np.empty((d + 1) * width, Xt.dtype)
             bounded = _row_bounded(
-                Xt, J, Jb, nx[t], lam, clamp, t, i, acc.reshape(-1), z, m, unroll
+                Xt, J, Jb, nx[t], lam, clamp, t, i, acc.reshape(-1), z, m, scratch, unroll
             )
         if not bounded:
             y = np.empty((d, width), Xt.dtype)
