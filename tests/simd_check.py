@@ -183,7 +183,6 @@ def main() -> dict:
     from spinsa.kernels import dynamics as k
     from spinsa.kernels import objective as ko
     from spinsa.kernels._numba import vector_registers
-    from spinsa.kernels._unrolled import pair_loop_for_registers
 
     rng = np.random.default_rng(27)
     errors = {**dynamics_errors(rng), **objective_errors(rng), **sampling_errors(rng)}
@@ -191,7 +190,6 @@ def main() -> dict:
         "errors": errors,
         "target": compile_target(),
         "vector registers": vector_registers(),  # the objective's blocking follows them
-        "pair loop": pair_loop_for_registers(vector_registers()),  # the dynamics' too
         "zmm in pair loops": holds_512_bit_registers(k._row_bounded)
         or holds_512_bit_registers(ko._row_chunk),
     }

@@ -4,10 +4,9 @@ For every pair (i, j) the dynamics need y = J_ij x_j, the score s = x_i . y and 
 z += w, acc += w y with w = exp(lam min(s, clamp) - shift). With d a runtime value, numba keeps y in
 memory and reloads x_j for every row a of J_ij. Written out for a fixed d, the d x d
 couplings are scalars, the d components of x_j and of y are registers, and the loop over
-the samples of a tile (the SIMD lanes) vectorises in one piece: about 2x the generic loop.
-
-With 16 vector registers (AVX2) the dynamics' block is split in two passes over the lanes
-instead (:func:`pair_loop_for_registers`), y and the scores going through a small scratch.
+the samples of a tile (the SIMD lanes) vectorises: about 2x the generic loop. The
+dynamics' block runs in two passes over the lanes, y and the scores going through a small
+scratch (:func:`pair_block_source`).
 
 :func:`pair_block_source` (the dynamics) and :func:`score_block_source` /
 :func:`outer_block_source` (the objective's two passes) return plain Python source, so the
@@ -26,7 +25,7 @@ MAX_UNROLLED_D = 8  # beyond this y and x_j no longer fit in the 32 vector regis
 
 
 def _score_lines(d: int, name: str, args: tuple[str, ...]) -> list[str]:
-    """The shared head of the pair blocks: ``def name(args):``, the couplings as scalars and
+    """The head of the objective's score block: ``def name(args):``, the couplings as scalars and
     a loop over the lanes that computes ``y = J_ij x_j`` and the score ``s = x_i . y``."""
     if not 1 <= d <= MAX_UNROLLED_D:
         raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
@@ -41,46 +40,35 @@ def _score_lines(d: int, name: str, args: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def pair_block_source(
-    d: int, name: str = "pair_block", extra_args: tuple[str, ...] = (), registers: int = 32
-) -> str:
+def pair_block_source(d: int, name: str = "pair_block", extra_args: tuple[str, ...] = ()) -> str:
     """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, *extra)``.
 
     Layout (all flat, C order, indices uint64): ``Xf`` the spins of a tile, ``x_j[b, p] =
     Xf[oj + b W + p]`` (``x_i`` likewise at ``oi``); ``Jf`` the couplings, ``J_ij[a, b] =
     Jf[jo + a d + b]``; ``acc[a W + p]`` the unnormalised field and ``z[p]`` the normaliser of
     lane p; ``shift[p]`` the softmax shift; ``clamp`` the scores' upper clamp (inf: none);
-    ``scratch`` ((d + 1) W floats) the two-pass loop's y and scores, unused by the fused one.
+    ``scratch`` ((d + 1) W floats) the loop's y and scores between its two passes.
     ``W`` (the tile width), ``_U`` (uint64) and ``fast_exp`` are globals of the namespace
     the source is executed in; ``extra_args`` are accepted and unused (the sweep passes d as
     the length of such an argument).
 
-    ``registers``: the target's vector registers (:func:`pair_loop_for_registers`). With 32,
-    one fused loop over the lanes keeps x_j and y in registers. With 16 (AVX2) they do not
-    fit; the loop is then split in two passes (:func:`_two_pass_lines`).
+    Pass 1 is one loop over the lanes per block of 4 rows of y = J_ij x_j: each writes its
+    rows of y to ``scratch[a W + p]`` and adds its part of the score to ``scratch[d W + p]``,
+    the last one storing lam min(s, clamp) - shift. 4 rows of y, the x_j streaming past and a
+    coupling fit AVX2's 16 vector registers, and no dependent chain runs from x_j through the
+    exp to acc within one iteration, as it did in the former single loop (with its d rows of
+    y live across the exp). Pass 2 takes the exp and adds to z and acc. Against that single
+    loop, at d = 8: about 1.1x with 256-bit code, 1.15x with 512-bit code, the same fields
+    bit for bit (docs/benchmarks.md).
     """
     args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "acc", "z", "scratch")
     args += tuple(extra_args)
-    if pair_loop_for_registers(registers) == "two-pass":
-        return "\n".join(_two_pass_lines(d, name, args)) + "\n"
-    lines = _score_lines(d, name, args)
-    lines.append("        w = fast_exp(lam * min(s, clamp) - shift[p])")
-    lines.append("        z[p] += w")
-    lines += [f"        acc[o{a} + p] += w * y{a}" for a in range(d)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_two_pass_lines(d, name, args)) + "\n"
 
 
 def _two_pass_lines(d: int, name: str, args: tuple[str, ...], rows: int = 4) -> list[str]:
-    """The pair block for 16 vector registers: y and the score first, then the exp.
-
-    Pass 1 is one loop over the lanes per block of ``rows`` rows of y = J_ij x_j: each
-    writes its rows of y to ``scratch[a W + p]`` and adds its part of the score to
-    ``scratch[d W + p]``, the last one storing lam min(s, clamp) - shift. 4 rows of y, the
-    x_j streaming past and a coupling fit AVX2's 16 registers, and no dependent chain runs
-    from x_j through the exp to acc within one iteration, as it does in the fused loop (with
-    its d rows of y live across the exp). Pass 2 takes the exp and adds to z and acc. About
-    1.1x the fused loop with 256-bit code at d = 8, 1.2x at d = 4 (docs/benchmarks.md).
-    """
+    """The lines of :func:`pair_block_source`: y and the score by blocks of ``rows`` rows,
+    then the exp."""
     if not 1 <= d <= MAX_UNROLLED_D:
         raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
     r = range(d)
@@ -106,12 +94,6 @@ def _two_pass_lines(d: int, name: str, args: tuple[str, ...], rows: int = 4) -> 
     lines += [f"        acc[o{a} + p] += w * scratch[o{a} + p]" for a in r]
     return lines
 
-
-def pair_loop_for_registers(n_registers: int) -> str:
-    """The dynamics' pair loop for a target with ``n_registers`` vector registers: "fused"
-    with 32 (AVX-512, ARM), "two-pass" with 16 (AVX2), where the fused loop's x_j, y and
-    couplings do not fit (docs/benchmarks.md)."""
-    return "fused" if n_registers >= 32 else "two-pass"
 
 
 def score_block_source(d: int, name: str = "score_block", extra_args: tuple[str, ...] = ()) -> str:

@@ -20,14 +20,13 @@ masked (zero) spins stay finite. Both give the same result to rounding.
 
 from __future__ import annotations
 
-import functools
 import threading
 
 import numpy as np
 from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
-from spinsa.kernels._numba import njit, prange, vector_registers, written_for_d
+from spinsa.kernels._numba import njit, prange, written_for_d
 from spinsa.kernels._unrolled import MAX_UNROLLED_D, pair_block_source
 
 TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while J streams past
@@ -250,9 +249,9 @@ def _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll):
 @overload(_pair_block)
 def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll):
     noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll: None  # noqa: E731
-    # the pair loop that fits the target's registers, chosen when numba compiles this
-    source = functools.partial(pair_block_source, registers=vector_registers())
-    return written_for_d(source, "pair_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp)
+    return written_for_d(
+        pair_block_source, "pair_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp
+    )
 
 
 @njit
@@ -260,7 +259,7 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll
     """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t.
 
     ``Jb`` (N, N) are the :func:`block_bounds` of J and ``nx`` (N, TILE) the spins' norms in
-    tile t; ``scratch`` ((d + 1) TILE,) is the pair loop's own (two-pass loop only). Lane
+    tile t; ``scratch`` ((d + 1) TILE,) is the pair loop's own. Lane
     p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
     [min(-b, clamp), min(b, clamp)]. Returns False, having done nothing else, where that
     range (times lam) is too wide for a fixed shift in some lane.
