@@ -408,8 +408,10 @@ def run(
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x0.dtype)
     Jb = _k.sweep_bounds(Xt, J)
     energies = np.empty((steps + 1, P), dtype=np.float64)
-    times = [0]
-    states = [x0.copy()]
+    times = np.array([0, *(t for t in range(1, steps + 1) if t % record_every == 0 or t == steps)])
+    states = np.empty((times.size, *x0.shape), dtype=x0.dtype)  # one allocation for all records
+    states[0] = x0
+    n_recorded = 1
 
     def total_energy():
         return _k.energies_from_tiles(Et, P).sum(axis=1, dtype=np.float64)
@@ -425,18 +427,16 @@ def run(
                 order = rng.permutation(x0.shape[1]).astype(np.int64)
                 _k.async_sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, norm_code, order)
             energies[t - 1] = total_energy()
-            record = t % record_every == 0 or t == steps
-            if record or callback is not None:
+            if n_recorded < times.size and times[n_recorded] == t:
+                x = _k.from_tiles(Xt, P, out=states[n_recorded])
+                n_recorded += 1
+            elif callback is not None:
                 x = _k.from_tiles(Xt, P)
-                if record:
-                    times.append(t)
-                    states.append(x)
-                if callback is not None:
-                    callback(t, x)
+            if callback is not None:
+                callback(t, x)
             bar.update()
     _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jb)  # E of the final state
     energies[steps] = total_energy()
-    states = np.stack(states)
     # norm='none' lets the spins grow step by step beyond what the checks of x0 bound
     cause = f"lam = {cfg.lam:g}, gamma = {cfg.gamma:g}, norm = {cfg.norm!r}; use norm='sphere'"
     check_result(states, "the states of the dynamics", cause)
