@@ -99,15 +99,24 @@ def closed_form(torch, x, J, lam: float, chunk_size: int, mask=None, clamp=None)
     P, N, _ = x.shape
     if mask is None:
         mask = _diag_mask(torch, N, x.device)
-    loss = torch.zeros((), dtype=torch.float64, device=x.device)
+    loss, acc = _sum_over_chunks(
+        torch, P, chunk_size, x.device,
+        lambda part: _chunk_closed_form(torch, x[part], J, lam, mask, clamp),
+    )  # fmt: skip
+    return loss / P, acc.mul_(-1.0 / P).to(J.dtype)
+
+
+def _sum_over_chunks(torch, P: int, chunk_size: int, device, chunk):
+    """(Σ loss, Σ gradient) in float64 of ``chunk(part)`` -> (loss, gradient) over the
+    sample slices ``part`` of ``chunk_size``."""
+    loss = torch.zeros((), dtype=torch.float64, device=device)
     acc = None
     for start in range(0, P, chunk_size):
-        l_c, G_c = _chunk_closed_form(torch, x[start : start + chunk_size], J, lam, mask, clamp)
+        l_c, G_c = chunk(slice(start, start + chunk_size))
         loss += l_c
         G_c = G_c.to(torch.float64)
         acc = G_c if acc is None else acc.add_(G_c)
-    grad = acc.mul_(-1.0 / P).to(J.dtype)
-    return loss / P, grad
+    return loss, acc
 
 
 def row_closed_form(torch, x, J_row, lam: float, i: int, clamp=None):
@@ -163,15 +172,12 @@ def normalised_closed_form(
     P, N, _ = x.shape
     if mask is None:
         mask = _diag_mask(torch, N, x.device)
-    loss = torch.zeros((), dtype=torch.float64, device=x.device)
-    acc = None
-    for start in range(0, P, chunk_size):
-        part = slice(start, start + chunk_size)
+
+    def chunk(part):
         xs = None if x_site is None else x_site[part]
-        l_c, G_c = _chunk_normalised(torch, x[part], J, lam, mask, xs, with_norm)
-        loss += l_c
-        G_c = G_c.to(torch.float64)
-        acc = G_c if acc is None else acc.add_(G_c)
+        return _chunk_normalised(torch, x[part], J, lam, mask, xs, with_norm)
+
+    loss, acc = _sum_over_chunks(torch, P, chunk_size, x.device, chunk)
     return loss / P, acc.mul_(1.0 / P).to(J.dtype)
 
 
