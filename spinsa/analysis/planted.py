@@ -24,7 +24,7 @@ import numpy as np
 from spinsa import _draw
 from spinsa._checks import check_choice, check_count, check_couplings, check_positive
 from spinsa.analysis._results import AnalysisResult
-from spinsa.couplings import hebbian_couplings
+from spinsa.couplings import hebbian_couplings, lattice_couplings
 from spinsa.fit import fit_pseudolikelihood, normalised_loss_and_grad, pl_loss_and_grad
 from spinsa.sampling import heat_bath_sweeps, row_matched_states
 
@@ -64,10 +64,7 @@ def planted_couplings(kind: str, n_tokens: int = 8, d: int = 3, scale: float = 1
     elif kind == "random":
         J = rng.standard_normal((N, N, d, d)) * scale / np.sqrt(d)
     else:
-        J = np.zeros((N, N, d, d))
-        for i in range(N):
-            for j in ((i + 1) % N, (i - 1) % N):
-                J[i, j] = scale * np.eye(d)
+        J = lattice_couplings(N, d, coupling=scale)
     J[np.arange(N), np.arange(N)] = 0.0
     return np.ascontiguousarray(J)
 
@@ -96,11 +93,8 @@ def sample_planted(J, lam: float, n_samples: int, sampling: str = "row_matched",
         other spins of ``x[m]``; ``"full_sweep"``: None.
     """
     check_choice(sampling, "sampling", SAMPLINGS)
-    J = np.asarray(J, dtype=np.float64)
-    if J.ndim != 4:
-        raise ValueError(f"J must have shape (N, N, d, d), got {J.shape}")
+    J = check_couplings(J, dtype=np.float64)
     N, d = J.shape[0], J.shape[2]
-    J = check_couplings(J, N, d, dtype=np.float64)
     lam = check_positive(lam, "lam")
     M = check_count(n_samples, "n_samples", 1)
     rng = np.random.default_rng(rng)

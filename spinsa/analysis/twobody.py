@@ -48,6 +48,7 @@ from spinsa._checks import (
 from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.hebbian import coupling_cosine, coupling_matrix, pair_cosines
 from spinsa.couplings import hebbian_couplings, zero_diagonal
+from spinsa.vmf import _both as _vmf_both
 from spinsa.vmf import log_partition, log_sphere_area, mean_resultant_length
 
 __all__ = [
@@ -124,8 +125,8 @@ def _nll_and_grad_matrix(X: np.ndarray, M: np.ndarray, N: int, d: int, beta: flo
     H = X @ M.T
     h = H.reshape(P, N, d)
     kappa = beta * np.linalg.norm(h, axis=-1).reshape(-1)
-    logZ_sum = log_partition(kappa, d).sum()
-    A = mean_resultant_length(kappa, d)
+    logZ, A = _vmf_both(kappa, d)  # one pass of the Bessel kernel for both
+    logZ_sum = logZ.sum()
     R = np.divide(A, kappa, out=np.full_like(A, 1.0 / d), where=kappa > 0).reshape(P, N, 1)
     loss = (logZ_sum - beta * np.vdot(X, H)) / P
     g = beta * (beta * R * h - X.reshape(P, N, d))

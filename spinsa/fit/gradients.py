@@ -122,12 +122,10 @@ def make_gradient(torch, config, xi: np.ndarray, x_all, state, chunk: int):
                 return loss_data - loss_model, G.sub_(G_model)
             # PCD's chains start at the first minibatch and carry on from there
             chains = state.extra.get("chains") if config.persistent else None
-            start = (
-                x if chains is None else (chains if on_cpu else torch.from_numpy(chains).to(dev))
-            )
+            start = x if chains is None else to_dev(chains)
             model = advance(start, J, config.k, rng)
             if config.persistent:
-                state.extra["chains"] = model if on_cpu else model.cpu().numpy()
+                state.extra["chains"] = to_host(model)
             loss_data, G = closed_form(x, J)
             loss_model, G_model = closed_form(model, J, slot=1)
             return loss_data - loss_model, G.sub_(G_model)

@@ -127,13 +127,6 @@ def log_partition(kappa, d):
 
 
 @njit
-def mean_resultant_length(kappa, d):
-    """A_d(kappa) = I_{d/2}(kappa) / I_{d/2-1}(kappa) (scalar, numba); kappa / d near 0."""
-    _, g = log_bessel_pair(0.5 * d - 1.0, kappa)
-    return kappa * math.exp(g)
-
-
-@njit
 def log_partition_and_mean(kappa, d):
     """``(log Z_d(kappa), A_d(kappa))`` in one evaluation (scalar, numba)."""
     f, g = log_bessel_pair(0.5 * d - 1.0, kappa)
