@@ -124,12 +124,10 @@ class AnalysisResult:
         xarray.Dataset
         """
         xr = import_xarray()
-        dims = self.dims()
-        data = {name: (dims[name], a) for name, a in self.to_arrays().items()}
+        dims, arrays = self.dims(), self.to_arrays()
+        data = {name: (dims[name], a) for name, a in arrays.items()}
         sizes = {
-            k: n
-            for name, a in self.to_arrays().items()
-            for k, n in zip(dims[name], a.shape, strict=True)
+            k: n for name, a in arrays.items() for k, n in zip(dims[name], a.shape, strict=True)
         }
         coords: dict[str, Any] = {}
         for dim, field in self._coords.items():

@@ -475,7 +475,8 @@ def _merge_cycle_phases(labels, phases, period, reps_unit, q_min, absolute):
 
 def _run_and_classify(J, lam, x0s, steps: int, max_period: int, tol: float, dynamics):
     """Run the dynamics, keeping only the last max_period + 1 states and the lagged distances:
-    the cycles, the final states (P, N, d) and the last max_period phases (K, P, N, d)."""
+    the cycles, the final states (P, N, d), the last max_period phases (K, P, N, d) and the
+    steps each trajectory ran (P,), all ``steps``."""
     K, P = max_period, x0s.shape[0]
     ring = np.empty((K + 1, *x0s.shape), dtype=x0s.dtype)
     ring[0] = x0s
@@ -493,7 +494,7 @@ def _run_and_classify(J, lam, x0s, steps: int, max_period: int, tol: float, dyna
     cycles = _classify(D, np.arange(steps + 1), max_period, tol)
     final = ring[steps % (K + 1)]
     phases = np.stack([ring[(steps - j) % (K + 1)] for j in range(K)])
-    return cycles, final, phases
+    return cycles, final, phases, np.full(P, steps, dtype=np.int64)
 
 
 class _Watch:
@@ -698,12 +699,6 @@ def _check_steps(steps, until_converged: bool, max_steps, max_period: int) -> tu
     return steps, steps
 
 
-def _run_fixed(J, lam, x0s, steps: int, max_period: int, tol: float, dynamics):
-    """:func:`_run_and_classify`, and the steps each trajectory ran (all ``steps``)."""
-    cycles, final, phases = _run_and_classify(J, lam, x0s, steps, max_period, tol, dynamics)
-    return cycles, final, phases, np.full(x0s.shape[0], steps, dtype=np.int64)
-
-
 def _check_comparisons(x0s, patterns, embedding, images, groups):
     """The patterns of :func:`find_attractors` checked against the starts (or None), after
     checking ``groups`` and that an embedding has something to compare with."""
@@ -808,7 +803,7 @@ def find_attractors(
     patterns = _check_comparisons(x0s, patterns, embedding, images, groups)
 
     dynamics = dict(gamma=gamma, norm=norm, update=update, seed=seed, progress=progress)
-    run_ = _run_until_converged if until_converged else _run_fixed
+    run_ = _run_until_converged if until_converged else _run_and_classify
     cycles, final, phases, steps_run = run_(J, lam, x0s, steps, max_period, tol, dynamics)
     labels, reps, sizes = _cluster_attractors(final, phases, cycles.period, q_min, absolute)
     reps_states = final[reps]

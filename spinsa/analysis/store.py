@@ -68,10 +68,7 @@ def save_analysis(
 
 def load_analysis(path: str | os.PathLike, name: str) -> AnalysisResult:
     """Read back the result saved under ``/analysis/<name>`` (same class, same fields)."""
-    arrays, attrs = io.read_group(path, _group(name))
-    if "result_type" not in attrs:
-        raise ValueError(f"{path}: group {_group(name)!r} is not a saved analysis result")
-    return result_class(attrs["result_type"]).from_arrays(arrays, attrs)
+    return load_result(path, _group(name))
 
 
 def load_result(path: str | os.PathLike, group: str) -> AnalysisResult:

@@ -276,8 +276,7 @@ def figure_attractors(path, *, group: str | None = None, n_show: int = 8, figsiz
         if image is not None:
             gray(ax, image, text)
         else:  # no decoded images in the file: the numbers alone
-            ax.set_axis_off()
-            ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8)
+            _missing(ax, text)
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
     if k == 0:
@@ -553,7 +552,6 @@ def plot_run(
         jobs += [("errors", figure_errors), ("examples", figure_examples)]
     for name, (fn, group) in FIGURES.items():
         # where spinsa analyze writes it, or a user's file with one result of its kind
-        # (overlaps: any number, one curve each)
         # (overlaps: any number, one curve each); a result of another type in the group (a
         # user's HebbianComparison saved as "hebbian", no ErrorCurves) draws nothing here
         found = find_results(path, RESULT_TYPES[name])

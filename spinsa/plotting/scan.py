@@ -121,7 +121,7 @@ def _cells(values: np.ndarray, log: bool | None) -> tuple[np.ndarray, np.ndarray
     auto = log is None and values.size >= 3 and positive
     spaced = auto and _evenly(np.diff(np.log(v))) and not _evenly(np.diff(v))
     geometric = positive and (log or spaced or (auto and _is_log(v)))
-    if geometric or (log and positive):
+    if geometric:
         mids = np.sqrt(v[1:] * v[:-1])
         first, last = v[0] ** 2 / mids[0], v[-1] ** 2 / mids[-1]
         return v, np.concatenate([[first], mids, [last]]), "log", False
@@ -135,7 +135,7 @@ def _cells(values: np.ndarray, log: bool | None) -> tuple[np.ndarray, np.ndarray
 
 def _position(layout, values: np.ndarray, value) -> float:
     """Where a coordinate value sits on an axis laid out by :func:`_cells`."""
-    centres, _, _, by_index = layout
+    by_index = layout[3]
     if not by_index:
         return float(value)
     return float(next(i for i, v in enumerate(values) if _same(v, value)))

@@ -368,6 +368,7 @@ class SyntheticConfig:
 def synthetic_couplings(config: SyntheticConfig, xi: np.ndarray) -> tuple[np.ndarray, dict]:
     """The couplings of a synthetic point (``config.couplings``) and the summary entries of
     their fit (``hebbian_cosine`` for a PL fit, none for Hebbian couplings)."""
+    from spinsa.analysis.hebbian import coupling_cosine
     from spinsa.couplings import hebbian_couplings
     from spinsa.fit import fit_pseudolikelihood
 
@@ -380,9 +381,7 @@ def synthetic_couplings(config: SyntheticConfig, xi: np.ndarray) -> tuple[np.nda
         max_iter=f.max_iter, dtype=str(xi.dtype), check_memory=False,
     )  # fmt: skip
     Jf = res.J.astype(xi.dtype)
-    a, b = J.astype(np.float64).ravel(), Jf.astype(np.float64).ravel()
-    cosine = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-    return Jf, {"hebbian_cosine": np.float64(cosine)}
+    return Jf, {"hebbian_cosine": np.float64(coupling_cosine(J, Jf))}
 
 
 def synthetic_summary(config: SyntheticConfig) -> dict[str, np.ndarray]:
