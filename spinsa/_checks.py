@@ -125,14 +125,14 @@ def spin_norm_max(x: np.ndarray) -> float:
     """max_i |x_i| over the last axis (0 for an empty array)."""
     from spinsa.kernels.norms import max_norm  # numba loads with the first check
 
-    return max_norm(np.ascontiguousarray(x), x.shape[-1]) if x.size else 0.0
+    return max_norm(np.ascontiguousarray(x), x.shape[-1])
 
 
 def block_norm_max(J: np.ndarray) -> float:
     """max_ij |J_ij|_F of couplings (N, N, d, d) (0 for an empty array)."""
     from spinsa.kernels.norms import max_norm
 
-    return max_norm(np.ascontiguousarray(J), J.shape[2] * J.shape[3]) if J.size else 0.0
+    return max_norm(np.ascontiguousarray(J), J.shape[2] * J.shape[3])
 
 
 def score_bound(x: np.ndarray, J: np.ndarray) -> float:
