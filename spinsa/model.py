@@ -434,10 +434,7 @@ def run(
             bar.update()
     _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jb)  # E of the final state
     energies[steps] = total_energy()
-    # norm='none' lets the spins grow step by step beyond what the checks of x0 bound
-    cause = f"lam = {cfg.lam:g}, gamma = {cfg.gamma:g}, norm = {cfg.norm!r}; use norm='sphere'"
-    check_result(states, "the states of the dynamics", cause)
-    check_result(energies, "the energies of the dynamics", cause)
+    _check_trajectory(states, energies, cfg)
     return Trajectory(
         states=states,
         times=np.asarray(times, dtype=np.int64),
@@ -453,7 +450,13 @@ def _run_torch(x0, J, cfg, steps, record_every, callback, progress, dev) -> Traj
             x0, J, cfg.lam, cfg.gamma, cfg.norm, cfg.update, steps, dev,
             seed=cfg.seed, record_every=record_every, callback=callback, bar=bar,
         )  # fmt: skip
+    _check_trajectory(states, energies, cfg)
+    return Trajectory(states=states, times=times, energies=energies, config=cfg)
+
+
+def _check_trajectory(states, energies, cfg) -> None:
+    """The states and energies of a run are finite, else an error naming the parameters."""
+    # norm='none' lets the spins grow step by step beyond what the checks of x0 bound
     cause = f"lam = {cfg.lam:g}, gamma = {cfg.gamma:g}, norm = {cfg.norm!r}; use norm='sphere'"
     check_result(states, "the states of the dynamics", cause)
     check_result(energies, "the energies of the dynamics", cause)
-    return Trajectory(states=states, times=times, energies=energies, config=cfg)
