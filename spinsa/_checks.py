@@ -125,14 +125,14 @@ def spin_norm_max(x: np.ndarray) -> float:
     """max_i |x_i| over the last axis (0 for an empty array)."""
     from spinsa.kernels.norms import max_norm  # numba loads with the first check
 
-    return max_norm(np.ascontiguousarray(x), x.shape[-1]) if x.size else 0.0
+    return max_norm(np.ascontiguousarray(x), x.shape[-1])
 
 
 def block_norm_max(J: np.ndarray) -> float:
     """max_ij |J_ij|_F of couplings (N, N, d, d) (0 for an empty array)."""
     from spinsa.kernels.norms import max_norm
 
-    return max_norm(np.ascontiguousarray(J), J.shape[2] * J.shape[3]) if J.size else 0.0
+    return max_norm(np.ascontiguousarray(J), J.shape[2] * J.shape[3])
 
 
 def score_bound(x: np.ndarray, J: np.ndarray) -> float:
@@ -175,11 +175,13 @@ def check_lam(
     return lam
 
 
-def check_gamma(gamma, x: np.ndarray, J: np.ndarray) -> float:
-    """A finite gamma whose update h_i + gamma x_i stays finite in the spins' dtype."""
+def check_gamma(gamma, x: np.ndarray, J: np.ndarray, norms=None) -> float:
+    """A finite gamma whose update h_i + gamma x_i stays finite in the spins' dtype.
+
+    ``norms``: (:func:`spin_norm_max` of x, :func:`block_norm_max` of J) when known."""
     gamma = check_real(gamma, "gamma")
     largest = float(np.finfo(x.dtype).max)
-    x_max, J_max = spin_norm_max(x), block_norm_max(J)
+    x_max, J_max = (spin_norm_max(x), block_norm_max(J)) if norms is None else norms
     # |h_i + gamma x_i|^2 <= ((N max|J_ij| + |gamma|) |x|)^2 must not overflow the norm
     reach = (x.shape[-2] * J_max + abs(gamma)) * max(x_max, 1.0)
     if reach * reach >= largest:
@@ -188,6 +190,13 @@ def check_gamma(gamma, x: np.ndarray, J: np.ndarray) -> float:
             f"can reach {reach:.3g}, whose square overflows {x.dtype}; use a smaller gamma"
         )
     return gamma
+
+
+def check_lam_gamma(lam, gamma, x: np.ndarray, J: np.ndarray) -> tuple[float, float]:
+    """:func:`check_lam` then :func:`check_gamma`, the norms of x and J taken once."""
+    x_max, J_max = spin_norm_max(x), block_norm_max(J)
+    lam = check_lam(lam, x, J, bound=x_max**2 * J_max)
+    return lam, check_gamma(gamma, x, J, norms=(x_max, J_max))
 
 
 def check_noise(noise_std: float, x: np.ndarray) -> float:

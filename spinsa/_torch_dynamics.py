@@ -79,17 +79,19 @@ def dynamics_device(device) -> Any:
 
 
 # ---------------------------------------------------------------------------- pieces
-def _couplings(J: np.ndarray, dev) -> tuple:
+def _couplings(J: np.ndarray, dev, by_row: bool = True) -> tuple:
     """J on the device, diagonal blocks zeroed, in the two layouts of the matmuls:
-    ``by_key[j, b, i d + a] = J_ij[a, b]`` and ``by_row[i, a, j d + b] = J_ij[a, b]``."""
+    ``by_key[j, b, i d + a] = J_ij[a, b]`` and ``by_row[i, a, j d + b] = J_ij[a, b]``
+    (None without ``by_row``: only asynchronous sweeps read it)."""
     torch = import_torch()
     N, d = J.shape[0], J.shape[2]
     Jd = torch.as_tensor(J, device=dev).clone()
     diag = torch.arange(N, device=dev)
     Jd[diag, diag] = 0  # never enter; a zero block keeps 0 * y finite
     by_key = Jd.permute(1, 3, 0, 2).reshape(N, d, N * d).contiguous()
-    by_row = Jd.permute(0, 2, 1, 3).reshape(N, d, N * d).contiguous()
-    return by_key, by_row
+    if not by_row:
+        return by_key, None
+    return by_key, Jd.permute(0, 2, 1, 3).reshape(N, d, N * d).contiguous()
 
 
 def _chunk(x, dev) -> int:
@@ -223,7 +225,7 @@ def design_run(
     """
     torch = import_torch()
     rng = np.random.default_rng(seed)
-    by_key, by_row = _couplings(J, dev)
+    by_key, by_row = _couplings(J, dev, by_row=update != "sync")
     x = torch.as_tensor(x0, device=dev).clone()
     keep = None if visible is None else torch.as_tensor(visible, device=dev)[..., None]
     x_first = x.clone() if keep is not None else None
@@ -303,7 +305,7 @@ def damico_run(
         x(steps).
     """
     torch = import_torch()
-    by_key, _ = _couplings(J, dev)
+    by_key, _ = _couplings(J, dev, by_row=False)
     x = torch.as_tensor(x0, device=dev).clone()
     m = None if mask is None else torch.as_tensor(mask, device=dev)
     keep = None if m is None or not clamp_visible else ~m[..., None]

@@ -74,14 +74,11 @@ def compile_target() -> dict:
     import llvmlite.binding as llvm
     import numba
 
-    from spinsa.kernels._numba import FASTMATH
+    from spinsa.kernels._numba import FASTMATH, enabled_cpu_features
 
     named = bool(numba.config.CPU_NAME)
     cpu = numba.config.CPU_NAME or llvm.get_host_cpu_name()
-    if numba.config.CPU_FEATURES is not None:
-        enabled = {f[1:] for f in numba.config.CPU_FEATURES.split(",") if f.startswith("+")}
-    else:
-        enabled = {name for name, on in llvm.get_host_cpu_features().items() if on}
+    enabled = enabled_cpu_features()
     simd = ("avx512f", "avx512vl", "avx2", "fma", "avx", "sse4.2", "neon", "sve", "sve2")
     features = [f for f in simd if f in enabled]
 

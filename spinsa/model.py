@@ -25,8 +25,8 @@ from spinsa import _draw, _torch_dynamics
 from spinsa._checks import (
     check_choice,
     check_count,
-    check_gamma,
     check_lam,
+    check_lam_gamma,
     check_positive,
     check_real,
     check_result,
@@ -274,8 +274,7 @@ def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
     """
     cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm)
     x, J = check_spins_couplings(x, J)
-    check_lam(lam, x, J)
-    check_gamma(gamma, x, J)
+    check_lam_gamma(lam, gamma, x, J)
     Xt = _k.to_tiles(x)
     out = np.empty_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
@@ -314,8 +313,7 @@ def async_sweep(
     """
     cfg = DynamicsConfig(lam=lam, gamma=gamma, norm=norm, update="async")
     x, J = check_spins_couplings(x, J)
-    check_lam(lam, x, J)
-    check_gamma(gamma, x, J)
+    check_lam_gamma(lam, gamma, x, J)
     if order is None:
         order = np.random.default_rng(rng).permutation(x.shape[1]).astype(np.int64)
     else:
@@ -393,8 +391,7 @@ def run(
     steps = check_count(steps, "steps")
     record_every = check_count(record_every, "record_every", minimum=1)
     x0, J = check_spins_couplings(x0, J, x_name="x0")
-    check_lam(lam, x0, J)
-    check_gamma(gamma, x0, J)
+    check_lam_gamma(lam, gamma, x0, J)
     dev = _torch_dynamics.dynamics_device(device)
     if dev is not None:
         return _run_torch(x0, J, cfg, steps, record_every, callback, progress, dev)
@@ -437,10 +434,7 @@ def run(
             bar.update()
     _k.sweep(Xt, J, cfg.lam, np.inf, 0.0, 0, False, fields, Et, Jb)  # E of the final state
     energies[steps] = total_energy()
-    # norm='none' lets the spins grow step by step beyond what the checks of x0 bound
-    cause = f"lam = {cfg.lam:g}, gamma = {cfg.gamma:g}, norm = {cfg.norm!r}; use norm='sphere'"
-    check_result(states, "the states of the dynamics", cause)
-    check_result(energies, "the energies of the dynamics", cause)
+    _check_trajectory(states, energies, cfg)
     return Trajectory(
         states=states,
         times=np.asarray(times, dtype=np.int64),
@@ -456,7 +450,13 @@ def _run_torch(x0, J, cfg, steps, record_every, callback, progress, dev) -> Traj
             x0, J, cfg.lam, cfg.gamma, cfg.norm, cfg.update, steps, dev,
             seed=cfg.seed, record_every=record_every, callback=callback, bar=bar,
         )  # fmt: skip
+    _check_trajectory(states, energies, cfg)
+    return Trajectory(states=states, times=times, energies=energies, config=cfg)
+
+
+def _check_trajectory(states, energies, cfg) -> None:
+    """The states and energies of a run are finite, else an error naming the parameters."""
+    # norm='none' lets the spins grow step by step beyond what the checks of x0 bound
     cause = f"lam = {cfg.lam:g}, gamma = {cfg.gamma:g}, norm = {cfg.norm!r}; use norm='sphere'"
     check_result(states, "the states of the dynamics", cause)
     check_result(energies, "the energies of the dynamics", cause)
-    return Trajectory(states=states, times=times, energies=energies, config=cfg)

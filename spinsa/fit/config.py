@@ -40,13 +40,15 @@ _COUNTS = {"seed": 0, "epochs": 0, "batch_size": 1, "checkpoint_every": 1, "eval
 _COUNTS_OR_NONE = ("chunk_size", "workers", "lr_decay_every", "rank")
 _FLAGS = ("check_memory", "project_grad", "standardize", "persistent", "early_stopping")
 _BACKEND_NAMES = ("torch", "lbfgs")
+# The epoch fits' convergence options (spinsa.fit.convergence): left out of ``to_dict`` at
+# their defaults too, so that the stored configs of existing fits do not change.
+_CONVERGENCE = ("validation_fraction", "patience", "min_improvement", "early_stopping")
 # The options of the minibatch (torch) backend: set without a backend, they are refused
 # rather than silently ignored by the default, full-batch L-BFGS.
 _TORCH_OPTIONS = (
     "epochs", "batch_size", "optimizer", "lr", "weight_decay", "momentum", "lr_decay_every",
     "lr_decay", "clip", "project_grad", "site_sampling", "chunk_size", "device",
-    "checkpoint_every", "eval_every", "validation_fraction", "patience", "min_improvement",
-    "early_stopping",
+    "checkpoint_every", "eval_every", *_CONVERGENCE,
 )  # fmt: skip
 
 # The options that belong to one training method or one parametrisation of J: refused with
@@ -59,11 +61,8 @@ _OPTIONS_OF = {
     ("task", "denoise"): ("noise_std",),
     ("method", ("cd", "bptt")): ("gamma",),
     ("couplings", ("factorised", "shared")): ("heads", "rank"),
-    ("backend", "torch"): ("validation_fraction", "patience", "min_improvement", "early_stopping"),
+    ("backend", "torch"): _CONVERGENCE,
 }
-# The epoch fits' convergence options (spinsa.fit.convergence): left out of ``to_dict`` at
-# their defaults too, so that the stored configs of existing fits do not change.
-_CONVERGENCE = ("validation_fraction", "patience", "min_improvement", "early_stopping")
 
 # The published notebook's recipe (docs/model.md, 'The published recipe'), checked line by
 # line against its training cell. Values given to ``FitConfig.from_preset`` override these;

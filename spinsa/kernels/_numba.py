@@ -51,6 +51,16 @@ def njit(*args, parallel: bool = False, inline: str = "never", **kwargs):
 prange = numba.prange
 
 
+def enabled_cpu_features() -> set[str]:
+    """The CPU features numba compiles for: those ``NUMBA_CPU_FEATURES`` turns on if set,
+    else the host's (llvmlite)."""
+    import llvmlite.binding as llvm
+
+    if numba.config.CPU_FEATURES is not None:
+        return {f[1:] for f in numba.config.CPU_FEATURES.split(",") if f.startswith("+")}
+    return {name for name, on in llvm.get_host_cpu_features().items() if on}
+
+
 def vector_registers() -> int:
     """Vector registers of the CPU numba compiles for: 32 with AVX-512 (and on ARM), 16
     with AVX/AVX2 (and SSE). Read where a kernel is compiled, to choose its blocking;
@@ -58,12 +68,7 @@ def vector_registers() -> int:
     matches them."""
     import platform
 
-    import llvmlite.binding as llvm
-
-    if numba.config.CPU_FEATURES is not None:
-        enabled = {f[1:] for f in numba.config.CPU_FEATURES.split(",") if f.startswith("+")}
-    else:
-        enabled = {name for name, on in llvm.get_host_cpu_features().items() if on}
+    enabled = enabled_cpu_features()
     if "avx512f" in enabled or platform.machine().lower() in ("arm64", "aarch64"):
         return 32
     return 16
