@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spinsa import _draw
-from spinsa._checks import check_choice, check_gamma, check_lam, check_spins_couplings
+from spinsa._checks import check_choice, check_lam_gamma, check_spins_couplings
 from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.attractors import default_tol
 from spinsa.kernels.dynamics import LAYERNORM_EPS
@@ -105,8 +105,7 @@ def update_jacobian(J, lam: float, x, *, gamma: float = 1.0, norm: str = "sphere
     """
     x, J = _one_state(x, J)
     check_choice(norm, "norm", NORMS)
-    lam = check_lam(lam, x[None], J)
-    gamma = check_gamma(gamma, x[None], J)
+    lam, gamma = check_lam_gamma(lam, gamma, x[None], J)
     N, d = x.shape
     return _jacobian(x, J, lam, gamma, norm).transpose(0, 2, 1, 3).reshape(N * d, N * d)
 
@@ -199,8 +198,7 @@ def fixed_point_stability(
     x_in = np.asarray(x)
     x, J64 = _one_state(x, J)
     check_choice(norm, "norm", NORMS)
-    lam = check_lam(lam, x[None], J64)
-    gamma = check_gamma(gamma, x[None], J64)
+    lam, gamma = check_lam_gamma(lam, gamma, x[None], J64)
     if tol is None:  # the step-size floor of a converged run in x's dtype, with a margin
         tol = 10 * default_tol(np.float64 if x_in.dtype == np.float64 else np.float32)
     tol = float(tol)

@@ -30,6 +30,7 @@ from spinsa._config import config_differences, config_to_dict
 from spinsa._files import refuse_existing
 from spinsa._progress import progress as progress_bar
 from spinsa._torch_dynamics import design_run, dynamics_device
+from spinsa.analysis.hebbian import coupling_cosine
 from spinsa.analysis.summary import summarize_arrays
 from spinsa.couplings import frobenius_norm, hebbian_couplings
 from spinsa.damico import damico_run
@@ -567,10 +568,7 @@ def _hebbian_cosine(J: np.ndarray, xi: np.ndarray) -> float:
     """Cosine of J with the Hebbian couplings of the training spins (an order
     parameter, docs/model.md, 'The Hebbian order parameter'; about 1 where the fit is
     essentially Hebbian)."""
-    H = hebbian_couplings(xi).astype(np.float64).ravel()
-    J = np.asarray(J, dtype=np.float64).ravel()
-    den = np.linalg.norm(J) * np.linalg.norm(H)
-    return float(J @ H / den) if den > 0 else float("nan")
+    return coupling_cosine(J, hebbian_couplings(xi))
 
 
 def _fit_and_write(
