@@ -97,17 +97,17 @@ def _two_pass_lines(d: int, name: str, args: tuple[str, ...], rows: int = 4) -> 
 
 
 def score_block_source(d: int, name: str = "score_block", extra_args: tuple[str, ...] = ()) -> str:
-    """Python source of ``name(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, *extra_args)``.
+    """Python source of ``name(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, *extra_args)``.
 
     The objective's first pass for one pair (i, j) on a chunk of ``W`` lanes (a runtime
-    width): ``S[so + p] = lam min(x_i . J_ij x_j, clamp)`` and the running maximum
-    ``m[p]``. Layout as :func:`pair_block_source` with the width ``W`` an argument.
+    width): ``S[so + p] = lam min(x_i . J_ij x_j, clamp)``. Layout as
+    :func:`pair_block_source` with the width ``W`` an argument. The lanes' maximum over j
+    is taken afterwards (:func:`spinsa.kernels.dynamics.lane_max`): kept here as a running
+    maximum, it became a masked store per pair, slow on AMD's AVX2 cores.
     """
-    args = ("Xf", "Jf", "jo", "oi", "oj", "W", "lam", "clamp", "S", "so", "m", *extra_args)
+    args = ("Xf", "Jf", "jo", "oi", "oj", "W", "lam", "clamp", "S", "so", *extra_args)
     lines = _score_lines(d, name, args)
-    lines.append("        ls = lam * min(s, clamp)")
-    lines.append("        S[so + p] = ls")
-    lines.append("        m[p] = max(m[p], ls)")
+    lines.append("        S[so + p] = lam * min(s, clamp)")
     return "\n".join(lines) + "\n"
 
 

@@ -266,11 +266,38 @@ def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, un
 
 
 @njit
+def lane_max(A, c, skip, out, spare):
+    """out[p] = max(out[p], max over rows j != skip of c[j] A[j, p]); A (N, W), c (N,).
+
+    The running maximum passes between ``out`` and ``spare`` (at least W floats): updated
+    in place, LLVM stores only the lanes that grow, with masked stores (``vmaskmovps``),
+    slow on AMD's AVX2 cores (a tenth of a row's time; docs/benchmarks.md).
+    """
+    N = _U(A.shape[0])
+    W = _U(A.shape[1])
+    src, dst = out, spare
+    in_spare = False
+    for j in range(N):
+        if j == skip:
+            continue
+        cj = c[j]
+        for p in range(W):
+            v = cj * A[j, p]
+            top = src[p]
+            dst[p] = v if v > top else top
+        src, dst = dst, src
+        in_spare = not in_spare
+    if in_spare:
+        for p in range(W):
+            out[p] = spare[p]
+
+
+@njit
 def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll):
     """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t.
 
     ``Jb`` (N, N) are the :func:`block_bounds` of J and ``nx`` (N, TILE) the spins' norms in
-    tile t; ``scratch`` ((d + 1) TILE,) is the pair loop's own. Lane
+    tile t; ``scratch`` ((d + 1) TILE,) is the bound's and the pair loop's. Lane
     p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
     [min(-b, clamp), min(b, clamp)]. Returns False, having done nothing else, where that
     range (times lam) is too wide for a fixed shift in some lane.
@@ -280,10 +307,8 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll
     W = _U(TILE)
     dt = Xt.dtype.type
     for p in range(W):
-        z[p] = dt(0)  # here: max_j Jb_ij |x_j| of lane p
-    for j in range(N):
-        for p in range(W):
-            z[p] = max(z[p], Jb[i, j] * nx[j, p])
+        z[p] = dt(0)
+    lane_max(nx, Jb[i], i, z, scratch)  # z[p] = max_j Jb_ij |x_j| of lane p
     spread = dt(0)
     for p in range(W):
         b = nx[i, p] * z[p]

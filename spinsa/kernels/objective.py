@@ -32,7 +32,7 @@ from spinsa.kernels._unrolled import (
     rows_for_registers,
     score_block_source,
 )
-from spinsa.kernels.dynamics import couple, dot_lanes, to_tiles
+from spinsa.kernels.dynamics import couple, dot_lanes, lane_max, to_tiles
 
 _U = np.uint64
 CHUNK = 512  # samples per chunk: N d CHUNK floats (3.2 MB at N = 196, d = 8) fit the L3 cache
@@ -61,7 +61,7 @@ def _fill_chunk(xi, start, X):
                 X[j, a, p] = 0
 
 
-def _score_block(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, unroll):
+def _score_block(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, unroll):
     """One pair's scores, written out for d = len(unroll) (numba only)."""
     raise NotImplementedError("_score_block runs inside numba kernels only")
 
@@ -72,8 +72,8 @@ def _outer_block(Xf, oi, oj, W, S, so, G, go, unroll):
 
 
 @overload(_score_block)
-def _score_block_numba(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, unroll):
-    noop = lambda Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, m, unroll: None  # noqa: E731
+def _score_block_numba(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, unroll):
+    noop = lambda Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, unroll: None  # noqa: E731
     return written_for_d(score_block_source, "score_block", unroll, noop, _U=_U)
 
 
@@ -91,7 +91,7 @@ def unroll_tag(d: int) -> tuple:
 
 
 @njit
-def _row_chunk(X, n_valid, J_row, lam, clamp, i, grad_row, S, m, z, y, u, unroll):
+def _row_chunk(X, n_valid, J_row, lam, clamp, i, grad_row, S, m, z, y, u, ones, unroll):
     """sum over the chunk's valid lanes of e_i; -sum alpha_ij xi_i xi_j^T into grad_row."""
     N = _U(X.shape[0])
     d = _U(X.shape[1])
@@ -102,19 +102,19 @@ def _row_chunk(X, n_valid, J_row, lam, clamp, i, grad_row, S, m, z, y, u, unroll
     Gf = grad_row.reshape(-1)
     Sf = S.reshape(-1)
     oi = i * d * W
-    for p in range(W):
-        m[p] = dt(-1e30)
-    for j in range(N):  # pass 1: scaled (clamped) scores and their max
+    for j in range(N):  # pass 1: scaled (clamped) scores
         if j == i:
             continue
         if len(unroll) > 0:
-            _score_block(Xf, Jf, j * d * d, oi, j * d * W, W, lam, clamp, Sf, j * W, m, unroll)
+            _score_block(Xf, Jf, j * d * d, oi, j * d * W, W, lam, clamp, Sf, j * W, unroll)
         else:
             couple(J_row[j], X[j], y)
             dot_lanes(X[i], y, S[j])
             for p in range(W):
                 S[j, p] = min(S[j, p], clamp) * lam
-                m[p] = max(m[p], S[j, p])
+    for p in range(W):
+        m[p] = dt(-1e30)
+    lane_max(S, ones, i, m, z)  # their max per lane
     top = clamp * lam  # a clamped scaled score equals this exactly
     for p in range(W):
         z[p] = dt(0)
@@ -172,7 +172,10 @@ def _row(X, n_valid, J_row, lam, clamp, i, grad_row, unroll):
     z = np.empty(W, X.dtype)
     y = np.empty((d, W), X.dtype)
     u = np.empty((d, W), X.dtype)
-    return _row_chunk(X, n_valid, J_row, dt(lam), dt(clamp), _U(i), grad_row, S, m, z, y, u, unroll)
+    ones = np.ones(N, X.dtype)
+    return _row_chunk(
+        X, n_valid, J_row, dt(lam), dt(clamp), _U(i), grad_row, S, m, z, y, u, ones, unroll
+    )
 
 
 @njit(parallel=True)
