@@ -521,11 +521,24 @@ def open_client(
 ) -> Iterator[tuple[Any, int, dict | None, str]]:
     """A Dask client on the cluster asked for, closed (with its cluster) on exit.
 
-    ``cluster`` is ``"local"`` or a batch system (``options``: the ``[cluster]`` table;
-    ``log_directory``: where its jobs write their output); ``scheduler``, the address of a
-    running Dask scheduler (``tcp://host:8786``) or a scheduler file, and ``client``, a
-    client of yours (left open), override it. ``workers``: local worker processes (default:
-    one per core), or batch workers in all (default: ``jobs`` jobs, or ``adapt``).
+    Parameters
+    ----------
+    cluster : str
+        ``"local"`` or a batch system: ``"slurm"``, ``"pbs"``, ``"sge"``, ``"lsf"``.
+    scheduler : str, optional
+        The address of a running Dask scheduler (``tcp://host:8786``) or a scheduler file;
+        overrides ``cluster``.
+    workers : int, optional
+        Local worker processes (default: one per core), or batch workers in all (default:
+        ``jobs`` jobs, or ``adapt``).
+    threads_per_point : int, optional
+        Threads of every point (default: see docs/scans.md).
+    options : mapping, optional
+        The ``[cluster]`` table of a batch system.
+    log_directory : str or PathLike, optional
+        Where a batch system's jobs write their output.
+    client : distributed.Client, optional
+        A client of yours, used as it is and left open; overrides the others.
 
     Yields
     ------
