@@ -35,6 +35,16 @@ def read_toml(path_or_text: str | os.PathLike) -> dict:
     A ``Path``, or a one-line string that names an existing file or ends in ``.toml``, is
     read as a file; any other string is parsed as TOML text.
 
+    Parameters
+    ----------
+    path_or_text : str or PathLike
+        A TOML file, or TOML text.
+
+    Returns
+    -------
+    dict
+        The document's tables as nested dicts.
+
     Raises
     ------
     FileNotFoundError

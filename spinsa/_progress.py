@@ -2,9 +2,10 @@
 
 ``progress(total, desc, unit)`` returns a tqdm bar when standard error is a terminal. In a
 log file or a pipe, where carriage-return updates would pile up, it returns a quiet
-stand-in with the same methods that writes one line when it closes (``desc: 400 step in
+stand-in with the same methods that writes one line when it closes (``desc: 400 steps in
 12.3 s``), or nothing at all for a transient bar (``leave=False``). ``enabled=False`` is
-silent everywhere.
+silent everywhere. ``count(n, noun)`` is the one place a count meets its noun (``1 task``,
+``12 tasks``, ``2 analyses``), for the line and for anything else printed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,19 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["progress", "peak_rss_mb"]
+__all__ = ["count", "progress", "peak_rss_mb"]
+
+
+def count(n: float, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``1 task``, ``12 tasks``, ``2.5 steps``,
+    ``3 analyses``, ``2 worker processes``; tqdm's ``it`` (iterations) stays as it is."""
+    if n == 1 or noun == "it":
+        return f"{n} {noun}"
+    if noun.endswith("sis"):  # analysis -> analyses
+        return f"{n} {noun[:-2]}es"
+    if noun.endswith(("s", "x", "ch", "sh")):
+        return f"{n} {noun}es"
+    return f"{n} {noun}s"
 
 
 class _Lines:
@@ -45,7 +58,7 @@ class _Lines:
             n = int(self.n) if float(self.n).is_integer() else round(self.n, 1)
             tail = f" ({self.postfix})" if self.postfix else ""
             elapsed = time.perf_counter() - self._t0
-            print(f"{self.desc}: {n} {self.unit} in {elapsed:.1f} s{tail}", file=sys.stderr)
+            print(f"{self.desc}: {count(n, self.unit)} in {elapsed:.1f} s{tail}", file=sys.stderr)
 
     def __enter__(self) -> _Lines:
         return self

@@ -28,6 +28,15 @@ def resolve_device(device: str = "auto") -> Any:
     """A ``torch.device``: ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``,
     ``"cuda:<k>"``.
 
+    Parameters
+    ----------
+    device : str
+        One of the names above.
+
+    Returns
+    -------
+    torch.device
+
     Raises
     ------
     ValueError

@@ -294,7 +294,7 @@ def damico_run(
     lam : float
         Inverse temperature (lam_eval).
     steps : int
-        Number of steps, >= 0.
+        Number of steps, >= 0 (0 returns ``x0`` as it is).
     mask : array_like of bool, shape (P, N), optional
         The masked task's mask; it acts on the first step only (see :func:`damico_step`).
     clamp_visible : bool

@@ -364,7 +364,9 @@ def run(
     lam : float
         Inverse temperature (lam_eval), > 0.
     steps : int
-        Number of steps (synchronous updates, or asynchronous sweeps), >= 0.
+        Number of steps (synchronous updates, or asynchronous sweeps), >= 0. With 0 nothing
+        runs: the trajectory holds the start state alone (``times == [0]``, ``final`` is
+        ``x0``) and its energy, the t = 0 point of a scan over ``steps``.
     gamma, norm
         As in :func:`step`.
     record_every : int, default 1

@@ -10,7 +10,9 @@
 
 Chains run ``burn_in`` sweeps, then record every ``thin`` sweeps; with ``checkpoint=path``
 the state is written atomically (:mod:`spinsa.io`) every ``checkpoint_every`` records, and a
-run that was killed resumes from it to the same result as an uninterrupted one.
+run that was killed resumes from it to the same result as an uninterrupted one. A finished
+run asked again for more ``n_sweeps`` extends its chains from the checkpoint: 1000 sweeps
+then 2000 give the same arrays as 2000 at once.
 
 Every function takes ``rng``: None, an int seed, a ``numpy.random.SeedSequence`` or a
 ``numpy.random.Generator``. It is turned into one xoshiro256** state per chain or sample
@@ -374,8 +376,9 @@ class _State:
         self.magnetisation = np.empty((R, C, d))
         self.acceptance = np.empty((R, C))
 
-    ARRAYS = ("X", "states", "step", "records", "sweeps", "energies", "magnetisation",
-              "acceptance")  # fmt: skip
+    CARRIED = ("X", "states", "step")  # the chains' state now
+    RECORDED = ("records", "sweeps", "energies", "magnetisation", "acceptance")  # one per record
+    ARRAYS = CARRIED + RECORDED
 
     def save(self, path: Path, cfg: ChainConfig, fingerprint: str) -> None:
         arrays = {k: getattr(self, k) for k in self.ARRAYS}
@@ -384,17 +387,31 @@ class _State:
                       overwrite=True)  # fmt: skip
 
     def load(self, path: Path, cfg: ChainConfig, fingerprint: str) -> None:
+        """Continue the chains of ``path``. Its config must be ``cfg`` but for ``n_sweeps``:
+        the sweeps run so far are the same whatever the total, so more sweeps extend the
+        chains (their records are copied into the longer arrays), fewer are refused once
+        they have been run."""
         info = io.read(path)
         diff = config_differences(info.config, asdict(cfg))
+        diff.pop("n_sweeps", None)
         if info.kind != CHAIN_KIND or diff or info.attrs.get("inputs_sha1") != fingerprint:
             why = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items()) or "J or x0"
             raise ValueError(f"checkpoint {path} belongs to other chains ({why}); delete it or "
                              "give another path to start afresh")  # fmt: skip
+        done, n_rec = int(info.attrs["done"]), int(info.attrs["n_rec"])
+        if done > cfg.burn_in + cfg.n_records * cfg.thin:
+            raise ValueError(
+                f"checkpoint {path} holds chains {done} sweeps long ({n_rec} records), more "
+                f"than n_sweeps={cfg.n_sweeps} asks for; pass n_sweeps >= "
+                f"{done - cfg.burn_in} to extend them, or give another path to start afresh"
+            )
         io.verify(path)
         arrays, _ = io.read_group(path, "chain")
-        for k in self.ARRAYS:
+        for k in self.CARRIED:
             setattr(self, k, np.ascontiguousarray(arrays[k]))
-        self.done, self.n_rec = int(info.attrs["done"]), int(info.attrs["n_rec"])
+        for k in self.RECORDED:  # arrays of this run's length, the first n_rec filled
+            getattr(self, k)[:n_rec] = arrays[k][:n_rec]
+        self.done, self.n_rec = done, n_rec
 
 
 def _observe(st: _State, cfg: ChainConfig, J: np.ndarray, accepted: np.ndarray, n: int):
@@ -501,7 +518,9 @@ def gibbs(J, beta, n_chains, n_sweeps, model="attention", scan="random", burn_in
     checkpoint : path, optional
         A spinsa HDF5 file (kind ``"chains"``) written atomically every ``checkpoint_every``
         records and at the end; if it exists, the run resumes from it (its config, J and x0
-        must be the same: a ``ValueError`` says what differs).
+        must be the same: a ``ValueError`` says what differs). ``n_sweeps`` may differ: a
+        larger one extends finished chains, with the same result as one run of that many
+        sweeps; one smaller than the sweeps already run is refused.
     callback : callable(record_index, X), optional
         Called after each record with the chains' spins (n_chains, N, d).
 

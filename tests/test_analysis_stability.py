@@ -30,6 +30,24 @@ def test_jacobian_is_the_derivative_of_the_update(norm, rng):
     np.testing.assert_allclose(M, numerical_jacobian(x[0], J, 1.7, 0.6, norm), atol=2e-7)
 
 
+@pytest.mark.parametrize("norm", ["sphere", "layernorm", "none"])
+def test_the_residual_and_the_jacobian_share_one_softmax(norm, rng, monkeypatch):
+    """fixed_point_stability computes the attention once (it ran spinsa.step for the
+    residual, then the softmax again for the Jacobian); the update it takes the residual
+    of is spinsa.step's."""
+    from spinsa.analysis import stability
+
+    x, J = random_system(rng, P=1, N=5, d=3)
+    F, _ = stability._linearise(x[0], J, 1.7, 0.6, norm)
+    np.testing.assert_allclose(F, spinsa.step(x, J, 1.7, 0.6, norm)[0], rtol=0, atol=1e-13)
+    calls = []
+    attention = stability._attention
+    monkeypatch.setattr(stability, "_attention", lambda *a: calls.append(1) or attention(*a))
+    r = fixed_point_stability(J, 1.7, x[0], gamma=0.6, norm=norm, tol=np.inf)
+    assert len(calls) == 1
+    assert r.residual == np.abs(F - x[0]).max()
+
+
 def uniform_state(N, d, c):
     """Every spin along one unit vector u, J_ij = c I (i != j): a fixed point whose
     tangent Jacobian is known: with alpha_ij = 1/(N - 1) and v_ij = h_i = c u, dF restricted

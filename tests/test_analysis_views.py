@@ -367,6 +367,33 @@ def test_plot_run_draws_only_the_results_a_users_file_has(tmp_path, rng):
     assert [p.name for p in written] == ["hebbian.png"]
 
 
+def test_plot_run_walks_the_file_once(tmp_path, rng, monkeypatch):
+    """The table of contents is read once and handed to every figure (each figure and each
+    companion looked the file through again before: 19 walks for six figures)."""
+    import h5py
+
+    from spinsa import plotting
+
+    m = _makers(rng)
+    saved = {  # where spinsa analyze writes them, with the companions beside them
+        "attractors/report": "AttractorReport", "attractors/images": "DecodedImages",
+        "hebbian/comparison": "HebbianComparison", "hebbian/maps": "StrengthMaps",
+        "overlaps/test": "OverlapTrace", "overlaps/train": "OverlapTrace",
+        "overlaps/mean": "OverlapTrace", "lifetimes/table_error": "LifetimeTable",
+        "lifetimes/table_overlap": "LifetimeTable", "patches/histograms": "PatchVarianceHistograms",
+    }  # fmt: skip
+    path = _user_file(tmp_path, rng, **{name: m[kind]() for name, kind in saved.items()})
+    walks = []
+    visititems = h5py.Group.visititems
+    count = lambda g, f: walks.append(g.name) or visititems(g, f)  # noqa: E731
+    monkeypatch.setattr(h5py.Group, "visititems", count)
+    written = plotting.plot_run(path, tmp_path / "figs")
+    assert sorted(p.name for p in written) == [
+        "attractors.png", "hebbian.png", "lifetimes.png", "overlaps.png", "patches.png"
+    ]  # fmt: skip
+    assert walks == ["/"]
+
+
 def test_expressions_of_symbols_name_dimensions_too(rng):
     curves = _makers(rng)["ErrorCurves"]().to_xarray()
     assert curves["errors"].dims == ("M", "T+1", "P")

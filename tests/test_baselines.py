@@ -386,7 +386,7 @@ def test_lr_schedules():
 def test_progress_is_one_line_per_stage_off_a_terminal(rng, capsys):
     train_baseline(tiny_config(epochs=2, progress=True), tiny_images(rng, P=8), "masked")
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("recycled (masked): 4 step in "), lines
+    assert len(lines) == 1 and lines[0].startswith("recycled (masked): 4 steps in "), lines
     assert "epoch=2" in lines[0]
     train_baseline(tiny_config(epochs=1), tiny_images(rng, P=8), "masked")  # progress=False
     assert capsys.readouterr().err == ""

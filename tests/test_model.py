@@ -144,7 +144,19 @@ def test_run_records_times_energies_and_calls_back(rng):
     energies = np.stack([ref_energies(s, J, 2.0).sum(1) for s in xs])
     np.testing.assert_allclose(traj.energies, energies, rtol=1e-10)
     assert traj.config == spinsa.DynamicsConfig(lam=2.0)
-    assert spinsa.run(x, J, 2.0, steps=0).states.shape == (1, 3, 5, 3)
+
+
+@pytest.mark.parametrize(("update", "device"), [("sync", None), ("async", None), ("sync", "cpu")])
+def test_zero_steps_is_the_start_state_and_its_energy(update, device, rng):
+    """steps=0 is accepted, as documented: nothing runs, the trajectory is x0 at t = 0."""
+    if device is not None:
+        pytest.importorskip("torch")
+    x, J = random_system(rng, P=3, N=5, d=3)
+    traj = spinsa.run(x, J, 2.0, steps=0, update=update, seed=1, device=device)
+    np.testing.assert_array_equal(traj.times, [0])
+    assert traj.n_steps == 0 and traj.states.shape == (1, 3, 5, 3)
+    np.testing.assert_array_equal(traj.final, x)
+    np.testing.assert_allclose(traj.energies, ref_energies(x, J, 2.0).sum(1)[None], rtol=1e-10)
 
 
 def test_async_sweep_updates_one_site_at_a_time(rng):

@@ -381,6 +381,37 @@ def test_resumed_chains_equal_uninterrupted(rng, tmp_path, method):
         run(checkpoint=path, x0=other_x0)
 
 
+CHAIN_ARRAYS = ("records", "sweeps", "energies", "magnetisation", "acceptance", "step", "last",
+                "states")  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["gibbs", "metropolis"])
+def test_finished_chains_extend_to_the_same_result_as_one_longer_run(rng, tmp_path, method):
+    """1000 sweeps, then the same call with 2000 and the same checkpoint: the arrays of one
+    run of 2000 sweeps, bit for bit (the n_sweeps of the checkpoint was refused before)."""
+    J = small_system(rng)
+
+    def run(n_sweeps, **extra):
+        common = {"burn_in": 30, "thin": 10, "rng": 3, **extra}
+        if method == "gibbs":
+            return sampling.gibbs(J, 0.7, 2, n_sweeps, model="twobody", **common)
+        return sampling.metropolis(J, 1.0, 1.5, 2, n_sweeps, **common)
+
+    path = tmp_path / "chains.h5"
+    first = run(1000, checkpoint=path)
+    seen = []
+    extended = run(2000, checkpoint=path, callback=lambda r, x: seen.append(r))
+    whole = run(2000)
+    assert first.records.shape[0] == 100 and whole.records.shape[0] == 200
+    assert seen == list(range(100, 200))  # only the new records ran
+    for name in CHAIN_ARRAYS:
+        np.testing.assert_array_equal(getattr(extended, name), getattr(whole, name), err_msg=name)
+    with pytest.raises(ValueError, match=r"2030 sweeps long \(200 records\).*n_sweeps >= 2000"):
+        run(1000, checkpoint=path)
+    with pytest.raises(ValueError, match=r"belongs to other chains \(thin: 10 -> 5\)"):
+        run(2000, checkpoint=path, thin=5)  # another schedule: no n_sweeps extends it
+
+
 def test_chain_records_and_observables(rng):
     J = small_system(rng)
     c = sampling.gibbs(J, 1.0, 4, 10, burn_in=3, thin=2, rng=2)

@@ -182,6 +182,12 @@ def find_cycles(states, times, max_period: int = 2, tol: float = 1e-5) -> CycleR
         Largest period K looked for; needs T >= 2K records to check every phase.
     tol : float
         Distance D below which two configurations are the same.
+
+    Returns
+    -------
+    CycleReport
+        Period, convergence time, residual and last step size of each of the P
+        trajectories, arrays of shape (P,).
     """
     states = check_states(states, "states", ndims=(4,))
     times = check_times(times, states.shape[0])

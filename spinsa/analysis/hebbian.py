@@ -181,6 +181,12 @@ def strength_vs_distance(J, positions, bins=None) -> StrengthDistance:
     bins : int or array_like, optional
         ``None`` (default): one bin per distinct distance (a grid has few); an int: that many
         equal-width bins; an array: bin edges (pairs outside the edges are left out).
+
+    Returns
+    -------
+    StrengthDistance
+        Every ordered pair's distance and strength, shape (N (N - 1),), and per bin the mean
+        distance, mean strength, its standard error and the count, shape (B,).
     """
     S = pair_strengths(J)
     off = ~np.eye(S.shape[0], dtype=bool)

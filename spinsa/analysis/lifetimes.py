@@ -362,6 +362,12 @@ def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> Li
         Histogram bins: a number of bins (from 0 to the longest lifetime, at least 1) or
         explicit edges. By default one bin per integer lifetime from 0 to the longest run
         (``np.arange(duration + 2) - 0.5``).
+
+    Returns
+    -------
+    LifetimeTable
+        One row per level: statistics of shape (L,), and histogram counts of shape (L, B)
+        on edges of shape (B + 1,).
     """
     lifetimes = list(lifetimes)
     if not lifetimes or not all(isinstance(r, Lifetimes) for r in lifetimes):

@@ -88,6 +88,12 @@ def masked_patch_variances(images, mask, patch: int) -> PatchVariances:
         ``embedding.decode(trajectory.final)``) or, for reference, the clean images.
     mask : ndarray of bool, shape (P, N)
         True for the masked tokens (as returned by :func:`spinsa.tasks.mask_tokens`).
+
+    Returns
+    -------
+    PatchVariances
+        One variance per masked (image, token), shape (K,) with K = ``mask.sum()``, with
+        the image and token of each.
     """
     pixels = patch_pixels(images, patch)
     mask = np.asarray(mask)
@@ -161,6 +167,13 @@ def patch_variance_histograms(
     range : (float, float), optional
         Range of the bins; default: 0 to the largest variance (at least 0.25, the largest
         possible variance of values in [0, 1]).
+
+    Returns
+    -------
+    PatchVarianceHistograms
+        Counts and densities of shape (M, B), one row per model in the order of
+        ``results``, on common edges of shape (B + 1,); mean, median and number of patches
+        of shape (M,).
     """
     if not results or not all(isinstance(v, PatchVariances) for v in results.values()):
         raise ValueError("results must be a non-empty mapping of names to PatchVariances")

@@ -34,7 +34,7 @@ from spinsa._checks import check_choice, check_lam_gamma, check_spins_couplings
 from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.attractors import default_tol
 from spinsa.kernels.dynamics import LAYERNORM_EPS
-from spinsa.model import NORMS, step
+from spinsa.model import NORMS
 
 __all__ = ["FixedPointStability", "fixed_point_stability", "update_jacobian"]
 
@@ -53,35 +53,52 @@ def _one_state(x, J) -> tuple[np.ndarray, np.ndarray]:
     return x[0], J
 
 
-def _jacobian(x: np.ndarray, J: np.ndarray, lam: float, gamma: float, norm: str) -> np.ndarray:
-    """The (N, N, d, d) blocks dF_i/dx_k at x (float64 arrays, validated)."""
-    N, d = x.shape
+def _attention(x: np.ndarray, J: np.ndarray, lam: float):
+    """The softmax of the update at x, computed once for both F(x) and its Jacobian: the
+    values v_ij = J_ij x_j (N, N, d), the weights alpha_ij (N, N) (zero diagonal) and the
+    fields h_i = sum_j alpha_ij v_ij (N, d)."""
+    N = x.shape[0]
     v = np.einsum("ijab,jb->ija", J, x)  # v_ij = J_ij x_j
-    w = np.einsum("ijab,ia->ijb", J, x)  # J_ij^T x_i = ds_ij / dx_j
     s = lam * np.einsum("ia,ija->ij", x, v)
     s[np.diag_indices(N)] = -np.inf
     alpha = np.exp(s - s.max(axis=1, keepdims=True))
     alpha /= alpha.sum(axis=1, keepdims=True)
-    h = np.einsum("ij,ija->ia", alpha, v)
+    return v, alpha, np.einsum("ij,ija->ia", alpha, v)
+
+
+def _normalise(y: np.ndarray, norm: str):
+    """Norm(y_i) of every row of y (N, d), as the update does, and its derivative D_i
+    (N, d, d), None for ``"none"`` (the identity)."""
+    d = y.shape[1]
+    if norm == "sphere":
+        r = np.linalg.norm(y, axis=1)
+        u = y / np.where(r > 0, r, 1.0)[:, None]  # a zero spin stays zero
+        D = (np.eye(d) - np.einsum("ia,ib->iab", u, u)) / np.where(r > 0, r, np.inf)[:, None, None]
+        return u, D
+    if norm == "layernorm":
+        c = y - y.mean(axis=1, keepdims=True)
+        sigma = np.sqrt((c * c).mean(axis=1) + LAYERNORM_EPS)
+        z = c / sigma[:, None]
+        C = np.eye(d) - np.full((d, d), 1.0 / d)
+        return z, (C - np.einsum("ia,ib->iab", z, z) / d) / sigma[:, None, None]
+    return y, None
+
+
+def _linearise(
+    x: np.ndarray, J: np.ndarray, lam: float, gamma: float, norm: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The update F(x) (N, d) and the (N, N, d, d) blocks dF_i/dx_k at x (float64 arrays,
+    validated), from one softmax."""
+    N, d = x.shape
+    v, alpha, h = _attention(x, J, lam)
+    w = np.einsum("ijab,ia->ijb", J, x)  # J_ij^T x_i = ds_ij / dx_j
     # outer products and matmuls, not 3-operand einsums (those loop over every index)
     weighted = alpha[:, :, None] * (v - h[:, None, :])
     dy = alpha[:, :, None, None] * J + lam * weighted[..., :, None] * w[..., None, :]
     second = np.einsum("ija,ijb->iab", alpha[:, :, None] * v, v) - h[:, :, None] * h[:, None, :]
     dy[np.arange(N), np.arange(N)] = lam * second + gamma * np.eye(d)
-    y = h + gamma * x
-    if norm == "sphere":
-        r = np.linalg.norm(y, axis=1)
-        u = y / np.where(r > 0, r, 1.0)[:, None]
-        D = (np.eye(d) - np.einsum("ia,ib->iab", u, u)) / np.where(r > 0, r, np.inf)[:, None, None]
-    elif norm == "layernorm":
-        c = y - y.mean(axis=1, keepdims=True)
-        sigma = np.sqrt((c * c).mean(axis=1) + LAYERNORM_EPS)
-        z = c / sigma[:, None]
-        C = np.eye(d) - np.full((d, d), 1.0 / d)
-        D = (C - np.einsum("ia,ib->iab", z, z) / d) / sigma[:, None, None]
-    else:
-        return dy
-    return D[:, None] @ dy
+    F, D = _normalise(h + gamma * x, norm)
+    return F, (dy if D is None else D[:, None] @ dy)
 
 
 def update_jacobian(J, lam: float, x, *, gamma: float = 1.0, norm: str = "sphere") -> np.ndarray:
@@ -107,7 +124,7 @@ def update_jacobian(J, lam: float, x, *, gamma: float = 1.0, norm: str = "sphere
     check_choice(norm, "norm", NORMS)
     lam, gamma = check_lam_gamma(lam, gamma, x[None], J)
     N, d = x.shape
-    return _jacobian(x, J, lam, gamma, norm).transpose(0, 2, 1, 3).reshape(N * d, N * d)
+    return _linearise(x, J, lam, gamma, norm)[1].transpose(0, 2, 1, 3).reshape(N * d, N * d)
 
 
 def _tangent_bases(x: np.ndarray) -> np.ndarray:
@@ -202,7 +219,8 @@ def fixed_point_stability(
     if tol is None:  # the step-size floor of a converged run in x's dtype, with a margin
         tol = 10 * default_tol(np.float64 if x_in.dtype == np.float64 else np.float32)
     tol = float(tol)
-    residual = float(np.abs(step(x[None], J64, lam, gamma, norm)[0] - x).max())
+    F, blocks = _linearise(x, J64, lam, gamma, norm)
+    residual = float(np.abs(F - x).max())
     if not residual <= tol:
         raise ValueError(
             f"x is not a fixed point: max_i |F(x)_i - x_i| = {residual:.3g} > tol = {tol:.3g}; "
@@ -210,7 +228,6 @@ def fixed_point_stability(
             "or pass tol=np.inf for the spectrum of the map at any configuration"
         )
     N, d = x.shape
-    blocks = _jacobian(x, J64, lam, gamma, norm)
     tangent = norm == "sphere"
     if tangent:  # B_i^T (dF_i/dx_k) B_k on the planes orthogonal to the spins
         B = _tangent_bases(x)

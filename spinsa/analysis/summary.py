@@ -67,6 +67,13 @@ def combined_z(a, sem_a, b, sem_b):
     where the combined standard error is 0 or not finite. A model beats a reference when
     ``significant(combined_z(reference, reference_sem, error, error_sem))``.
 
+    Parameters
+    ----------
+    a, sem_a : float or array_like
+        The first estimate and its standard error.
+    b, sem_b : float or array_like
+        The second estimate and its standard error (all four broadcast together).
+
     Returns
     -------
     float, or ndarray of float64 for array input
@@ -140,6 +147,14 @@ def below_reference_lifetimes(errors, times, reference_errors, first: int = 0) -
 def summarize_references(arrays: dict[str, Any], best_error: float, best_sem: float) -> dict:
     """The references of one task's arrays against the model's best error.
 
+    Parameters
+    ----------
+    arrays : dict
+        One task's arrays (as in :func:`summarize_arrays`); its ``references`` hold, per
+        name, the errors ``all`` and ``masked`` of shape (n,), one per test image.
+    best_error, best_sem : float
+        The model's best mean error and its standard error.
+
     Returns
     -------
     dict
@@ -173,6 +188,16 @@ def summarize_arrays(task: str, arrays: dict[str, Any]) -> dict[str, Any]:
     those it is below by more than 3 combined standard errors, ``best_reference`` names the
     one with the smallest error, and ``transient_memory`` is True when the model beats that
     one too (the only claim of a transient memory the data can carry).
+
+    Parameters
+    ----------
+    task : {"masked", "denoise"}
+        The task, which decides where the search for the best t starts.
+    arrays : dict
+        One task's arrays in the layout of ``/evaluation/<task>``
+        (:func:`spinsa.io.results.read_evaluation`): ``mean/all`` and ``sem/all`` of shape
+        (T + 1,), ``mean/masked``, ``mean_image_corr_mean``, ``mean_image_corr_sem``,
+        ``final_coherence`` of shape (n,), ``step_change`` and ``references``.
 
     Returns
     -------
@@ -311,6 +336,11 @@ def paired_gain_z(errors, other_errors) -> float:
     ----------
     errors, other_errors : array_like, shape (n,)
         Per-input errors of the two models, on the same n inputs.
+
+    Returns
+    -------
+    float
+        mean(other_errors - errors) / its standard error; 0.0 when that is 0.
     """
     mean, sem, _ = mean_sem(np.asarray(other_errors) - np.asarray(errors))
     return float(mean / sem) if sem > 0 else 0.0

@@ -286,6 +286,12 @@ def fit_twobody(
     max_iter, tol : int, float
         Iterations, and relative tolerance on the objective (``ftol`` of L-BFGS-B).
     seed : int
+        Seed of the random starting direction (used only with ``norm`` and no ``J0``).
+
+    Returns
+    -------
+    TwoBodyFit
+        The optimum ``J``, shape (N, N, d, d), its loss and the optimiser's report.
     """
     xi = check_spins(xi, "xi", dtype=np.float64)
     beta = check_positive(beta, "beta")
@@ -376,6 +382,12 @@ def twobody_vs_hebbian(
         The values of P, each between 1 and P_max.
     beta, l2, norm, max_iter, tol
         As in :func:`fit_twobody`.
+
+    Returns
+    -------
+    TwoBodyVsHebbian
+        One row per value of P, arrays of shape (K,) with K = ``len(n_patterns)``: the
+        cosines to Hebb, both losses, the norm of the fit and whether it converged.
     """
     xi = check_spins(xi, "xi", dtype=np.float64)
     Ps = [check_count(p, "n_patterns[k]", 1) for p in n_patterns]

@@ -15,6 +15,7 @@ __all__ = ["add_info", "add_demo", "add_data"]
 
 # --------------------------------------------------------------------------- info
 def add_info(sub) -> None:
+    """Declare ``spinsa info`` (versions, threads, devices) on the subcommand parsers ``sub``."""
     p = sub.add_parser(
         "info",
         help="versions, threads and devices",
@@ -63,6 +64,8 @@ def _cmd_info(args) -> int:
 
 # --------------------------------------------------------------------------- data
 def add_data(sub) -> None:
+    """Declare ``spinsa data`` and its actions ``fetch`` and ``verify`` on the subcommand
+    parsers ``sub``."""
     p = sub.add_parser(
         "data",
         help="fetch and verify the data sets",
@@ -145,6 +148,8 @@ def _cmd_data_verify(args) -> int:
 
 # --------------------------------------------------------------------------- demo
 def add_demo(sub) -> None:
+    """Declare ``spinsa demo`` (a Hebbian network retrieving a pattern) on the subcommand
+    parsers ``sub``."""
     p = sub.add_parser(
         "demo",
         help="a Hebbian network retrieving a stored pattern",

@@ -6,6 +6,7 @@ __all__ = ["add_bench"]
 
 
 def add_bench(sub) -> None:
+    """Declare ``spinsa bench`` (the benchmark harness) on the subcommand parsers ``sub``."""
     from spinsa.bench import BENCHMARKS
 
     p = sub.add_parser(

@@ -66,6 +66,7 @@ _TRAIN_FLAGS = [
 
 
 def add_train(sub) -> None:
+    """Declare ``spinsa train`` (a pseudo-likelihood fit) on the subcommand parsers ``sub``."""
     p = sub.add_parser(
         "train",
         help="fit the couplings by pseudo-likelihood (an experiment's images, or patterns)",
@@ -261,6 +262,8 @@ def _cmd_train(args) -> int:
 
 # ---------------------------------------------------------------------------- evaluate
 def add_evaluate(sub) -> None:
+    """Declare ``spinsa evaluate`` (the dynamics of a run file on a task) on the subcommand
+    parsers ``sub``."""
     p = sub.add_parser(
         "evaluate",
         help="run the dynamics of a run file on a task and store the errors at every t",
@@ -351,6 +354,8 @@ def _cmd_evaluate(args) -> int:
 
 # ---------------------------------------------------------------------------- reproduce
 def add_reproduce(sub) -> None:
+    """Declare ``spinsa reproduce`` (the paper's experiment end to end) on the subcommand
+    parsers ``sub``."""
     p = sub.add_parser(
         "reproduce",
         help="the paper's bare-self-attention experiment end to end (Fig. 1 and a report)",
@@ -430,6 +435,8 @@ _ANALYZE_FLAGS = {  # flag: (field of AnalysisSettings, help)
 
 
 def add_analyze(sub) -> None:
+    """Declare ``spinsa analyze`` (the analyses of a run file) on the subcommand parsers
+    ``sub``."""
     from spinsa.experiments.analyze import ANALYSES, AnalysisSettings
 
     d = AnalysisSettings()
@@ -488,6 +495,8 @@ def _cmd_analyze(args) -> int:
 
 # --------------------------------------------------------------------------- compare
 def add_compare(sub) -> None:
+    """Declare ``spinsa compare`` (several couplings side by side) on the subcommand parsers
+    ``sub``."""
     from spinsa.experiments.compare import N_DATA
 
     p = sub.add_parser(
@@ -547,6 +556,8 @@ DPI_MAX = 1200  # print quality is 300-600; beyond this a figure needs gigabytes
 
 
 def add_plot(sub) -> None:
+    """Declare ``spinsa plot`` (the figures of a run file or a scan) on the subcommand parsers
+    ``sub``."""
     p = sub.add_parser(
         "plot",
         help="draw the figures of a run file or of a collected scan",

@@ -27,6 +27,7 @@ _FLAGS = {
 
 
 def add_sequences(sub) -> None:
+    """Declare ``spinsa sequences`` and its actions on the subcommand parsers ``sub``."""
     p = sub.add_parser(
         "sequences",
         help="forecast a time series: bare self-attention against RNN, transformer, S4D",

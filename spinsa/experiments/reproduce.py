@@ -160,6 +160,15 @@ def estimate_seconds(cfg: ReproduceConfig, bl_spec=None, cuda: bool = False) -> 
     decide whether to start, not predictions to the minute. Baselines on a CUDA device are
     not estimated (NaN): they were not measured here.
 
+    Parameters
+    ----------
+    cfg : ReproduceConfig
+        The reproduction: its experiments' sizes, fits and dynamics.
+    bl_spec : BaselinesSpec, optional
+        The baselines stage, when it runs (None: no ``baselines`` entry).
+    cuda : bool
+        Whether a CUDA device is present (baselines on it are estimated as NaN).
+
     Returns
     -------
     dict

@@ -432,6 +432,11 @@ def run_sequences(
     say : callable
         Where the plan and the stage lines go.
 
+    Returns
+    -------
+    Path
+        ``out_dir / "sequences.h5"``, the run's results.
+
     Raises
     ------
     spinsa.experiments.stages.ConfigChangedError

@@ -75,6 +75,12 @@ def stage_state(path, config: Mapping | None = None, *, hint: str = DEFAULT_HINT
     hint : str
         What the user can do when the file holds another config (for the error).
 
+    Returns
+    -------
+    str
+        ``"done"`` (verifies and stores ``config``), ``"missing"`` or ``"damaged"`` (a
+        checksum fails); the file is not touched.
+
     Raises
     ------
     ConfigChangedError

@@ -61,6 +61,15 @@ def read_tree(path, group: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def read_evaluation(path, task: str, model: str | None = None):
     """The arrays and attributes of one task's evaluation.
 
+    Parameters
+    ----------
+    path : str or PathLike
+        A run file (``spinsa evaluate``) or a reproduction's file (``spinsa reproduce``).
+    task : {"masked", "denoise"}
+        The task whose evaluation to read.
+    model : str, optional
+        In a reproduction's file, the model (default: its first); None for a run file.
+
     Returns
     -------
     arrays : dict
@@ -69,6 +78,12 @@ def read_evaluation(path, task: str, model: str | None = None):
         ``final_nearest_corr``, ``final_period`` (in files written since they exist),
         ``examples/{images,times,index,clean}`` (nested dicts).
     attrs : dict
+        The evaluation group's attributes.
+
+    Raises
+    ------
+    KeyError
+        The file holds no evaluation of ``task`` (the message says to run ``spinsa evaluate``).
     """
     prefix = model_prefix(path, model)
     group = f"{prefix}evaluation/{task}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from spinsa import io
 from spinsa._progress import progress as progress_bar
-from spinsa.analysis.store import GROUP, find_results, load_result
+from spinsa.analysis.store import GROUP, load_result
 from spinsa.io.schema import decode_attr
 from spinsa.plotting._base import band, finish, gray, new_figure, save_figure
 from spinsa.plotting.experiments import figure_errors, figure_examples
@@ -57,28 +58,64 @@ def _parent(group: str) -> str:
     return group.rsplit("/", 1)[0] if "/" in group else ""
 
 
-def _context(path, group: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Contents:
+    """What the figures need to know of a file before they load a result, from one walk of
+    it: its kind, its groups and their attributes, its datasets, and which groups hold a
+    saved result of which type (as :func:`spinsa.analysis.find_results` finds them).
+    plot_run reads it once and hands it to every figure; a figure called alone reads it."""
+
+    path: Path
+    kind: str
+    attrs: dict[str, dict[str, Any]]  # group -> its decoded attributes, for every group
+    datasets: frozenset[str]
+    results: dict[str, str]  # group -> result_type, for the groups that hold a result
+
+    def of(self, result_type: str) -> list[str]:
+        """The groups holding a result of ``result_type``, sorted."""
+        return sorted(g for g, kind in self.results.items() if kind == result_type)
+
+
+def _contents(path) -> _Contents:
+    """The contents of ``path`` (one walk); a ``_Contents`` already read is returned as is."""
+    if isinstance(path, _Contents):
+        return path
+    attrs: dict[str, dict[str, Any]] = {}
+    datasets: set[str] = set()
+
+    def visit(name, obj):
+        if hasattr(obj, "keys"):  # a group (h5py is spinsa.io's to import, not a view's)
+            attrs[name] = {k: decode_attr(v) for k, v in obj.attrs.items()}
+        else:
+            datasets.add(name)
+
+    with io.open_file(path) as f:  # refuses what is not a spinsa file
+        kind = decode_attr(f.attrs.get("kind", ""))
+        f.visititems(visit)
+    results = {g: a["result_type"] for g, a in attrs.items() if "result_type" in a}
+    return _Contents(Path(path), kind, attrs, frozenset(datasets), results)
+
+
+def _context(contents: _Contents, group: str) -> dict[str, Any]:
     """Attributes of the group that holds a result (``lam``, ``dynamics`` of ``spinsa
-    analyze``), under those of the result itself; {} where neither says anything. Attributes
-    only: the datasets beside them are not read."""
+    analyze``), under those of the result itself; {} where neither says anything."""
     out: dict[str, Any] = {}
-    with io.open_file(path) as f:
-        for g in (_parent(group), group):
-            if g and g in f:
-                out.update({k: decode_attr(v) for k, v in f[g].attrs.items()})
+    for g in (_parent(group), group):
+        out.update(contents.attrs.get(g, {}))
     return out
 
 
-def _find(path, result_type: str, standard: str, group: str | None, analysis: str):
+def _find(contents: _Contents, result_type: str, standard: str, group: str | None, analysis: str):
     """The group and the result of type ``result_type`` that a figure draws: at ``group``
     when given; else at ``/analysis/<standard>`` (where ``spinsa analyze`` writes it); else
     the one result of that type anywhere in the file. A clear error when there is none."""
+    path = contents.path
     if group is not None:
         group = group.strip("/")
         try:
             result = load_result(path, group)
         except KeyError:
-            found = find_results(path, result_type)
+            found = contents.of(result_type)
             raise ValueError(
                 f"{path} has no group {group!r}; its {result_type} results: {found}"
             ) from None
@@ -87,7 +124,7 @@ def _find(path, result_type: str, standard: str, group: str | None, analysis: st
                 f"{path}: group {group!r} holds a {type(result).__name__}, not a {result_type}"
             )
         return group, result
-    found = find_results(path, result_type)
+    found = contents.of(result_type)
     std = f"{GROUP}/{standard}"
     if std in found or len(found) == 1:
         where = std if std in found else found[0]
@@ -97,10 +134,9 @@ def _find(path, result_type: str, standard: str, group: str | None, analysis: st
             f"{path} holds {len(found)} {result_type} results ({', '.join(found)}); choose "
             "one with group=..."
         )
-    with io.open_file(path) as f:
-        kind = decode_attr(f.attrs.get("kind", ""))
     # spinsa analyze reads experiment run files (spinsa train) only: suggest it for those
-    command = f", or run `spinsa analyze {path} --only {analysis}`" if kind == _ANALYZE_KIND else ""
+    analyzable = contents.kind == _ANALYZE_KIND
+    command = f", or run `spinsa analyze {path} --only {analysis}`" if analyzable else ""
     raise ValueError(
         f"{path} holds no {result_type}: there is no group {std!r} and no other group with "
         f"result_type {result_type!r}. Make one with {_MAKE.get(result_type, result_type)} and "
@@ -108,15 +144,18 @@ def _find(path, result_type: str, standard: str, group: str | None, analysis: st
     )
 
 
-def _beside(path, group: str, name: str, result_type: str):
-    """A companion of a result (the decoded images of an attractor report...): at
-    ``<parent>/<name>`` beside it, else the one result of its type in the file; None
-    where there is none (the figure leaves its panel out)."""
+def _beside(contents: _Contents, group: str, name: str, result_type: str | None = None):
+    """A companion of a result (the decoded images of an attractor report, the strength maps
+    of a Hebbian comparison): the result at ``<parent of group>/<name>`` (of ``result_type``
+    when given); else, with ``result_type``, the one result of that type in the file; None
+    where there is none (the figure leaves its panel out, or says what it lacks)."""
     where = f"{_parent(group)}/{name}".strip("/")
-    found = find_results(path, result_type)
+    found = list(contents.results) if result_type is None else contents.of(result_type)
     if where in found:
-        return load_result(path, where)
-    return load_result(path, found[0]) if len(found) == 1 else None
+        return load_result(contents.path, where)
+    if result_type is not None and len(found) == 1:
+        return load_result(contents.path, found[0])
+    return None
 
 
 def _curve(ax, t, values, label, color, ls="-"):
@@ -153,14 +192,16 @@ def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     -------
     matplotlib.figure.Figure
     """
-    found = find_results(path, "OverlapTrace") if group is None else []
+    contents = _contents(path)
+    path = contents.path
+    found = contents.of("OverlapTrace") if group is None else []
     standard = f"{GROUP}/overlaps/test" in found
     if standard:
         where = f"{GROUP}/overlaps/test"
         starts = [("test", "test images", "C0"), ("train", "training images", "C1")]
         traces = [(load_result(path, f"{GROUP}/overlaps/{g}"), name, c) for g, name, c in starts]
     else:  # every trace of the file, or the one at group
-        groups = found or [_find(path, "OverlapTrace", "overlaps/test", group, "overlaps")[0]]
+        groups = found or [_find(contents, "OverlapTrace", "overlaps/test", group, "overlaps")[0]]
         where = groups[0]
         traces = [(load_result(path, g), g, f"C{k % 10}") for k, g in enumerate(groups)]
     fig = new_figure(figsize)
@@ -181,7 +222,7 @@ def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     else:  # a user's traces: the targets are what trajectory_overlaps was given
         finish(ax1, "overlap with each trajectory's target", ylabel=overlap + r" y_i$, target $y$")
     finish(ax2, "overlap with stored patterns", ylabel=overlap + r"\xi_i$ with a pattern $\xi$")
-    _title(fig, "Overlaps along the dynamics", _context(path, where))
+    _title(fig, "Overlaps along the dynamics", _context(contents, where))
     return fig
 
 
@@ -207,8 +248,9 @@ def figure_lifetimes(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     -------
     matplotlib.figure.Figure
     """
-    where, table = _find(path, "LifetimeTable", "lifetimes/table_error", group, "lifetimes")
-    attrs = _context(path, where)
+    contents = _contents(path)
+    where, table = _find(contents, "LifetimeTable", "lifetimes/table_error", group, "lifetimes")
+    attrs = _context(contents, where)
     if group is None and where == f"{GROUP}/lifetimes/table_error":
         threshold = float(attrs.get("threshold", 0.9))
         panels = {
@@ -221,7 +263,7 @@ def figure_lifetimes(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (key, title) in zip(axes, panels.items(), strict=True):
         at = f"{GROUP}/lifetimes/table_{key}" if len(panels) > 1 else key
-        table, tasks = load_result(path, at), _context(path, at).get("tasks", [])
+        table, tasks = load_result(contents.path, at), _context(contents, at).get("tasks", [])
         table.plot(ax, names=[TASK_TITLES.get(t, t) for t in tasks])
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("fraction of test images" if len(panels) > 1 else ax.get_ylabel())
@@ -255,13 +297,13 @@ def figure_attractors(path, *, group: str | None = None, n_show: int = 8, figsiz
     -------
     matplotlib.figure.Figure
     """
-    where, report = _find(path, "AttractorReport", "attractors/report", group, "attractors")
-    decoded = _beside(path, where, "images", "DecodedImages")
+    contents = _contents(path)
+    where, report = _find(contents, "AttractorReport", "attractors/report", group, "attractors")
+    decoded = _beside(contents, where, "images", "DecodedImages")
     panels = []
-    try:
-        panels.append((io.read_array(path, "data/mean_train_image"), "mean training\nimage"))
-    except KeyError:  # a file without it: the attractors alone
-        pass
+    if "data/mean_train_image" in contents.datasets:  # else the attractors alone
+        mean_image = io.read_array(contents.path, "data/mean_train_image")
+        panels.append((mean_image, "mean training\nimage"))
     k = min(int(n_show), report.n_attractors)
     for a in range(k):
         text = f"#{a}: basin {report.basin_fraction[a]:.0%}\nperiod {report.attractor_period[a]}"
@@ -295,7 +337,7 @@ def figure_attractors(path, *, group: str | None = None, n_show: int = 8, figsiz
         fontsize=9,
     )
     report.plot(bottom.subplots())
-    _title(fig, "Attractors and their basins", _context(path, where))
+    _title(fig, "Attractors and their basins", _context(contents, where))
     return fig
 
 
@@ -324,23 +366,24 @@ def figure_hebbian(path, *, group: str | None = None, n_scatter: int = 20_000, f
     -------
     matplotlib.figure.Figure
     """
-    where, comp = _find(path, "HebbianComparison", "hebbian/comparison", group, "hebbian")
+    contents = _contents(path)
+    where, comp = _find(contents, "HebbianComparison", "hebbian/comparison", group, "hebbian")
     fig = new_figure(figsize)
     ax = fig.subplots(2, 4)
-    try:
-        _scatter_elements(ax[0, 0], io.read_array(path, "J"), comp, n_scatter)
-    except KeyError:
+    if "J" in contents.datasets:
+        _scatter_elements(ax[0, 0], io.read_array(contents.path, "J"), comp, n_scatter)
+    else:
         _missing(ax[0, 0], "no /J (the fitted couplings)\nin the file")
 
     for row, (suffix, label) in enumerate((("", "fitted"), ("_hebbian", "Hebbian"))):
-        maps = _beside_only(path, where, f"maps{suffix}")
+        maps = _beside(contents, where, f"maps{suffix}")
         if maps is None:
             for col in (1, 2):
                 _missing(ax[row, col], f"no maps{suffix} beside the comparison\n"
                          "(spinsa.analysis.strength_maps)")  # fmt: skip
         else:
             _maps(ax[row, 1], ax[row, 2], maps, label)
-        r = _beside_only(path, where, f"distance{suffix}")
+        r = _beside(contents, where, f"distance{suffix}")
         if r is not None:
             r.plot(ax[1, 0], label=label, color=f"C{row}")
         values = getattr(comp, f"singular_values{suffix}")
@@ -370,7 +413,7 @@ def figure_hebbian(path, *, group: str | None = None, n_scatter: int = 20_000, f
         fig,
         f"Fitted vs Hebbian couplings ({comp.n_patterns} patterns, |J| = "
         f"{comp.norm:.3g}, matched {comp.match})",
-        _context(path, where),
+        _context(contents, where),
     )
     return fig
 
@@ -379,12 +422,6 @@ def _missing(ax, text: str) -> None:
     """A panel whose data the file lacks: say so, without axes."""
     ax.set_axis_off()
     ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8)
-
-
-def _beside_only(path, group: str, name: str):
-    """The result at ``<parent of group>/<name>``, or None."""
-    where = f"{_parent(group)}/{name}".strip("/")
-    return load_result(path, where) if where in find_results(path) else None
 
 
 def _scatter_elements(ax, J, comp, n_scatter: int) -> None:
@@ -431,14 +468,15 @@ def figure_hebbian_errors(path, *, group: str | None = None, figsize=(11.0, 4.0)
     -------
     matplotlib.figure.Figure
     """
-    where, _ = _find(path, "ErrorCurves", "hebbian/errors_masked", group, "hebbian")
+    contents = _contents(path)
+    where, _ = _find(contents, "ErrorCurves", "hebbian/errors_masked", group, "hebbian")
     if group is None and where == f"{GROUP}/hebbian/errors_masked":
         panels = [f"{GROUP}/hebbian/errors_{task}" for task in ("masked", "denoise")]
     else:
         panels = [where]
     fig = new_figure(figsize if len(panels) > 1 else (6.0, 4.0))
     for ax, at in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels, strict=True):
-        curves, n = load_result(path, at), _context(path, at).get("n_images")
+        curves, n = load_result(contents.path, at), _context(contents, at).get("n_images")
         task = curves.task or at.rsplit("_", 1)[-1]
         first = 1 if task == "masked" and curves.times.size > 1 else 0
         curves.plot(ax, first=first)
@@ -452,7 +490,7 @@ def figure_hebbian_errors(path, *, group: str | None = None, figsize=(11.0, 4.0)
         finish(
             ax, f"{TASK_TITLES.get(task, task)}{images}", ylabel="mean squared error (all pixels)"
         )
-    _title(fig, "Fitted vs norm-matched Hebbian couplings on the tasks", _context(path, where))
+    _title(fig, "Fitted vs norm-matched Hebbian couplings on the tasks", _context(contents, where))
     return fig
 
 
@@ -475,10 +513,11 @@ def figure_patches(path, *, group: str | None = None, figsize=(6.5, 4.2)):
     -------
     matplotlib.figure.Figure
     """
-    where, hist = _find(path, "PatchVarianceHistograms", "patches/histograms", group, "patches")
+    contents = _contents(path)
+    where, hist = _find(contents, "PatchVarianceHistograms", "patches/histograms", group, "patches")
     fig = new_figure(figsize)
     hist.plot(fig.subplots())
-    _title(fig, "Texture of the predicted patches", _context(path, where))
+    _title(fig, "Texture of the predicted patches", _context(contents, where))
     return fig
 
 
@@ -501,6 +540,7 @@ FIGURES: dict[str, tuple[Callable, str]] = {
     "hebbian_errors": (figure_hebbian_errors, "hebbian"),
     "patches": (figure_patches, "patches"),
 }
+_ANALYSIS_FIGURES = {fn for fn, _ in FIGURES.values()}  # those that accept a _Contents
 
 
 # Files whose figures another command draws, or that have none.
@@ -545,20 +585,20 @@ def plot_run(
         The files written (``errors.png``, ``examples.png``, ``overlaps.png``...).
     """
     path = Path(path)
-    info = io.read(path)  # refuses non-spinsa files
+    contents = _contents(path)  # the one walk of the file; refuses non-spinsa files
     out = Path(out_dir) if out_dir is not None else path.with_name(f"{path.stem}-figures")
     jobs: list[tuple[str, Callable]] = []
-    if any(g.startswith("evaluation/") or "/evaluation/" in g for g in info.groups):
+    if any(g.startswith("evaluation/") or "/evaluation/" in g for g in contents.attrs):
         jobs += [("errors", figure_errors), ("examples", figure_examples)]
     for name, (fn, group) in FIGURES.items():
         # where spinsa analyze writes it, or a user's file with one result of its kind
         # (overlaps: any number, one curve each); a result of another type in the group (a
         # user's HebbianComparison saved as "hebbian", no ErrorCurves) draws nothing here
-        found = find_results(path, RESULT_TYPES[name])
+        found = contents.of(RESULT_TYPES[name])
         standard = any(g.startswith(f"{GROUP}/{group}/") for g in found)
         if standard or len(found) == 1 or (found and name == "overlaps"):
             jobs.append((name, fn))
-    kind = info.attrs.get("kind")
+    kind = contents.kind or None
     if not jobs and kind in _OWN_FIGURES:  # advice for a command that accepts the file
         raise ValueError(f"{path} is a spinsa file of kind {kind!r}: {_OWN_FIGURES[kind]}")
     if not jobs:
@@ -571,6 +611,8 @@ def plot_run(
     with progress_bar(len(jobs), "spinsa plot", "figure", enabled=progress) as bar:
         for name, fn in jobs:
             bar.set_postfix_str(name)
-            written.append(save_figure(fn(path), out / f"{name}.{fmt}", dpi=dpi))
+            # the analysis figures take the contents read above; the evaluation's, the path
+            source = contents if fn in _ANALYSIS_FIGURES else path
+            written.append(save_figure(fn(source), out / f"{name}.{fmt}", dpi=dpi))
             bar.update()
     return written

@@ -364,6 +364,23 @@ def line_panels(ds, var: str, x: str, hue: str | None = None, panels: Sequence[s
     as those of a mean of independent estimates. ``reference``: a variable drawn as a
     dotted line of the same colour (``paramagnetic_overlap``: the overlap of random spins).
 
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A scan's collected results (:func:`spinsa.scan.collect`), one dimension per axis.
+    var : str
+        The numeric variable drawn on the y axis.
+    x : str
+        The dimension on the x axis.
+    hue : str, optional
+        A dimension drawn as one line per value.
+    panels : sequence of str
+        At most two dimensions: one panel per value (rows, then columns).
+    fixed : mapping of str to value, optional
+        Dimensions held at one value (the nearest one for numbers).
+    reference : str, optional
+        A variable drawn dotted, in the colour of each line.
+
     Returns
     -------
     matplotlib.figure.Figure

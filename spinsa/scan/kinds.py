@@ -483,6 +483,12 @@ def point_kind(name: str | PointKind) -> PointKind:
         ``function(config: dict, out_path)`` whose config is the base as written (the axes
         must name keys of the base); or a kind, returned as it is.
 
+    Returns
+    -------
+    PointKind
+        The registered kind, one built around the imported function (its config keys set
+        by dotted name), or ``name`` itself.
+
     Raises
     ------
     ValueError

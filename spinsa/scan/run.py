@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spinsa._checks import MissingDependencyError, check_choice, check_count
+from spinsa._progress import count
 from spinsa._progress import progress as progress_bar
 from spinsa.scan.kinds import PointKind, point_kind
 from spinsa.scan.spec import ScanSpec, load_scan
@@ -461,11 +462,6 @@ def threads_from_workers(client) -> int:
     return min(max(1, host_cores[h] // n) for h, n in threads.items())
 
 
-def _count(n: int, noun: str) -> str:
-    """``1 job``, ``2 jobs``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def _dashboard_address() -> str | None:
     return ":8787" if importlib.util.find_spec("bokeh") else None  # the dashboard needs bokeh
 
@@ -521,11 +517,24 @@ def open_client(
 ) -> Iterator[tuple[Any, int, dict | None, str]]:
     """A Dask client on the cluster asked for, closed (with its cluster) on exit.
 
-    ``cluster`` is ``"local"`` or a batch system (``options``: the ``[cluster]`` table;
-    ``log_directory``: where its jobs write their output); ``scheduler``, the address of a
-    running Dask scheduler (``tcp://host:8786``) or a scheduler file, and ``client``, a
-    client of yours (left open), override it. ``workers``: local worker processes (default:
-    one per core), or batch workers in all (default: ``jobs`` jobs, or ``adapt``).
+    Parameters
+    ----------
+    cluster : str
+        ``"local"`` or a batch system: ``"slurm"``, ``"pbs"``, ``"sge"``, ``"lsf"``.
+    scheduler : str, optional
+        The address of a running Dask scheduler (``tcp://host:8786``) or a scheduler file;
+        overrides ``cluster``.
+    workers : int, optional
+        Local worker processes (default: one per core), or batch workers in all (default:
+        ``jobs`` jobs, or ``adapt``).
+    threads_per_point : int, optional
+        Threads of every point (default: see docs/scans.md).
+    options : mapping, optional
+        The ``[cluster]`` table of a batch system.
+    log_directory : str or PathLike, optional
+        Where a batch system's jobs write their output.
+    client : distributed.Client, optional
+        A client of yours, used as it is and left open; overrides the others.
 
     Yields
     ------
@@ -558,9 +567,9 @@ def open_client(
                 env={**dict.fromkeys(THREAD_VARIABLES, str(threads)), **MALLOC_ENV},
             )
             client = stack.enter_context(distributed.Client(stack.enter_context(local)))
-            plural = "s" if threads > 1 else ""
             description = (
-                f"local cluster: {n} worker processes × {threads} thread{plural} per point"
+                f"local cluster: {count(n, 'worker process')} × {count(threads, 'thread')} "
+                "per point"
             )
             if _dashboard_address():
                 description += f", dashboard {client.dashboard_link}"
@@ -577,13 +586,13 @@ def open_client(
             elif workers is not None:
                 jq.scale(n=workers)
                 n_jobs = math.ceil(workers / processes)
-                scale = f"{_count(workers, 'worker')} in {_count(n_jobs, 'job')}"
+                scale = f"{count(workers, 'worker')} in {count(n_jobs, 'job')}"
             else:
                 jq.scale(jobs=int(opts.get("jobs", 1)))
-                scale = f"{_count(int(opts.get('jobs', 1)), 'job')} × {_count(processes, 'worker')}"
+                scale = f"{count(int(opts.get('jobs', 1)), 'job')} × {count(processes, 'worker')}"
             client = stack.enter_context(distributed.Client(jq))
             resources = {RESOURCE: 1}
-            description = f"{cluster} cluster: {scale}, {_count(threads, 'thread')} per point"
+            description = f"{cluster} cluster: {scale}, {count(threads, 'thread')} per point"
             if _dashboard_address():  # without bokeh the link would serve nothing
                 description += f", dashboard {client.dashboard_link}"
         yield client, threads, resources, description
