@@ -15,6 +15,7 @@ from spinsa.kernels import dynamics as k
 from spinsa.kernels import objective as ko
 from spinsa.kernels._unrolled import (
     MAX_UNROLLED_D,
+    energy_block_source,
     outer_block_source,
     pair_block_source,
     score_block_source,
@@ -46,6 +47,48 @@ def test_pair_block_source_matches_numpy(rng, d, W):
     np.testing.assert_allclose(acc.reshape(d, W), acc0 + w * y, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("d", [1, 4, 8])
+def test_energy_block_source_matches_numpy(rng, d):
+    """The normaliser alone, run as plain Python: w added to z, lane by lane."""
+    W, lam, clamp = 5, 0.7, 0.1
+    namespace = {"W": W, "_U": int, "fast_exp": np.exp}
+    exec(energy_block_source(d), namespace)
+    xi, xj = rng.standard_normal((2, d, W))
+    Jij = rng.standard_normal((d, d))
+    shift, z0 = rng.standard_normal((2, W))
+    z = z0.copy()
+    Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])
+    Jf = np.concatenate([np.zeros(2), Jij.ravel()])
+    namespace["energy_block"](Xf, Jf, 2, 3, 3 + d * W, lam, clamp, shift, z)
+    w = np.exp(lam * np.minimum((xi * (Jij @ xj)).sum(0), clamp) - shift)
+    np.testing.assert_allclose(z, z0 + w, rtol=1e-13)
+
+
+@pytest.mark.parametrize("N", [1, 2, 5])
+def test_lane_max_is_the_plain_maximum(rng, N):
+    """Over the rows but one, scaled, from the start value; an odd or even number of rows."""
+    A = rng.standard_normal((N, 7))
+    c = rng.random(N)
+    out, spare = np.full(7, -0.5), np.full(7, np.nan)
+    k.lane_max(A, c, 1, out, spare)
+    rows = [j for j in range(N) if j != 1]
+    want = np.maximum((c[rows, None] * A[rows]).max(0, initial=-np.inf), -0.5)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("P", [10, 300])  # the generic path and the fast one
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sweep_gives_the_energies_alone_without_the_fields(rng, P, dtype):
+    x, J = random_system(rng, P=P, N=6, d=8, dtype=dtype)
+    Xt = k.to_tiles(x)
+    E_full, E_only = (np.empty(Xt.shape[:2] + Xt.shape[3:], dtype) for _ in range(2))
+    k.sweep(Xt, J, 0.9, np.inf, 0.0, 0, False, np.empty_like(Xt), E_full)
+    k.sweep(Xt, J, 0.9, np.inf, 0.0, 0, False, None, E_only)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(E_only, E_full, rtol=rtol)
+    np.testing.assert_allclose(k.energies_from_tiles(E_only, P), ref_energies(x, J, 0.9), rtol=rtol)
+
+
 @pytest.mark.parametrize("d, rows", [(1, 2), (2, 1), (5, 2), (5, 3), (8, 1), (8, 2)])
 def test_objective_block_sources_match_numpy(rng, d, rows):
     """The objective's score and gradient blocks (``rows`` rows of the gradient at a time),
@@ -69,7 +112,9 @@ def test_objective_block_sources_match_numpy(rng, d, rows):
     np.testing.assert_allclose(G[1:], expected, rtol=1e-12, atol=1e-13)
 
 
-@pytest.mark.parametrize("source", [pair_block_source, score_block_source, outer_block_source])
+@pytest.mark.parametrize(
+    "source", [pair_block_source, energy_block_source, score_block_source, outer_block_source]
+)
 def test_block_sources_refuse_unsupported_d(source):
     with pytest.raises(ValueError, match="d must be in 1..8"):
         source(MAX_UNROLLED_D + 1)
@@ -184,7 +229,7 @@ def _both_paths(x, J, lam, clamp=np.inf):
     for unroll in (k.unroll_tag(Xt), ()):
         out = np.empty_like(Xt)
         Et = np.empty(Xt.shape[:2] + Xt.shape[3:], x.dtype)
-        k._sweep(Xt, J, k.block_bounds(J), lam, clamp, 0.0, 0, False, out, Et, unroll)
+        k._sweep(Xt, J, k.block_bounds(J), lam, clamp, 0.0, 0, False, True, out, Et, unroll)
         results.append((k.from_tiles(out, len(x)), k.energies_from_tiles(Et, len(x))))
     assert k.unroll_tag(Xt), "the fast path must apply to this system"
     return results

@@ -8,7 +8,8 @@ the samples of a tile (the SIMD lanes) vectorises: about 2x the generic loop. Th
 dynamics' block runs in two passes over the lanes, y and the scores going through a small
 scratch (:func:`pair_block_source`).
 
-:func:`pair_block_source` (the dynamics) and :func:`score_block_source` /
+:func:`pair_block_source` (the dynamics), :func:`energy_block_source` (energies alone) and
+:func:`score_block_source` /
 :func:`outer_block_source` (the objective's two passes) return plain Python source, so the
 same text runs without numba (the tests compare it with numpy) and, compiled by numba once
 per d, inside the kernels of :mod:`spinsa.kernels.dynamics` and
@@ -25,8 +26,9 @@ MAX_UNROLLED_D = 8  # beyond this y and x_j no longer fit in the 32 vector regis
 
 
 def _score_lines(d: int, name: str, args: tuple[str, ...]) -> list[str]:
-    """The head of the objective's score block: ``def name(args):``, the couplings as scalars and
-    a loop over the lanes that computes ``y = J_ij x_j`` and the score ``s = x_i . y``."""
+    """The head of a score block (the objective's, the energies'): ``def name(args):``, the
+    couplings as scalars and a loop over the lanes that computes ``y = J_ij x_j`` and the
+    score ``s = x_i . y``."""
     if not 1 <= d <= MAX_UNROLLED_D:
         raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
     r = range(d)
@@ -94,6 +96,19 @@ def _two_pass_lines(d: int, name: str, args: tuple[str, ...], rows: int = 4) -> 
     lines += [f"        acc[o{a} + p] += w * scratch[o{a} + p]" for a in r]
     return lines
 
+
+
+def energy_block_source(d: int, name: str = "energy_block", extra_args: tuple[str, ...] = ()) -> str:
+    """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, *extra_args)``.
+
+    The normaliser alone, for the energies of a state without its fields: ``z[p] +=
+    exp(lam min(x_i . J_ij x_j, clamp) - shift[p])``, y = J_ij x_j in registers, one loop.
+    Layout and globals as :func:`pair_block_source`.
+    """
+    args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "z", *extra_args)
+    lines = _score_lines(d, name, args)
+    lines.append("        z[p] += fast_exp(lam * min(s, clamp) - shift[p])")
+    return "\n".join(lines) + "\n"
 
 
 def score_block_source(d: int, name: str = "score_block", extra_args: tuple[str, ...] = ()) -> str:

@@ -27,7 +27,7 @@ from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
 from spinsa.kernels._numba import njit, prange, written_for_d
-from spinsa.kernels._unrolled import MAX_UNROLLED_D, pair_block_source
+from spinsa.kernels._unrolled import MAX_UNROLLED_D, energy_block_source, pair_block_source
 
 TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while J streams past
 NORM_CODES = {"none": 0, "sphere": 1, "layernorm": 2}
@@ -265,6 +265,19 @@ def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, un
     )
 
 
+def _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, unroll):
+    """One pair's part of the normaliser alone, written out for d = len(unroll) (numba only)."""
+    raise NotImplementedError("_energy_block runs inside numba kernels only")
+
+
+@overload(_energy_block)
+def _energy_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, unroll):
+    noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, z, unroll: None  # noqa: E731
+    return written_for_d(
+        energy_block_source, "energy_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp
+    )
+
+
 @njit
 def lane_max(A, c, skip, out, spare):
     """out[p] = max(out[p], max over rows j != skip of c[j] A[j, p]); A (N, W), c (N,).
@@ -293,8 +306,9 @@ def lane_max(A, c, skip, out, spare):
 
 
 @njit
-def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll):
-    """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t.
+def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, fields, acc, z, shift, scratch, unroll):
+    """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t; the
+    normaliser and the shift alone where ``fields`` is False (acc is left as it was).
 
     ``Jb`` (N, N) are the :func:`block_bounds` of J and ``nx`` (N, TILE) the spins' norms in
     tile t; ``scratch`` ((d + 1) TILE,) is the bound's and the pair loop's. Lane
@@ -318,11 +332,17 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll
         return False
     for p in range(W):
         z[p] = dt(0)
-    for q in range(d * W):
-        acc[q] = dt(0)
     Xf = Xt.reshape(-1)
     Jf = J.reshape(-1)
     oi = (t * N + i) * d * W
+    if not fields:
+        for j in range(N):
+            if j != i:
+                oj = (t * N + j) * d * W
+                _energy_block(Xf, Jf, (i * N + j) * d * d, oi, oj, lam, clamp, shift, z, unroll)
+        return True
+    for q in range(d * W):
+        acc[q] = dt(0)
     for j in range(N):
         if j != i:
             oj = (t * N + j) * d * W
@@ -400,17 +420,22 @@ def sweep(Xt, J, lam, clamp, gamma, norm, write_update, out, energies, Jb=None):
 
     ``out`` gets the fields h (``write_update`` False) or the updated spins
     Norm(h + gamma x) (True); ``energies`` (n_tiles, N, TILE) gets e_i of the input state.
-    ``Jb``: the :func:`block_bounds` of J (:func:`sweep_bounds`, if not given).
+    ``out=None``: the energies alone, without the fields (about a quarter less work on the
+    fast path). ``Jb``: the :func:`block_bounds` of J (:func:`sweep_bounds`, if not given).
     """
     unroll = unroll_tag(Xt)
     if Jb is None:
         Jb = sweep_bounds(Xt, J)
-    _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, out, energies, unroll)
+    fields = out is not None
+    if out is None:
+        out = np.empty((0, 0, 0, 0), Xt.dtype)  # never written: one compiled kernel for both
+    _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energies, unroll)
 
 
 @njit(parallel=True)
-def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, out, energies, unroll):
-    """:func:`sweep`, with the fast path for d = len(unroll) > 0 (:func:`unroll_tag`)."""
+def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energies, unroll):
+    """:func:`sweep`, with the fast path for d = len(unroll) > 0 (:func:`unroll_tag`);
+    ``fields`` False: the energies alone, ``out`` untouched."""
     n_tiles, N, d, width = Xt.shape
     L = _U(width)
     dt = Xt.dtype.type
@@ -437,7 +462,7 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, out, energies, unro
         if len(unroll) > 0:
             scratch = np.empty((d + 1) * width, Xt.dtype)
             bounded = _row_bounded(
-                Xt, J, Jb, nx[t], lam, clamp, t, i, acc.reshape(-1), z, m, scratch, unroll
+                Xt, J, Jb, nx[t], lam, clamp, t, i, fields, acc.reshape(-1), z, m, scratch, unroll
             )
         if not bounded:
             y = np.empty((d, width), Xt.dtype)
@@ -447,6 +472,9 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, out, energies, unro
             _row(Xt, J, lam, clamp, t, i, acc, y, m, z, s, c, w)
         for p in range(L):
             energies[t, i, p] = -(m[p] + np.log(z[p])) / lam
+        if not fields:
+            continue
+        for p in range(L):
             z[p] = dt(1) / z[p]
         for a in range(_U(d)):
             for p in range(L):
