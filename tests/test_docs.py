@@ -233,20 +233,13 @@ def test_every_exported_name_is_documented_or_linked(api, spinsa_package):
             assert name in rendered | linked, f"{module}.{name} is exported but not on the API page"
 
 
-# Public functions whose docstring has numpydoc sections but lacks one it needs: the one left
-# in a file other work is changing. New ones fail the test, and so does a line left here once
-# its docstring is complete: fix the docstring, then drop its line.
-INCOMPLETE = {
-    "spinsa.bench.run_benchmarks": "Parameters",
-}
+# Public functions whose docstring has numpydoc sections but lacks one it needs. New ones fail
+# the test, and so does a line left here once its docstring is complete.
+INCOMPLETE: dict[str, str] = {}
 
 
-# Public objects without a docstring when this test was written: two helpers of the
-# benchmarks (in a file other work is changing). Document one, then drop its line.
-UNDOCUMENTED = {
-    "spinsa.bench.Timing",
-    "spinsa.bench.device_description",
-}
+# Public objects without a docstring. Document one, then drop its line.
+UNDOCUMENTED: set[str] = set()
 
 
 def test_public_functions_and_classes_have_a_docstring(api, spinsa_package):

@@ -81,7 +81,7 @@ def _cmd_bench(args) -> int:
     runs = bench.run_benchmarks(only, args.quick, not args.no_plain, args.device)
     for title, res, ratio in runs:
         _print_pair(title, res, peak, ratio)
-    verdicts = [] if args.quick or args.device != "cpu" else bench.speed_targets(runs)
+    verdicts = [] if args.quick or args.device != "cpu" else bench.speed_targets(runs, peak)
     if args.device == "cuda" and not args.quick:
         verdicts = bench.gpu_targets(runs, peak)
     if verdicts:
