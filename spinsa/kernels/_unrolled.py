@@ -97,8 +97,9 @@ def _two_pass_lines(d: int, name: str, args: tuple[str, ...], rows: int = 4) -> 
     return lines
 
 
-
-def energy_block_source(d: int, name: str = "energy_block", extra_args: tuple[str, ...] = ()) -> str:
+def energy_block_source(
+    d: int, name: str = "energy_block", extra_args: tuple[str, ...] = ()
+) -> str:
     """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, *extra_args)``.
 
     The normaliser alone, for the energies of a state without its fields: ``z[p] +=
