@@ -59,7 +59,8 @@ def test_energy_block_source_matches_numpy(rng, d):
     z = z0.copy()
     Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])
     Jf = np.concatenate([np.zeros(2), Jij.ravel()])
-    namespace["energy_block"](Xf, Jf, 2, 3, 3 + d * W, lam, clamp, shift, z)
+    scratch = np.full((d + 1) * W, np.nan)
+    namespace["energy_block"](Xf, Jf, 2, 3, 3 + d * W, lam, clamp, shift, z, scratch)
     w = np.exp(lam * np.minimum((xi * (Jij @ xj)).sum(0), clamp) - shift)
     np.testing.assert_allclose(z, z0 + w, rtol=1e-13)
 

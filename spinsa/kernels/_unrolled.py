@@ -68,9 +68,11 @@ def pair_block_source(d: int, name: str = "pair_block", extra_args: tuple[str, .
     return "\n".join(_two_pass_lines(d, name, args)) + "\n"
 
 
-def _two_pass_lines(d: int, name: str, args: tuple[str, ...], rows: int = 4) -> list[str]:
+def _two_pass_lines(
+    d: int, name: str, args: tuple[str, ...], rows: int = 4, fields: bool = True
+) -> list[str]:
     """The lines of :func:`pair_block_source`: y and the score by blocks of ``rows`` rows,
-    then the exp."""
+    then the exp; without y in the scratch and without acc where ``fields`` is False."""
     if not 1 <= d <= MAX_UNROLLED_D:
         raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
     r = range(d)
@@ -89,27 +91,29 @@ def _two_pass_lines(d: int, name: str, args: tuple[str, ...], rows: int = 4) -> 
         lines.append(
             "        scratch[sc + p] = " + ("lam * min(s, clamp) - shift[p]" if last else "s")
         )
-        lines += [f"        scratch[o{a} + p] = y{a}" for a in block]
+        if fields:
+            lines += [f"        scratch[o{a} + p] = y{a}" for a in block]
     lines.append("    for p in range(W):")
     lines.append("        w = fast_exp(scratch[sc + p])")
     lines.append("        z[p] += w")
-    lines += [f"        acc[o{a} + p] += w * scratch[o{a} + p]" for a in r]
+    if fields:
+        lines += [f"        acc[o{a} + p] += w * scratch[o{a} + p]" for a in r]
     return lines
 
 
 def energy_block_source(
     d: int, name: str = "energy_block", extra_args: tuple[str, ...] = ()
 ) -> str:
-    """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, *extra_args)``.
+    """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, *extra)``.
 
     The normaliser alone, for the energies of a state without its fields: ``z[p] +=
-    exp(lam min(x_i . J_ij x_j, clamp) - shift[p])``, y = J_ij x_j in registers, one loop.
-    Layout and globals as :func:`pair_block_source`.
+    exp(lam min(x_i . J_ij x_j, clamp) - shift[p])``. The passes of
+    :func:`pair_block_source` without y: the scores by blocks of rows through
+    ``scratch[d W + p]``, then the exp. (One loop, with the exp beside d rows of y, was
+    1.2x slower than the whole pair block with 512-bit code; docs/benchmarks.md.)
     """
-    args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "z", *extra_args)
-    lines = _score_lines(d, name, args)
-    lines.append("        z[p] += fast_exp(lam * min(s, clamp) - shift[p])")
-    return "\n".join(lines) + "\n"
+    args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "z", "scratch", *extra_args)
+    return "\n".join(_two_pass_lines(d, name, args, fields=False)) + "\n"
 
 
 def score_block_source(d: int, name: str = "score_block", extra_args: tuple[str, ...] = ()) -> str:

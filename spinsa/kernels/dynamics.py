@@ -265,14 +265,14 @@ def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, un
     )
 
 
-def _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, unroll):
+def _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll):
     """One pair's part of the normaliser alone, written out for d = len(unroll) (numba only)."""
     raise NotImplementedError("_energy_block runs inside numba kernels only")
 
 
 @overload(_energy_block)
-def _energy_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, unroll):
-    noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, z, unroll: None  # noqa: E731
+def _energy_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll):
+    noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll: None  # noqa: E731
     return written_for_d(
         energy_block_source, "energy_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp
     )
@@ -339,7 +339,8 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, fields, acc, z, shift, scratch
         for j in range(N):
             if j != i:
                 oj = (t * N + j) * d * W
-                _energy_block(Xf, Jf, (i * N + j) * d * d, oi, oj, lam, clamp, shift, z, unroll)
+                jo = (i * N + j) * d * d
+                _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll)
         return True
     for q in range(d * W):
         acc[q] = dt(0)
