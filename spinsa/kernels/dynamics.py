@@ -306,20 +306,17 @@ def lane_max(A, c, skip, out, spare):
 
 
 @njit
-def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, fields, acc, z, shift, scratch, unroll):
-    """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t; the
-    normaliser and the shift alone where ``fields`` is False (acc is left as it was).
+def _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
+    """The fixed softmax shift of row i, lane by lane, into ``shift`` (TILE,); False where
+    it does not apply in some lane (``z``, ``scratch``: work space of TILE floats at least).
 
     ``Jb`` (N, N) are the :func:`block_bounds` of J and ``nx`` (N, TILE) the spins' norms in
-    tile t; ``scratch`` ((d + 1) TILE,) is the bound's and the pair loop's. Lane
-    p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
-    [min(-b, clamp), min(b, clamp)]. Returns False, having done nothing else, where that
-    range (times lam) is too wide for a fixed shift in some lane.
+    the tile. Lane p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
+    [min(-b, clamp), min(b, clamp)]. The shift applies where that range, times lam, is at
+    most ``SAFE_SPREAD`` wide in every lane.
     """
-    N = _U(Xt.shape[1])
-    d = _U(Xt.shape[2])
     W = _U(TILE)
-    dt = Xt.dtype.type
+    dt = nx.dtype.type
     for p in range(W):
         z[p] = dt(0)
     lane_max(nx, Jb[i], i, z, scratch)  # z[p] = max_j Jb_ij |x_j| of lane p
@@ -328,27 +325,55 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, fields, acc, z, shift, scratch
         b = nx[i, p] * z[p]
         shift[p] = lam * min(b, clamp)
         spread = max(spread, shift[p] - lam * min(-b, clamp))
-    if spread > dt(SAFE_SPREAD):
+    return spread <= dt(SAFE_SPREAD)
+
+
+@njit
+def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll):
+    """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t, with the
+    fixed shift (:func:`_fixed_shift`); False, having done nothing else, where it does not
+    apply. ``scratch`` ((d + 1) TILE,) is the pair loop's.
+    """
+    if not _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
         return False
+    N = _U(Xt.shape[1])
+    d = _U(Xt.shape[2])
+    W = _U(TILE)
+    dt = Xt.dtype.type
     for p in range(W):
         z[p] = dt(0)
+    for q in range(d * W):
+        acc[q] = dt(0)
     Xf = Xt.reshape(-1)
     Jf = J.reshape(-1)
     oi = (t * N + i) * d * W
-    if not fields:
-        for j in range(N):
-            if j != i:
-                oj = (t * N + j) * d * W
-                jo = (i * N + j) * d * d
-                _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll)
-        return True
-    for q in range(d * W):
-        acc[q] = dt(0)
     for j in range(N):
         if j != i:
             oj = (t * N + j) * d * W
             jo = (i * N + j) * d * d
             _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll)
+    return True
+
+
+@njit
+def _row_energies(Xt, J, Jb, nx, lam, clamp, t, i, z, shift, scratch, unroll):
+    """:func:`_row_bounded` without the field: the normaliser z and the shift alone."""
+    if not _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
+        return False
+    N = _U(Xt.shape[1])
+    d = _U(Xt.shape[2])
+    W = _U(TILE)
+    dt = Xt.dtype.type
+    for p in range(W):
+        z[p] = dt(0)
+    Xf = Xt.reshape(-1)
+    Jf = J.reshape(-1)
+    oi = (t * N + i) * d * W
+    for j in range(N):
+        if j != i:
+            oj = (t * N + j) * d * W
+            jo = (i * N + j) * d * d
+            _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll)
     return True
 
 
@@ -462,9 +487,12 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energi
         bounded = False
         if len(unroll) > 0:
             scratch = np.empty((d + 1) * width, Xt.dtype)
-            bounded = _row_bounded(
-                Xt, J, Jb, nx[t], lam, clamp, t, i, fields, acc.reshape(-1), z, m, scratch, unroll
-            )
+            if fields:
+                bounded = _row_bounded(
+                    Xt, J, Jb, nx[t], lam, clamp, t, i, acc.reshape(-1), z, m, scratch, unroll
+                )
+            else:
+                bounded = _row_energies(Xt, J, Jb, nx[t], lam, clamp, t, i, z, m, scratch, unroll)
         if not bounded:
             y = np.empty((d, width), Xt.dtype)
             s = np.empty(width, Xt.dtype)
