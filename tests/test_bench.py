@@ -122,3 +122,18 @@ def test_small_calls_have_their_own_target_and_a_measured_fixed_cost(rng):
     J = rng.standard_normal((5, 5, 3, 3)).astype(np.float32)
     fixed = bench.call_fixed_cost(x / np.linalg.norm(x, axis=-1, keepdims=True), J, repeat=2)
     assert np.isfinite(fixed) and fixed >= 0
+
+
+def test_bench_takes_the_larger_of_two_matmul_peaks(capsys, tmp_path, monkeypatch):
+    """A peak measured while something else ran is half the machine's: the bench measures it
+    before and after the benchmarks and divides by the larger."""
+    from spinsa.cli import main
+
+    peaks = iter([50.0, 100.0])
+    monkeypatch.setattr(bench, "matmul_peak", lambda device="cpu": next(peaks))
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--only", "async", "--quick", "--no-plain", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "matmul peak again, after the benchmarks: 100.0 GFLOP/s" in out
+    assert "the fractions below use the larger, 100.0" in out
+    assert json.loads(path.read_text())["matmul_peak_gflops"] == 100.0

@@ -284,7 +284,7 @@ def lane_max(A, c, skip, out, spare):
 
     The running maximum passes between ``out`` and ``spare`` (at least W floats): updated
     in place, LLVM stores only the lanes that grow, with masked stores (``vmaskmovps``),
-    slow on AMD's AVX2 cores (a tenth of a row's time; docs/benchmarks.md).
+    slow on AMD's cores with 256-bit code (docs/benchmarks.md).
     """
     N = _U(A.shape[0])
     W = _U(A.shape[1])
