@@ -18,6 +18,17 @@ class MissingDependencyError(ImportError):
     install. The command line prints it in one line (exit status 2)."""
 
 
+def import_xarray():
+    """``import xarray``, or a :class:`MissingDependencyError` that says how to install it."""
+    try:
+        import xarray
+    except ImportError:
+        raise MissingDependencyError(
+            'results as xarray need xarray: pip install "spinsa[cluster]" (or pip install xarray)'
+        ) from None
+    return xarray
+
+
 def compute_dtype(*arrays) -> np.dtype:
     """float64 if any input is float64, else float32 (the library's default)."""
     for a in arrays:
@@ -175,13 +186,13 @@ def check_lam(
     return lam
 
 
-def check_gamma(gamma, x: np.ndarray, J: np.ndarray, norms=None) -> float:
+def check_gamma(gamma, x: np.ndarray, J: np.ndarray, norms: tuple[float, float]) -> float:
     """A finite gamma whose update h_i + gamma x_i stays finite in the spins' dtype.
 
-    ``norms``: (:func:`spin_norm_max` of x, :func:`block_norm_max` of J) when known."""
+    ``norms``: (:func:`spin_norm_max` of x, :func:`block_norm_max` of J)."""
     gamma = check_real(gamma, "gamma")
     largest = float(np.finfo(x.dtype).max)
-    x_max, J_max = (spin_norm_max(x), block_norm_max(J)) if norms is None else norms
+    x_max, J_max = norms
     # |h_i + gamma x_i|^2 <= ((N max|J_ij| + |gamma|) |x|)^2 must not overflow the norm
     reach = (x.shape[-2] * J_max + abs(gamma)) * max(x_max, 1.0)
     if reach * reach >= largest:

@@ -206,10 +206,8 @@ def _run(x, J, lam, steps, mask, clamp, eps, fast, clamp_visible=False, callback
             if bar is not None:
                 bar.update()
         return x
-    # standardised spins have |xs_i| <= sqrt(d (N - 1)): lam must keep their scores finite
-    N, d = x.shape[1], x.shape[2]
-    check_lam(lam, np.full((1, 1, d), np.sqrt(max(N - 1, 1)), x.dtype), J)
-    P = x.shape[0]
+    _check_standardised_lam(lam, x, J)
+    P, d = x.shape[0], x.shape[2]
     Xt = _k.to_tiles(x)
     X0t = Xt.copy() if visible is not None else None
     vis_t = None if visible is None else _k.to_tiles(np.repeat(visible[..., None], d, axis=2))
@@ -324,17 +322,22 @@ def damico_run(
         raise ValueError("clamp_visible=True needs the mask of the visible tokens")
     dev = _torch_dynamics.dynamics_device(device)
     if dev is not None:
-        args = (mask, clamp_visible, clamp, eps, callback, progress)
-        return _run_torch(x, J, lam, steps, *args, dev)
+        return _run_torch(
+            x, J, lam, steps, mask, clamp_visible, clamp, eps, callback, progress, dev
+        )
     with progress_bar(steps, "dynamics (damico2024)", "step", enabled=progress) as bar:
         return _run(x, J, lam, steps, mask, clamp, eps, fast, clamp_visible, callback, bar)
 
 
-def _run_torch(x, J, lam, steps, mask, clamp_visible, clamp, eps, callback, progress, dev):
-    """:func:`damico_run` on a torch device (:mod:`spinsa._torch_dynamics`), checked arguments."""
-    # the same bound on lam as the fused path: standardised spins have |xs_i| <= sqrt(d (N - 1))
+def _check_standardised_lam(lam, x, J) -> None:
+    """lam must keep the scores of standardised spins finite: |xs_i| <= sqrt(d (N - 1))."""
     N, d = x.shape[1], x.shape[2]
     check_lam(lam, np.full((1, 1, d), np.sqrt(max(N - 1, 1)), x.dtype), J)
+
+
+def _run_torch(x, J, lam, steps, mask, clamp_visible, clamp, eps, callback, progress, dev):
+    """:func:`damico_run` on a torch device (:mod:`spinsa._torch_dynamics`), checked arguments."""
+    _check_standardised_lam(lam, x, J)
     desc = f"dynamics (damico2024, {dev.type})"
     with progress_bar(steps, desc, "step", enabled=progress) as bar:
         return _torch_dynamics.damico_run(

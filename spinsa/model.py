@@ -31,6 +31,7 @@ from spinsa._checks import (
     check_real,
     check_result,
     check_spins_couplings,
+    import_xarray,
 )
 from spinsa._progress import progress as progress_bar
 from spinsa.kernels import dynamics as _k
@@ -159,17 +160,6 @@ class Trajectory:
         title = f"energy along the dynamics (λ = {cfg.lam:g}, {cfg.update}, {cfg.norm})"
         _draw.finish(ax, title, ylabel="E(x(t))")
         return ax
-
-
-def import_xarray():
-    """xarray, imported on first use, or an error that says how to install it."""
-    try:
-        import xarray
-    except ImportError:
-        raise ImportError(
-            'results as xarray need xarray: pip install "spinsa[cluster]" (or pip install xarray)'
-        ) from None
-    return xarray
 
 
 # ----------------------------------------------------------------------------- fields

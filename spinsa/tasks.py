@@ -451,6 +451,21 @@ class ErrorSummary:
                 raise ValueError(f"{name} must be a ReconstructionErrors")
 
 
+def _flat_pixel_mask(pixel_mask, clean_shape) -> np.ndarray:
+    """A checked bool mask (P, H, W) of images of ``clean_shape`` (P, H, W[, C]), broadcast
+    over the channels and flattened to (P, H W [C])."""
+    m = np.asarray(pixel_mask)
+    if m.dtype != np.bool_:
+        raise ValueError(f"pixel_mask must be a bool array, got dtype {m.dtype}")
+    if m.shape != tuple(clean_shape[:3]):
+        raise ValueError(
+            f"pixel_mask must have shape (P, H, W) = {tuple(clean_shape[:3])}, got shape {m.shape}"
+        )
+    if len(clean_shape) == 4:
+        m = np.broadcast_to(m[..., None], clean_shape)
+    return m.reshape(clean_shape[0], -1)
+
+
 def reconstruction_errors(decoded, clean, pixel_mask=None) -> ReconstructionErrors:
     """Mean squared pixel error of decoded images against the clean ones (paper §III).
 
@@ -494,16 +509,7 @@ def reconstruction_errors(decoded, clean, pixel_mask=None) -> ReconstructionErro
     pixels_per_image = int(np.prod(clean.shape[1:]))
 
     if pixel_mask is not None:
-        m = np.asarray(pixel_mask)
-        if m.dtype != np.bool_:
-            raise ValueError(f"pixel_mask must be a bool array, got dtype {m.dtype}")
-        if m.shape != clean.shape[:3]:
-            raise ValueError(
-                f"pixel_mask must have shape (P, H, W) = {clean.shape[:3]}, got shape {m.shape}"
-            )
-        if clean.ndim == 4:
-            m = np.broadcast_to(m[..., None], clean.shape)
-        m = m.reshape(P, -1)
+        m = _flat_pixel_mask(pixel_mask, clean.shape)
         n_masked = m.sum(axis=1)
         n_visible = pixels_per_image - n_masked
 
@@ -672,16 +678,8 @@ class StateScorer:
         order = self._pix.T
         self._clean = np.ascontiguousarray(self.clean.reshape(P, -1)[:, order])
         if pixel_mask is not None:
-            m = np.asarray(pixel_mask)
-            if m.dtype != np.bool_ or m.shape != (P, *emb.image_shape):
-                raise ValueError(
-                    f"pixel_mask must be a bool array of shape (P, H, W) = "
-                    f"{(P, *emb.image_shape)}, got {m.dtype} of shape {m.shape}"
-                )
-            self.pixel_mask = m
-            if emb.channels > 1:
-                m = np.broadcast_to(m[..., None], (P, *shape))
-            m = m.reshape(P, -1)
+            m = _flat_pixel_mask(pixel_mask, self.clean.shape)
+            self.pixel_mask = np.asarray(pixel_mask)
             self._mask = np.ascontiguousarray(m[:, order])
             self.n_masked = m.sum(axis=1).astype(np.float64)
         if target is not None:

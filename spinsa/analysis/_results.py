@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import re
 from typing import Any, ClassVar
 
 import numpy as np
 
-from spinsa._checks import check_count, check_spins
-from spinsa.model import import_xarray
+from spinsa._checks import check_count, check_spins, import_xarray
 
 _REGISTRY: dict[str, type[AnalysisResult]] = {}
 
@@ -98,10 +98,14 @@ class AnalysisResult:
         ``("T+1",)``); a symbol repeated in one shape gets a suffix (``N, N_2``); an array
         whose documented shape does not fit (or is not documented) gets ``("<name>_0",
         "<name>_1", ...)``, and so does a symbol that would take two sizes."""
+        return self._dims_and_sizes(self.to_arrays())[0]
+
+    def _dims_and_sizes(self, arrays) -> tuple[dict[str, tuple[str, ...]], dict[str, int]]:
+        """:meth:`dims` of ``arrays`` (:meth:`to_arrays`), and the size of every dimension."""
         documented = _documented_dims(type(self))
         sizes: dict[str, int] = {}
         out: dict[str, tuple[str, ...]] = {}
-        for name, a in self.to_arrays().items():
+        for name, a in arrays.items():
             fits = [_unique(c) for c in documented.get(name, ()) if len(c) == a.ndim]
             dims = fits[0] if fits else None
             if dims is not None and any(
@@ -112,7 +116,7 @@ class AnalysisResult:
                 dims = tuple(f"{name}_{k}" for k in range(a.ndim))
             sizes.update(zip(dims, a.shape, strict=True))
             out[name] = dims
-        return out
+        return out, sizes
 
     def to_xarray(self):
         """The result as an ``xarray.Dataset``: one variable per array, dimensions named as
@@ -124,11 +128,9 @@ class AnalysisResult:
         xarray.Dataset
         """
         xr = import_xarray()
-        dims, arrays = self.dims(), self.to_arrays()
+        arrays = self.to_arrays()
+        dims, sizes = self._dims_and_sizes(arrays)
         data = {name: (dims[name], a) for name, a in arrays.items()}
-        sizes = {
-            k: n for name, a in arrays.items() for k, n in zip(dims[name], a.shape, strict=True)
-        }
         coords: dict[str, Any] = {}
         for dim, field in self._coords.items():
             value = getattr(self, field, None)
@@ -204,6 +206,7 @@ class AnalysisResult:
 _SHAPE = re.compile(r"shape\s*(\([^()]*\))")
 
 
+@functools.cache  # a class's docstring does not change
 def _documented_dims(cls) -> dict[str, list[tuple[str, ...]]]:
     """From the ``Attributes`` section of ``cls``'s docstring: for every documented array,
     the dimension tuples of its shapes (``name : ..., shape (P,) or (T, P)``; two names and

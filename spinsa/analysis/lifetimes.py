@@ -441,7 +441,9 @@ def lifetimes_vs_corruption(
     for key in ("record_every", "callback"):
         if key in run_kwargs:
             raise ValueError(f"{key} is set by lifetimes_vs_corruption; do not pass it")
-    threshold = _overlap_threshold(threshold, None if threshold is not None else targets)
+    threshold = (
+        pattern_threshold(targets) if threshold is None else check_real(threshold, "threshold")
+    )
     gen = as_generator(rng)
     per_level = []
     for level in levels:

@@ -25,7 +25,7 @@ import numpy as np
 
 import spinsa
 from spinsa import io
-from spinsa._checks import check_choice, check_count, check_spins_couplings
+from spinsa._checks import check_choice, check_count, check_lam_gamma, check_spins_couplings
 from spinsa._config import config_differences, config_to_dict
 from spinsa._files import refuse_existing
 from spinsa._progress import progress as progress_bar
@@ -293,14 +293,15 @@ def run_dynamics(config: ExperimentConfig, J, x0, mask, steps, callback):
     dyn = config.dynamics
     clamp = config.tasks.clamp_visible and mask is not None
     seed = config.tasks.seed if dyn.seed is None else dyn.seed
-    dev = dynamics_device(dyn.device)
     if dyn.preset == "damico2024":
         damico_run(
             x0, J, dyn.lam_eval, steps, mask, clamp_visible=clamp, callback=callback,
             device=dyn.device,
         )  # fmt: skip
-    elif clamp and dev is not None:  # the visible sites reset after every step, on the device
+    elif clamp and (dev := dynamics_device(dyn.device)) is not None:
+        # the visible sites reset after every step, on the device; checked as spinsa.run does
         x0, J = check_spins_couplings(x0, J, x_name="x0")
+        check_lam_gamma(dyn.lam_eval, dyn.gamma, x0, J)
         design_run(
             x0, J, dyn.lam_eval, dyn.gamma, dyn.norm, dyn.update, steps, dev, seed=seed,
             visible=~mask, callback=callback,

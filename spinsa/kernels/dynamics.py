@@ -357,7 +357,10 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll
 
 @njit
 def _row_energies(Xt, J, Jb, nx, lam, clamp, t, i, z, shift, scratch, unroll):
-    """:func:`_row_bounded` without the field: the normaliser z and the shift alone."""
+    """:func:`_row_bounded` without the field: the normaliser z and the shift alone.
+
+    A function of its own, not a branch of :func:`_row_bounded`: as a branch it made the
+    full sweep about 10 % slower with 256-bit code (docs/benchmarks.md)."""
     if not _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
         return False
     N = _U(Xt.shape[1])
