@@ -117,7 +117,15 @@ def _weights(s, lam: float, clamp: float, key_mask):
     return (top + z.log()).squeeze(2), w.div_(z)  # one exp per pair (logsumexp takes two)
 
 
-def fields(x, by_key, lam: float, clamp: float = np.inf, key_mask=None, energies: bool = False):
+def fields(
+    x,
+    by_key,
+    lam: float,
+    clamp: float = np.inf,
+    key_mask=None,
+    energies: bool = False,
+    with_fields: bool = True,
+):
     """Attention fields h (P, N, d) of spins x (P, N, d) on the device, chunked over samples;
     with ``energies`` also the site energies e (P, N) = -(1/lam) log sum_j exp(lam s_ij).
 
@@ -130,10 +138,20 @@ def fields(x, by_key, lam: float, clamp: float = np.inf, key_mask=None, energies
         Inverse temperature; scores are clamped from above at ``clamp`` before ``lam``.
     key_mask : torch.Tensor of bool, shape (P, N), optional
         Tokens that no token attends to.
+    energies : bool
+        Also return the site energies (else None).
+    with_fields : bool
+        False: h is None and the weighted sum over j is skipped (a third of the work), for
+        the energies alone.
+
+    Returns
+    -------
+    h : torch.Tensor, shape (P, N, d), or None
+    e : torch.Tensor, shape (P, N), or None
     """
     torch = import_torch()
     P, N, d = x.shape
-    h = torch.empty_like(x)
+    h = torch.empty_like(x) if with_fields else None
     e = torch.empty(x.shape[:2], dtype=x.dtype, device=x.device) if energies else None
     step = _chunk(x, x.device)
     for start in range(0, P, step):
@@ -144,7 +162,8 @@ def fields(x, by_key, lam: float, clamp: float = np.inf, key_mask=None, energies
         s = torch.bmm(xb.reshape(B * N, 1, d), yv).view(B, N, N)
         km = None if key_mask is None else key_mask[start : start + step]
         lse, alpha = _weights(s, lam, clamp, km)
-        h[start : start + B] = torch.bmm(yv, alpha.view(B * N, N, 1)).view(B, N, d)
+        if h is not None:
+            h[start : start + B] = torch.bmm(yv, alpha.view(B * N, N, 1)).view(B, N, d)
         if e is not None:
             e[start : start + B] = -lse / lam
     return h, e
@@ -233,12 +252,12 @@ def design_run(
     energies = torch.empty((steps + 1, x0.shape[0]), dtype=torch.float64, device=dev)
     times, states = [0], [np.array(x0, copy=True)]
     for t in range(1, steps + 1):
-        h, e = fields(x, by_key, lam, energies=True)  # e of x(t - 1)
+        # e of x(t - 1); an asynchronous step needs no field of x(t - 1)
+        h, e = fields(x, by_key, lam, energies=True, with_fields=update == "sync")
         energies[t - 1] = e.double().sum(dim=1)
         if update == "sync":
             x = _normalise(h + gamma * x, norm)
         else:
-            del h
             _async_sweep(x, by_row, lam, gamma, norm, rng.permutation(x0.shape[1]))
         if keep is not None:
             x = torch.where(keep, x_first, x)
@@ -252,7 +271,7 @@ def design_run(
                 callback(t, host)
         if bar is not None:
             bar.update()
-    _, e = fields(x, by_key, lam, energies=True)
+    _, e = fields(x, by_key, lam, energies=True, with_fields=False)
     energies[steps] = e.double().sum(dim=1)
     if record_every is None:
         times, states = [steps], [_to_host(x)]

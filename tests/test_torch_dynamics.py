@@ -66,6 +66,9 @@ def test_fields_and_energies_match_the_plain_formulas():
     h, e = td.fields(torch.as_tensor(x), by_key, 3.0, energies=True)
     np.testing.assert_allclose(h.numpy(), ref.local_fields(x, J, 3.0), atol=1e-12)
     np.testing.assert_allclose(e.numpy(), ref.site_energies(x, J, 3.0), rtol=1e-12)
+    none, alone = td.fields(torch.as_tensor(x), by_key, 3.0, energies=True, with_fields=False)
+    assert none is None
+    np.testing.assert_array_equal(alone.numpy(), e.numpy())
 
 
 def test_chunks_over_samples_do_not_change_results(monkeypatch):
