@@ -107,9 +107,13 @@ def min_wall_time(fn, repeat: int = 3) -> float:
     return min(times)
 
 
-def matmul_peak(n: int = 2048, repeat: int = 5, device: str = "cpu") -> float:
+def matmul_peak(n: int = 2048, repeat: int = 5, device: str = "cpu", coretype=None) -> float:
     """float32 GFLOP/s of an n x n matmul: the machine's practical peak (numpy's BLAS on the
-    CPU; torch on ``device="cuda"``, 8192 x 8192, TF32 off as torch's default)."""
+    CPU; torch on ``device="cuda"``, 8192 x 8192, TF32 off as torch's default).
+
+    ``coretype``: measured in a fresh process whose OpenBLAS runs that core type's kernels
+    (``OPENBLAS_CORETYPE``; :func:`peak_coretype` says when that is needed).
+    """
     if device == "cuda":
         torch = import_torch()
         dev = torch.device("cuda")
@@ -117,11 +121,56 @@ def matmul_peak(n: int = 2048, repeat: int = 5, device: str = "cpu") -> float:
         mm = _on_device(torch, dev, lambda: a @ a)
         mm()
         return 2 * 8192**3 / min_wall_time(mm, repeat) / 1e9
+    if coretype is not None:
+        import os
+        import subprocess
+        import sys
+
+        code = f"from spinsa.bench import matmul_peak; print(matmul_peak({n}, {repeat}))"
+        env = {**os.environ, "OPENBLAS_CORETYPE": coretype}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        return float(done.stdout.split()[-1])
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     a @ b
     return 2 * n**3 / min_wall_time(lambda: a @ b, repeat) / 1e9
+
+
+# OpenBLAS's core types (OPENBLAS_CORETYPE) by the vector width of their float32 kernels
+_OPENBLAS_BITS = {"haswell": 256, "zen": 256, "skylakex": 512, "cooperlake": 512}
+_OPENBLAS_BITS["sapphirerapids"] = 512
+_OPENBLAS_FOR_BITS = {256: "Haswell", 512: "SkylakeX"}
+
+
+def blas_core() -> str | None:
+    """The core type whose kernels OpenBLAS runs numpy's matmul with in this process
+    (threadpoolctl's ``architecture``, e.g. ``"Haswell"``), or None for another BLAS."""
+    from threadpoolctl import threadpool_info
+
+    np.ones(2) @ np.ones(2)  # numpy loads its BLAS lazily on some builds
+    for lib in threadpool_info():
+        if lib.get("internal_api") == "openblas" and lib.get("user_api") == "blas":
+            return lib.get("architecture")
+    return None
+
+
+def peak_coretype(vector_bits: int, core: str | None) -> str | None:
+    """The ``OPENBLAS_CORETYPE`` whose kernels have numba's vector width ``vector_bits``,
+    where OpenBLAS's own kernels (``core``, :func:`blas_core`) have another; else None.
+
+    OpenBLAS picks its kernels by CPU model. On one it does not know it may run 256-bit
+    kernels where the CPU runs 512-bit vectors at twice their speed (AMD's Zen 5 with
+    OpenBLAS 0.3.31: 257 against 473 GFLOP/s on 2 cores), and every fraction of that
+    "peak" doubles. Code compiled for 256-bit vectors on an AVX-512 CPU (an AVX2 machine,
+    emulated) is likewise measured against 256-bit kernels.
+    """
+    width = _OPENBLAS_BITS.get((core or "").lower())
+    if width is None or width == vector_bits or vector_bits not in _OPENBLAS_FOR_BITS:
+        return None
+    return _OPENBLAS_FOR_BITS[vector_bits]
 
 
 # ------------------------------------------------------------------ plain implementations

@@ -130,10 +130,56 @@ def test_bench_takes_the_larger_of_two_matmul_peaks(capsys, tmp_path, monkeypatc
     from spinsa.cli import main
 
     peaks = iter([50.0, 100.0])
-    monkeypatch.setattr(bench, "matmul_peak", lambda device="cpu": next(peaks))
+    monkeypatch.setattr(bench, "matmul_peak", lambda device="cpu", coretype=None: next(peaks))
     path = tmp_path / "bench.json"
     assert main(["bench", "--only", "async", "--quick", "--no-plain", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "matmul peak again, after the benchmarks: 100.0 GFLOP/s" in out
     assert "the fractions below use the larger, 100.0" in out
     assert json.loads(path.read_text())["matmul_peak_gflops"] == 100.0
+
+
+@pytest.mark.parametrize(
+    "bits, core, want",
+    [
+        (512, "Haswell", "SkylakeX"),  # Zen 5 with OpenBLAS 0.3.31: 256-bit kernels
+        (512, "Zen", "SkylakeX"),
+        (256, "SkylakeX", "Haswell"),  # an AVX2 machine emulated on an AVX-512 CPU
+        (256, "SapphireRapids", "Haswell"),
+        (256, "Haswell", None),
+        (512, "SkylakeX", None),
+        (512, None, None),  # another BLAS: its own kernels
+        (128, "NEOVERSEN1", None),
+        (128, "Haswell", None),  # no OpenBLAS core type of that width to ask for
+    ],
+)
+def test_the_peak_is_measured_with_kernels_of_the_compiled_width(bits, core, want):
+    assert bench.peak_coretype(bits, core) == want
+
+
+def test_a_peak_measured_with_other_kernels_in_a_fresh_process():
+    core = bench.blas_core()
+    if core is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS")
+    peak = bench.matmul_peak(n=128, repeat=1, coretype=core)
+    assert np.isfinite(peak) and peak > 0
+
+
+def test_bench_names_the_blas_kernels_of_its_peak(capsys, tmp_path, monkeypatch):
+    """Where OpenBLAS runs kernels narrower than numba's code, the peak comes from a process
+    with kernels of the code's width, and the header says so."""
+    from spinsa.cli import main
+
+    asked = []
+    monkeypatch.setattr(bench, "blas_core", lambda: "Haswell")
+    monkeypatch.setattr(bench, "compile_target", lambda: dict(
+        cpu="znver5", cpu_from_env=False, features=["avx512f"], vector_bits=512))  # fmt: skip
+    monkeypatch.setattr(bench, "matmul_peak", lambda device="cpu", coretype=None: asked.append(
+        coretype) or 400.0)  # fmt: skip
+    path = tmp_path / "bench.json"
+    assert main(["bench", "--only", "async", "--quick", "--no-plain", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert asked == ["SkylakeX", "SkylakeX"]
+    assert "OpenBLAS's SkylakeX kernels" in out and "OPENBLAS_CORETYPE=SkylakeX" in out
+    assert "chose its Haswell kernels" in out
+    assert json.loads(path.read_text())["matmul_peak_openblas_core"] == "SkylakeX"

@@ -68,7 +68,10 @@ def _cmd_bench(args) -> int:
         from spinsa._torch import resolve_device
 
         resolve_device("cuda")  # a clear error where there is no GPU, before any work
-    peak = bench.matmul_peak(device=args.device)
+    target = bench.compile_target() if args.device == "cpu" else None
+    core = bench.blas_core() if target else None
+    coretype = bench.peak_coretype(target["vector_bits"], core) if target else None
+    peak = bench.matmul_peak(device=args.device, coretype=coretype)
     print(
         f"spinsa {spinsa.__version__}, numba {numba.__version__}, {numba.get_num_threads()} threads"
     )
@@ -76,11 +79,18 @@ def _cmd_bench(args) -> int:
         print(f"device: {bench.device_description(args.device)}")
         print(f"float32 matmul peak (torch, 8192^2, on the GPU): {peak:.1f} GFLOP/s")
     else:
-        print(f"compiled for: {_target_line(bench.compile_target())}")
-        print(f"float32 matmul peak (numpy BLAS, 2048^2): {peak:.1f} GFLOP/s")
+        print(f"compiled for: {_target_line(target)}")
+        kernels = f"OpenBLAS's {coretype or core} kernels" if core else "its own kernels"
+        print(f"float32 matmul peak (numpy BLAS, {kernels}, 2048^2): {peak:.1f} GFLOP/s")
+        if coretype:
+            print(
+                f"  (measured in a process with OPENBLAS_CORETYPE={coretype}, for the "
+                f"{target['vector_bits']}-bit vectors of the kernels; OpenBLAS chose its "
+                f"{core} kernels here)"
+            )
     runs = bench.run_benchmarks(only, args.quick, not args.no_plain, args.device)
     # measured again: a peak taken while something else ran would inflate every fraction
-    again = bench.matmul_peak(device=args.device)
+    again = bench.matmul_peak(device=args.device, coretype=coretype)
     peak = max(peak, again)
     print(f"matmul peak again, after the benchmarks: {again:.1f} GFLOP/s", end="")
     print(f"; the fractions below use the larger, {peak:.1f}")
@@ -94,7 +104,7 @@ def _cmd_bench(args) -> int:
         for line, _ in verdicts:
             print(f"  {line}")
     if args.json:
-        _write_json(args.json, args.device, peak, runs, verdicts)
+        _write_json(args.json, args.device, peak, coretype or core, runs, verdicts)
         print(f"\nresults written to {args.json}")
     return 0
 
@@ -135,7 +145,7 @@ def _print_pair(title, res, peak, ratio="ratio"):
             print(f"  {key:<22}{res[key]:9.3g}")
 
 
-def _write_json(path, device: str, peak: float, runs, verdicts) -> None:
+def _write_json(path, device: str, peak: float, blas: str | None, runs, verdicts) -> None:
     """The results of a run, with the machine and the date, as JSON (written atomically)."""
     import dataclasses
     import datetime
@@ -168,6 +178,7 @@ def _write_json(path, device: str, peak: float, runs, verdicts) -> None:
         "device": device_description(device),
         "compile_target": compile_target() if device == "cpu" else None,
         "matmul_peak_gflops": peak,
+        "matmul_peak_openblas_core": blas,  # the kernels the peak was measured with
         "benchmarks": [{"title": t, **as_json(res)} for t, res, _ in runs],
         "targets": [{"target": line, "met": met} for line, met in verdicts],
     }
