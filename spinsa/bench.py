@@ -140,8 +140,13 @@ def matmul_peak(n: int = 2048, repeat: int = 5, device: str = "cpu", coretype=No
 
 
 # OpenBLAS's core types (OPENBLAS_CORETYPE) by the vector width of their float32 kernels
-_OPENBLAS_BITS = {"haswell": 256, "zen": 256, "skylakex": 512, "cooperlake": 512}
-_OPENBLAS_BITS["sapphirerapids"] = 512
+_OPENBLAS_BITS = {
+    "haswell": 256,
+    "zen": 256,
+    "skylakex": 512,
+    "cooperlake": 512,
+    "sapphirerapids": 512,
+}
 _OPENBLAS_FOR_BITS = {256: "Haswell", 512: "SkylakeX"}
 
 

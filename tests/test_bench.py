@@ -183,3 +183,21 @@ def test_bench_names_the_blas_kernels_of_its_peak(capsys, tmp_path, monkeypatch)
     assert "OpenBLAS's SkylakeX kernels" in out and "OPENBLAS_CORETYPE=SkylakeX" in out
     assert "chose its Haswell kernels" in out
     assert json.loads(path.read_text())["matmul_peak_openblas_core"] == "SkylakeX"
+
+
+def test_bench_falls_back_to_its_own_blas_where_the_other_kernels_fail(capsys, monkeypatch):
+    from spinsa.cli import main
+
+    def peak(device="cpu", coretype=None):
+        if coretype:
+            raise subprocess.CalledProcessError(1, "python", stderr="Illegal instruction")
+        return 100.0
+
+    monkeypatch.setattr(bench, "blas_core", lambda: "Haswell")
+    monkeypatch.setattr(bench, "compile_target", lambda: dict(
+        cpu="znver5", cpu_from_env=False, features=["avx512f"], vector_bits=512))  # fmt: skip
+    monkeypatch.setattr(bench, "matmul_peak", peak)
+    assert main(["bench", "--only", "async", "--quick", "--no-plain"]) == 0
+    out = capsys.readouterr().out
+    assert "OPENBLAS_CORETYPE=SkylakeX failed (Illegal instruction)" in out
+    assert "OpenBLAS's Haswell kernels, 2048^2): 100.0" in out
