@@ -165,15 +165,22 @@ def test_a_peak_measured_with_other_kernels_in_a_fresh_process():
     assert np.isfinite(peak) and peak > 0
 
 
-def test_bench_names_the_blas_kernels_of_its_peak(capsys, tmp_path, monkeypatch):
+@pytest.fixture
+def zen5_with_haswell_blas(monkeypatch):
+    """numba's code 512-bit, OpenBLAS on its 256-bit Haswell kernels (Zen 5, OpenBLAS 0.3.31)."""
+    monkeypatch.setattr(bench, "blas_core", lambda: "Haswell")
+    target = dict(cpu="znver5", cpu_from_env=False, features=["avx512f"], vector_bits=512)
+    monkeypatch.setattr(bench, "compile_target", lambda: target)
+
+
+def test_bench_names_the_blas_kernels_of_its_peak(
+    capsys, tmp_path, monkeypatch, zen5_with_haswell_blas
+):
     """Where OpenBLAS runs kernels narrower than numba's code, the peak comes from a process
     with kernels of the code's width, and the header says so."""
     from spinsa.cli import main
 
     asked = []
-    monkeypatch.setattr(bench, "blas_core", lambda: "Haswell")
-    monkeypatch.setattr(bench, "compile_target", lambda: dict(
-        cpu="znver5", cpu_from_env=False, features=["avx512f"], vector_bits=512))  # fmt: skip
     monkeypatch.setattr(bench, "matmul_peak", lambda device="cpu", coretype=None: asked.append(
         coretype) or 400.0)  # fmt: skip
     path = tmp_path / "bench.json"
@@ -185,7 +192,9 @@ def test_bench_names_the_blas_kernels_of_its_peak(capsys, tmp_path, monkeypatch)
     assert json.loads(path.read_text())["matmul_peak_openblas_core"] == "SkylakeX"
 
 
-def test_bench_falls_back_to_its_own_blas_where_the_other_kernels_fail(capsys, monkeypatch):
+def test_bench_falls_back_to_its_own_blas_where_the_other_kernels_fail(
+    capsys, monkeypatch, zen5_with_haswell_blas
+):
     from spinsa.cli import main
 
     def peak(device="cpu", coretype=None):
@@ -193,9 +202,6 @@ def test_bench_falls_back_to_its_own_blas_where_the_other_kernels_fail(capsys, m
             raise subprocess.CalledProcessError(1, "python", stderr="Illegal instruction")
         return 100.0
 
-    monkeypatch.setattr(bench, "blas_core", lambda: "Haswell")
-    monkeypatch.setattr(bench, "compile_target", lambda: dict(
-        cpu="znver5", cpu_from_env=False, features=["avx512f"], vector_bits=512))  # fmt: skip
     monkeypatch.setattr(bench, "matmul_peak", peak)
     assert main(["bench", "--only", "async", "--quick", "--no-plain"]) == 0
     out = capsys.readouterr().out

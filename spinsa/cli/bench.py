@@ -70,9 +70,10 @@ def _cmd_bench(args) -> int:
         from spinsa._torch import resolve_device
 
         resolve_device("cuda")  # a clear error where there is no GPU, before any work
-    target = bench.compile_target() if args.device == "cpu" else None
-    core = bench.blas_core() if target else None
-    coretype = bench.peak_coretype(target["vector_bits"], core) if target else None
+    target = core = coretype = None  # on the CPU: numba's target and the BLAS kernels
+    if args.device == "cpu":
+        target, core = bench.compile_target(), bench.blas_core()
+        coretype = bench.peak_coretype(target["vector_bits"], core)
     try:
         peak = bench.matmul_peak(device=args.device, coretype=coretype)
     except subprocess.CalledProcessError as err:  # kernels this CPU cannot run, say
@@ -112,7 +113,7 @@ def _cmd_bench(args) -> int:
         for line, _ in verdicts:
             print(f"  {line}")
     if args.json:
-        _write_json(args.json, args.device, peak, coretype or core, runs, verdicts)
+        _write_json(args.json, args.device, target, peak, coretype or core, runs, verdicts)
         print(f"\nresults written to {args.json}")
     return 0
 
@@ -153,8 +154,9 @@ def _print_pair(title, res, peak, ratio="ratio"):
             print(f"  {key:<22}{res[key]:9.3g}")
 
 
-def _write_json(path, device: str, peak: float, blas: str | None, runs, verdicts) -> None:
-    """The results of a run, with the machine and the date, as JSON (written atomically)."""
+def _write_json(path, device: str, target, peak: float, blas: str | None, runs, verdicts) -> None:
+    """The results of a run, with the machine and the date, as JSON (written atomically);
+    ``target``: :func:`spinsa.bench.compile_target` of the run (None on a GPU)."""
     import dataclasses
     import datetime
     import json
@@ -165,7 +167,7 @@ def _write_json(path, device: str, peak: float, blas: str | None, runs, verdicts
 
     import spinsa
     from spinsa._files import atomic_write_text
-    from spinsa.bench import Timing, compile_target, device_description
+    from spinsa.bench import Timing, device_description
 
     def as_json(res: dict) -> dict:
         out = {
@@ -184,7 +186,7 @@ def _write_json(path, device: str, peak: float, blas: str | None, runs, verdicts
         "numba": numba.__version__,
         "threads": numba.get_num_threads(),
         "device": device_description(device),
-        "compile_target": compile_target() if device == "cpu" else None,
+        "compile_target": target,
         "matmul_peak_gflops": peak,
         "matmul_peak_openblas_core": blas,  # the kernels the peak was measured with
         "benchmarks": [{"title": t, **as_json(res)} for t, res, _ in runs],
