@@ -151,8 +151,14 @@ _OPENBLAS_FOR_BITS = {256: "Haswell", 512: "SkylakeX"}
 
 
 def blas_core() -> str | None:
-    """The core type whose kernels OpenBLAS runs numpy's matmul with in this process
-    (threadpoolctl's ``architecture``, e.g. ``"Haswell"``), or None for another BLAS."""
+    """The core type whose kernels OpenBLAS runs numpy's matmul with in this process.
+
+    Returns
+    -------
+    str or None
+        threadpoolctl's ``architecture`` of numpy's OpenBLAS, e.g. ``"Haswell"``; None
+        where numpy runs another BLAS.
+    """
     from threadpoolctl import threadpool_info
 
     np.ones(2) @ np.ones(2)  # numpy loads its BLAS lazily on some builds
@@ -171,6 +177,19 @@ def peak_coretype(vector_bits: int, core: str | None) -> str | None:
     OpenBLAS 0.3.31: 257 against 473 GFLOP/s on 2 cores), and every fraction of that
     "peak" doubles. Code compiled for 256-bit vectors on an AVX-512 CPU (an AVX2 machine,
     emulated) is likewise measured against 256-bit kernels.
+
+    Parameters
+    ----------
+    vector_bits : int
+        The widest vector register of numba's code (``compile_target()["vector_bits"]``).
+    core : str or None
+        OpenBLAS's core type in this process (:func:`blas_core`), any case.
+
+    Returns
+    -------
+    str or None
+        ``"SkylakeX"`` (512-bit) or ``"Haswell"`` (256-bit); None where the core type's
+        width is ``vector_bits`` already, unknown, or no core type of that width is listed.
     """
     width = _OPENBLAS_BITS.get((core or "").lower())
     if width is None or width == vector_bits or vector_bits not in _OPENBLAS_FOR_BITS:
