@@ -22,47 +22,98 @@ from spinsa.kernels._unrolled import (
 )
 
 
+@pytest.mark.parametrize("pairs", [1, 3])
 @pytest.mark.parametrize("W", [5, 6])
 @pytest.mark.parametrize("d", range(1, MAX_UNROLLED_D + 1))
-def test_pair_block_source_matches_numpy(rng, d, W):
+def test_pair_block_source_matches_numpy(rng, d, W, pairs):
     """The generated source (two passes, with a lane left over when W is odd), run
-    as plain Python, adds w y to acc and w to z lane by lane."""
-    lam = 0.7
+    as plain Python, adds the pairs' w y to acc and w to z lane by lane."""
+    lam, clamp = 0.7, 0.1
     namespace = {"W": W, "_U": int, "fast_exp": np.exp}
-    exec(pair_block_source(d), namespace)
-    xi, xj = rng.standard_normal((2, d, W))
-    Jij = rng.standard_normal((d, d))
+    exec(pair_block_source(d, pairs=pairs), namespace)
+    xi = rng.standard_normal((d, W))
+    xj = rng.standard_normal((pairs, d, W))
+    Jij = rng.standard_normal((pairs, d, d))
     shift = rng.standard_normal(W)
     acc0, z0 = rng.standard_normal((d, W)), rng.standard_normal(W)
     acc, z = acc0.ravel().copy(), z0.copy()
-    Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])  # offsets are honoured
+    Xf = np.concatenate([np.zeros(3), xi.ravel(), xj[::-1].ravel()])  # offsets are honoured
     Jf = np.concatenate([np.zeros(2), Jij.ravel()])
-    clamp = 0.1
-    scratch = np.full((d + 1) * W, np.nan)
-    namespace["pair_block"](Xf, Jf, 2, 3, 3 + d * W, lam, clamp, shift, acc, z, scratch)
+    oj = tuple(3 + d * W * (pairs - g) for g in range(pairs))
+    jo = tuple(2 + d * d * g for g in range(pairs))
+    scratch = np.full(pairs * (d + 1) * W, np.nan)
+    namespace["pair_block"](Xf, Jf, jo, 3, oj, lam, clamp, shift, acc, z, scratch)
 
-    y = Jij @ xj
-    w = np.exp(lam * np.minimum((xi * y).sum(0), clamp) - shift)
-    np.testing.assert_allclose(z, z0 + w, rtol=1e-13)
-    np.testing.assert_allclose(acc.reshape(d, W), acc0 + w * y, rtol=1e-13, atol=1e-13)
+    y = np.einsum("gab,gbp->gap", Jij, xj)
+    w = np.exp(lam * np.minimum((xi * y).sum(1), clamp) - shift)
+    np.testing.assert_allclose(z, z0 + w.sum(0), rtol=1e-13)
+    expected = acc0 + (w[:, None] * y).sum(0)
+    np.testing.assert_allclose(acc.reshape(d, W), expected, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("pairs", [1, 4])
 @pytest.mark.parametrize("d", [1, 4, 8])
-def test_energy_block_source_matches_numpy(rng, d):
-    """The normaliser alone, run as plain Python: w added to z, lane by lane."""
+def test_energy_block_source_matches_numpy(rng, d, pairs):
+    """The normaliser alone, run as plain Python: the pairs' w added to z, lane by lane."""
     W, lam, clamp = 5, 0.7, 0.1
     namespace = {"W": W, "_U": int, "fast_exp": np.exp}
-    exec(energy_block_source(d), namespace)
-    xi, xj = rng.standard_normal((2, d, W))
-    Jij = rng.standard_normal((d, d))
+    exec(energy_block_source(d, pairs=pairs), namespace)
+    xi = rng.standard_normal((d, W))
+    xj = rng.standard_normal((pairs, d, W))
+    Jij = rng.standard_normal((pairs, d, d))
     shift, z0 = rng.standard_normal((2, W))
     z = z0.copy()
     Xf = np.concatenate([np.zeros(3), xi.ravel(), xj.ravel()])
     Jf = np.concatenate([np.zeros(2), Jij.ravel()])
-    scratch = np.full((d + 1) * W, np.nan)
-    namespace["energy_block"](Xf, Jf, 2, 3, 3 + d * W, lam, clamp, shift, z, scratch)
-    w = np.exp(lam * np.minimum((xi * (Jij @ xj)).sum(0), clamp) - shift)
-    np.testing.assert_allclose(z, z0 + w, rtol=1e-13)
+    oj = tuple(3 + d * W * (1 + g) for g in range(pairs))
+    jo = tuple(2 + d * d * g for g in range(pairs))
+    scratch = np.full(pairs * W, np.nan)
+    namespace["energy_block"](Xf, Jf, jo, 3, oj, lam, clamp, shift, z, scratch)
+    s = np.einsum("ap,gab,gbp->gp", xi, Jij, xj)
+    w = np.exp(lam * np.minimum(s, clamp) - shift)
+    np.testing.assert_allclose(z, z0 + w.sum(0), rtol=1e-13)
+
+
+@pytest.mark.parametrize("N", [2, 5, 6, 9, 10])  # N - 1 = 1, 4, 5, 8, 9: whole groups and a rest
+def test_sweep_takes_every_pair_once_in_groups(rng, N):
+    """The fast path takes the sites j != i PAIRS at a time, the rest one by one: every
+    number of sites, the diagonal anywhere in a group, against the plain formulas."""
+    P = 2 * k.TILE - 3
+    x, J = random_system(rng, P=P, N=N, d=8, dtype=np.float64)
+    Xt = k.to_tiles(x)
+    out = np.empty_like(Xt)
+    E = np.empty(Xt.shape[:2] + Xt.shape[3:])
+    k.sweep(Xt, J, 0.9, np.inf, 0.0, 0, False, out, E)
+    np.testing.assert_allclose(k.from_tiles(out, P), ref_fields(x, J, 0.9), rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(k.energies_from_tiles(E, P), ref_energies(x, J, 0.9), rtol=1e-11)
+
+
+@pytest.fixture(scope="module")
+def compiled_fast_exp():
+    """fast_exp applied elementwise by a compiled loop."""
+    from spinsa.kernels._math import fast_exp
+    from spinsa.kernels._numba import njit
+
+    @njit(cache=False)
+    def apply(a, out):
+        for n in range(a.shape[0]):
+            out[n] = fast_exp(a[n])
+
+    def run(a):
+        out = np.empty_like(a)
+        apply(a, out)
+        return out
+
+    return run
+
+
+def test_fast_exp_float32_is_within_3e_7_of_exp(compiled_fast_exp, rng):
+    x = rng.uniform(-87.0, 88.0, 40_000).astype(np.float32)
+    got = compiled_fast_exp(x).astype(np.float64)
+    want = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(got - want) / want) < 3e-7
+    x64 = rng.uniform(-5.0, 5.0, 100)
+    np.testing.assert_allclose(compiled_fast_exp(x64), np.exp(x64), rtol=1e-15)  # libm's exp
 
 
 @pytest.mark.parametrize("N", [1, 2, 5])
@@ -121,6 +172,8 @@ def test_block_sources_refuse_unsupported_d(source):
         source(MAX_UNROLLED_D + 1)
     with pytest.raises(ValueError, match="rows must be >= 1"):
         outer_block_source(8, rows=0)
+    with pytest.raises(ValueError, match="pairs must be >= 1"):
+        pair_block_source(8, pairs=0)
 
 
 def test_gradient_blocking_follows_the_targets_vector_registers():

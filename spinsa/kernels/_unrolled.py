@@ -42,78 +42,95 @@ def _score_lines(d: int, name: str, args: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def pair_block_source(d: int, name: str = "pair_block", extra_args: tuple[str, ...] = ()) -> str:
+def pair_block_source(
+    d: int, name: str = "pair_block", extra_args: tuple[str, ...] = (), pairs: int = 1
+) -> str:
     """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, *extra)``.
 
-    Layout (all flat, C order, indices uint64): ``Xf`` the spins of a tile, ``x_j[b, p] =
-    Xf[oj + b W + p]`` (``x_i`` likewise at ``oi``); ``Jf`` the couplings, ``J_ij[a, b] =
-    Jf[jo + a d + b]``; ``acc[a W + p]`` the unnormalised field and ``z[p]`` the normaliser of
-    lane p; ``shift[p]`` the softmax shift; ``clamp`` the scores' upper clamp (inf: none);
-    ``scratch`` ((d + 1) W floats) the loop's y and scores between its two passes.
-    ``W`` (the tile width), ``_U`` (uint64) and ``fast_exp`` are globals of the namespace
-    the source is executed in; ``extra_args`` are accepted and unused (the sweep passes d as
-    the length of such an argument).
+    ``pairs`` pairs (i, j_g) of one row i at once. Layout (all flat, C order, indices
+    uint64): ``Xf`` the spins of a tile, ``x_j[b, p] = Xf[oj[g] + b W + p]`` for pair g
+    (``x_i`` likewise at ``oi``); ``Jf`` the couplings, ``J_ij[a, b] = Jf[jo[g] + a d + b]``
+    (``jo`` and ``oj``: tuples of ``pairs`` offsets); ``acc[a W + p]`` the unnormalised
+    field and ``z[p]`` the normaliser of lane p; ``shift[p]`` the softmax shift; ``clamp``
+    the scores' upper clamp (inf: none); ``scratch`` (``pairs`` (d + 1) W floats) the y and
+    scores between the passes. ``W`` (the tile width), ``_U`` (uint64) and ``fast_exp`` are
+    globals of the namespace the source is executed in; ``extra_args`` are accepted and
+    unused (the sweep passes d as the length of such an argument).
 
-    Pass 1 is one loop over the lanes per block of 4 rows of y = J_ij x_j: each writes its
-    rows of y to ``scratch[a W + p]`` and adds its part of the score to ``scratch[d W + p]``,
-    the last one storing lam min(s, clamp) - shift. 4 rows of y, the x_j streaming past and a
-    coupling fit AVX2's 16 vector registers, and no dependent chain runs from x_j through the
-    exp to acc within one iteration, as it did in the former single loop (with its d rows of
-    y live across the exp). Pass 2 takes the exp and adds to z and acc. Against that single
-    loop, at d = 8: about 1.1x with 256-bit code, 1.15x with 512-bit code, the same fields
-    bit for bit (docs/benchmarks.md).
+    Pass 1, for each pair, is one loop over the lanes per block of 4 rows of y = J_ij x_j:
+    each writes its rows of y to the scratch and adds its part of the score, the last one
+    storing lam min(s, clamp) - shift. 4 rows of y, the x_j streaming past and a coupling
+    fit AVX2's 16 vector registers, and no dependent chain runs from x_j through the exp to
+    acc within one iteration. Pass 2 takes the ``pairs`` exps side by side (independent
+    chains, so their latency overlaps) and adds their sum to z and w y to acc, which is
+    loaded and stored once for all the pairs. At d = 8, 4 pairs at once against 1: about
+    1.3x with 512-bit code, 1.07x with 256-bit code (docs/benchmarks.md).
     """
     args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "acc", "z", "scratch")
     args += tuple(extra_args)
-    return "\n".join(_two_pass_lines(d, name, args)) + "\n"
+    return "\n".join(_two_pass_lines(d, name, args, pairs=pairs)) + "\n"
 
 
 def _two_pass_lines(
-    d: int, name: str, args: tuple[str, ...], rows: int = 4, fields: bool = True
+    d: int, name: str, args: tuple[str, ...], rows: int = 4, fields: bool = True, pairs: int = 1
 ) -> list[str]:
-    """The lines of :func:`pair_block_source`: y and the score by blocks of ``rows`` rows,
-    then the exp; without y in the scratch and without acc where ``fields`` is False."""
+    """The lines of :func:`pair_block_source`: y and the score by blocks of ``rows`` rows
+    for each of ``pairs`` pairs, then their exps; without y in the scratch and without acc
+    where ``fields`` is False."""
     if not 1 <= d <= MAX_UNROLLED_D:
         raise ValueError(f"d must be in 1..{MAX_UNROLLED_D}, got {d}")
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
     r = range(d)
     blocks = [range(a0, min(d, a0 + rows)) for a0 in range(0, d, rows)]
+    per_pair = d + 1 if fields else 1  # scratch floats per lane and pair: y (if kept), score
     lines = [f"def {name}({', '.join(args)}):"]
-    lines += [f"    J{a}{b} = Jf[jo + _U({a * d + b})]" for a in r for b in r]
     lines += [f"    o{a} = _U({a}) * W" for a in r]
-    lines.append(f"    sc = _U({d}) * W")
-    for n, block in enumerate(blocks):
-        lines.append("    for p in range(W):")
-        lines += [f"        x{b} = Xf[oj + o{b} + p]" for b in r]
-        lines += [f"        y{a} = " + " + ".join(f"J{a}{b} * x{b}" for b in r) for a in block]
-        dot = " + ".join(f"Xf[oi + o{a} + p] * y{a}" for a in block)
-        lines.append(f"        s = {dot}" if n == 0 else f"        s = scratch[sc + p] + {dot}")
-        last = n == len(blocks) - 1
-        lines.append(
-            "        scratch[sc + p] = " + ("lam * min(s, clamp) - shift[p]" if last else "s")
-        )
-        if fields:
-            lines += [f"        scratch[o{a} + p] = y{a}" for a in block]
+    for g in range(pairs):
+        # pair g's part of the scratch: y (d W floats, if kept), then the scores (W floats)
+        lines.append(f"    yo{g} = _U({g * per_pair}) * W")
+        lines.append(f"    sc{g} = _U({g * per_pair + per_pair - 1}) * W")
+        lines += [f"    J{a}{b} = Jf[jo[{g}] + _U({a * d + b})]" for a in r for b in r]
+        for n, block in enumerate(blocks):
+            lines.append("    for p in range(W):")
+            lines += [f"        x{b} = Xf[oj[{g}] + o{b} + p]" for b in r]
+            lines += [f"        y{a} = " + " + ".join(f"J{a}{b} * x{b}" for b in r) for a in block]
+            dot = " + ".join(f"Xf[oi + o{a} + p] * y{a}" for a in block)
+            lines.append(
+                f"        s = {dot}" if n == 0 else f"        s = scratch[sc{g} + p] + {dot}"
+            )
+            last = n == len(blocks) - 1
+            lines.append(
+                f"        scratch[sc{g} + p] = "
+                + ("lam * min(s, clamp) - shift[p]" if last else "s")
+            )
+            if fields:
+                lines += [f"        scratch[yo{g} + o{a} + p] = y{a}" for a in block]
     lines.append("    for p in range(W):")
-    lines.append("        w = fast_exp(scratch[sc + p])")
-    lines.append("        z[p] += w")
+    lines += [f"        w{g} = fast_exp(scratch[sc{g} + p])" for g in range(pairs)]
+    lines.append("        z[p] += " + " + ".join(f"w{g}" for g in range(pairs)))
     if fields:
-        lines += [f"        acc[o{a} + p] += w * scratch[o{a} + p]" for a in r]
+        lines += [
+            f"        acc[o{a} + p] += "
+            + " + ".join(f"w{g} * scratch[yo{g} + o{a} + p]" for g in range(pairs))
+            for a in r
+        ]
     return lines
 
 
 def energy_block_source(
-    d: int, name: str = "energy_block", extra_args: tuple[str, ...] = ()
+    d: int, name: str = "energy_block", extra_args: tuple[str, ...] = (), pairs: int = 1
 ) -> str:
     """Python source of ``name(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, *extra)``.
 
     The normaliser alone, for the energies of a state without its fields: ``z[p] +=
-    exp(lam min(x_i . J_ij x_j, clamp) - shift[p])``. The passes of
-    :func:`pair_block_source` without y: the scores by blocks of rows through
-    ``scratch[d W + p]``, then the exp. (One loop, with the exp beside d rows of y, was
+    exp(lam min(x_i . J_ij x_j, clamp) - shift[p])`` over ``pairs`` pairs. The passes of
+    :func:`pair_block_source` without y: the scores by blocks of rows through the scratch
+    (``pairs`` W floats), then the exps. (One loop, with the exp beside d rows of y, was
     1.2x slower than the whole pair block with 512-bit code; docs/benchmarks.md.)
     """
     args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "z", "scratch", *extra_args)
-    return "\n".join(_two_pass_lines(d, name, args, fields=False)) + "\n"
+    return "\n".join(_two_pass_lines(d, name, args, fields=False, pairs=pairs)) + "\n"
 
 
 def score_block_source(d: int, name: str = "score_block", extra_args: tuple[str, ...] = ()) -> str:

@@ -20,9 +20,11 @@ masked (zero) spins stay finite. Both give the same result to rounding.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
+from numba import types
 from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
@@ -30,6 +32,7 @@ from spinsa.kernels._numba import njit, prange, written_for_d
 from spinsa.kernels._unrolled import MAX_UNROLLED_D, energy_block_source, pair_block_source
 
 TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while J streams past
+PAIRS = 4  # pairs (i, j) per call of the written-out block: their exps overlap (_unrolled)
 NORM_CODES = {"none": 0, "sphere": 1, "layernorm": 2}
 LAYERNORM_EPS = 1e-5  # as torch.nn.LayerNorm
 # Largest lam * (max - min) of the scores that the fixed-shift softmax takes: the smallest
@@ -253,29 +256,52 @@ def dot_lanes(xi, y, s):
 
 
 def _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll):
-    """One pair (i, j) on a full tile, written out for d = len(unroll) (numba only)."""
+    """The pairs (i, j_g) of one row i on a full tile, g < len(jo), written out for
+    d = len(unroll) (numba only)."""
     raise NotImplementedError("_pair_block runs inside numba kernels only")
 
 
 @overload(_pair_block)
 def _pair_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll):
     noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll: None  # noqa: E731
-    return written_for_d(
-        pair_block_source, "pair_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp
-    )
+    return _written_for_pairs(pair_block_source, "pair_block", jo, unroll, noop)
 
 
 def _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll):
-    """One pair's part of the normaliser alone, written out for d = len(unroll) (numba only)."""
+    """The pairs' part of the normaliser alone, written out for d = len(unroll) (numba only)."""
     raise NotImplementedError("_energy_block runs inside numba kernels only")
 
 
 @overload(_energy_block)
 def _energy_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll):
     noop = lambda Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll: None  # noqa: E731
-    return written_for_d(
-        energy_block_source, "energy_block", unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp
-    )
+    return _written_for_pairs(energy_block_source, "energy_block", jo, unroll, noop)
+
+
+def _written_for_pairs(make_source, name, jo, unroll, noop):
+    """:func:`written_for_d` for a block over len(jo) pairs (a tuple of offsets)."""
+    if not isinstance(jo, types.BaseTuple):
+        return None
+    source = functools.partial(make_source, pairs=len(jo))
+    return written_for_d(source, name, unroll, noop, W=_U(TILE), _U=_U, fast_exp=fast_exp)
+
+
+@njit(inline="always")
+def _pair_offsets(t, i, k, N, d):
+    """(offset of J_ij in J, offset of x_j in the tiles) for the k-th site j != i."""
+    j = k + _U(1) if k >= i else k
+    return (i * N + j) * d * d, (t * N + j) * d * _U(TILE)
+
+
+@njit(inline="always")
+def _row_pairs(t, i, k, N, d):
+    """The offsets of :func:`_pair_offsets` for the PAIRS sites k, ..., k + PAIRS - 1 (as
+    two tuples, so that the pair block is compiled for that many pairs)."""
+    jo0, oj0 = _pair_offsets(t, i, k, N, d)
+    jo1, oj1 = _pair_offsets(t, i, k + _U(1), N, d)
+    jo2, oj2 = _pair_offsets(t, i, k + _U(2), N, d)
+    jo3, oj3 = _pair_offsets(t, i, k + _U(3), N, d)
+    return (jo0, jo1, jo2, jo3), (oj0, oj1, oj2, oj3)
 
 
 @njit
@@ -332,7 +358,7 @@ def _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
 def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll):
     """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t, with the
     fixed shift (:func:`_fixed_shift`); False, having done nothing else, where it does not
-    apply. ``scratch`` ((d + 1) TILE,) is the pair loop's.
+    apply. ``scratch`` (PAIRS (d + 1) TILE,) is the pair loop's.
     """
     if not _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
         return False
@@ -347,11 +373,13 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll
     Xf = Xt.reshape(-1)
     Jf = J.reshape(-1)
     oi = (t * N + i) * d * W
-    for j in range(N):
-        if j != i:
-            oj = (t * N + j) * d * W
-            jo = (i * N + j) * d * d
-            _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll)
+    n = N - _U(1)  # the sites j != i, PAIRS at a time, then one by one
+    for k in range(_U(0), n - n % _U(PAIRS), _U(PAIRS)):
+        jo, oj = _row_pairs(t, i, k, N, d)
+        _pair_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, acc, z, scratch, unroll)
+    for k in range(n - n % _U(PAIRS), n):
+        jo, oj = _pair_offsets(t, i, k, N, d)
+        _pair_block(Xf, Jf, (jo,), oi, (oj,), lam, clamp, shift, acc, z, scratch, unroll)
     return True
 
 
@@ -372,11 +400,13 @@ def _row_energies(Xt, J, Jb, nx, lam, clamp, t, i, z, shift, scratch, unroll):
     Xf = Xt.reshape(-1)
     Jf = J.reshape(-1)
     oi = (t * N + i) * d * W
-    for j in range(N):
-        if j != i:
-            oj = (t * N + j) * d * W
-            jo = (i * N + j) * d * d
-            _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll)
+    n = N - _U(1)
+    for k in range(_U(0), n - n % _U(PAIRS), _U(PAIRS)):
+        jo, oj = _row_pairs(t, i, k, N, d)
+        _energy_block(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unroll)
+    for k in range(n - n % _U(PAIRS), n):
+        jo, oj = _pair_offsets(t, i, k, N, d)
+        _energy_block(Xf, Jf, (jo,), oi, (oj,), lam, clamp, shift, z, scratch, unroll)
     return True
 
 
@@ -489,7 +519,7 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energi
         m = np.empty(width, Xt.dtype)  # the shift: fixed (fast path) or the running max
         bounded = False
         if len(unroll) > 0:
-            scratch = np.empty((d + 1) * width, Xt.dtype)
+            scratch = np.empty(PAIRS * (d + 1) * width, Xt.dtype)
             if fields:
                 bounded = _row_bounded(
                     Xt, J, Jb, nx[t], lam, clamp, t, i, acc.reshape(-1), z, m, scratch, unroll
