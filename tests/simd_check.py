@@ -192,6 +192,7 @@ def main() -> dict:
         "errors": errors,
         "target": compile_target(),
         "vector registers": vector_registers(),  # the objective's blocking follows them
+        "pairs per block": k.PAIRS,  # and the dynamics' too
         "zmm in pair loops": holds_512_bit_registers(k._row_bounded)
         or holds_512_bit_registers(ko._row_chunk),
     }

@@ -176,12 +176,15 @@ def test_block_sources_refuse_unsupported_d(source):
         pair_block_source(8, pairs=0)
 
 
-def test_gradient_blocking_follows_the_targets_vector_registers():
+def test_blocking_follows_the_targets_vector_registers():
+    """The objective's rows of sums and the dynamics' pairs per block."""
     from spinsa.bench import compile_target
     from spinsa.kernels._numba import vector_registers
-    from spinsa.kernels._unrolled import rows_for_registers
+    from spinsa.kernels._unrolled import pairs_for_registers, rows_for_registers
 
     assert rows_for_registers(32) == 2 and rows_for_registers(16) == 1
+    assert pairs_for_registers(32) == 4 and pairs_for_registers(16) == 2
+    assert k.PAIRS == pairs_for_registers(vector_registers())
     features = compile_target()["features"]
     if "avx512f" in features:
         assert vector_registers() == 32

@@ -58,6 +58,7 @@ def test_kernels_compiled_for_256_bit_vectors_match_the_plain_formulas(tmp_path)
     target = result["target"]
     assert target["cpu"] == "haswell" and target["vector_bits"] == 256, target
     assert "avx512f" not in target["features"] and result["vector registers"] == 16
+    assert result["pairs per block"] == 2
     assert not result["zmm in pair loops"], "the kernels' pair loops use 512-bit registers"
     errors = result["errors"]
     assert len(errors) >= 19, sorted(errors)  # every kernel above reported

@@ -63,8 +63,7 @@ def pair_block_source(
     fit AVX2's 16 vector registers, and no dependent chain runs from x_j through the exp to
     acc within one iteration. Pass 2 takes the ``pairs`` exps side by side (independent
     chains, so their latency overlaps) and adds their sum to z and w y to acc, which is
-    loaded and stored once for all the pairs. At d = 8, 4 pairs at once against 1: about
-    1.3x with 512-bit code, 1.07x with 256-bit code (docs/benchmarks.md).
+    loaded and stored once for all the pairs (how many: :func:`pairs_for_registers`).
     """
     args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "acc", "z", "scratch")
     args += tuple(extra_args)
@@ -177,6 +176,15 @@ def outer_block_source(
         lines += [f"        g{a}_{b} += u{a} * x{b}" for a in block for b in range(d)]
         lines += [f"    G[go + _U({a * d + b})] -= g{a}_{b}" for a in block for b in range(d)]
     return "\n".join(lines) + "\n"
+
+
+def pairs_for_registers(n_registers: int) -> int:
+    """Pairs per call of the dynamics' block (:func:`pair_block_source`): 4 with 32 vector
+    registers, 2 with 16, where four exps side by side do not fit. Measured at d = 8 (the
+    block alone, one thread, pairs alternated in one process): with 512-bit code 4 pairs
+    are 1.08-1.26x faster than 1; with 256-bit code 2 pairs are 1.06-1.25x faster than 1,
+    while 4 ranged from 0.91x to 1.25x (docs/benchmarks.md)."""
+    return 4 if n_registers >= 32 else 2
 
 
 def rows_for_registers(n_registers: int) -> int:

@@ -28,11 +28,18 @@ from numba import types
 from numba.extending import overload
 
 from spinsa.kernels._math import fast_exp
-from spinsa.kernels._numba import njit, prange, written_for_d
-from spinsa.kernels._unrolled import MAX_UNROLLED_D, energy_block_source, pair_block_source
+from spinsa.kernels._numba import njit, prange, vector_registers, written_for_d
+from spinsa.kernels._unrolled import (
+    MAX_UNROLLED_D,
+    energy_block_source,
+    pair_block_source,
+    pairs_for_registers,
+)
 
 TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while J streams past
-PAIRS = 4  # pairs (i, j) per call of the written-out block: their exps overlap (_unrolled)
+# Pairs (i, j) per call of the written-out block, from the registers of the target numba
+# compiles for (a constant of the compiled code, which numba's cache keys on that target).
+PAIRS = pairs_for_registers(vector_registers())
 NORM_CODES = {"none": 0, "sphere": 1, "layernorm": 2}
 LAYERNORM_EPS = 1e-5  # as torch.nn.LayerNorm
 # Largest lam * (max - min) of the scores that the fixed-shift softmax takes: the smallest
@@ -299,6 +306,8 @@ def _row_pairs(t, i, k, N, d):
     two tuples, so that the pair block is compiled for that many pairs)."""
     jo0, oj0 = _pair_offsets(t, i, k, N, d)
     jo1, oj1 = _pair_offsets(t, i, k + _U(1), N, d)
+    if PAIRS == 2:  # a constant: numba compiles one branch
+        return (jo0, jo1), (oj0, oj1)
     jo2, oj2 = _pair_offsets(t, i, k + _U(2), N, d)
     jo3, oj3 = _pair_offsets(t, i, k + _U(3), N, d)
     return (jo0, jo1, jo2, jo3), (oj0, oj1, oj2, oj3)
