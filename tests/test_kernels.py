@@ -128,6 +128,32 @@ def test_lane_max_is_the_plain_maximum(rng, N):
     np.testing.assert_array_equal(out, want)
 
 
+def test_fixed_shift_tries_the_loose_bound_then_the_rows_own(rng):
+    """max_j Jb_ij max_j |x_j| where its range fits SAFE_SPREAD; the row's own
+    max_j Jb_ij |x_j| where only that fits; False where neither does."""
+    N, W = 5, k.TILE
+    Jb = rng.uniform(0.5, 1.0, (N, N)).astype(np.float32)
+    Jb[:, 4] = 1e-3  # site 4 couples weakly...
+    np.fill_diagonal(Jb, 0.0)
+    Jmax = Jb.max(axis=1)
+    nx = rng.uniform(0.9, 1.1, (N, W)).astype(np.float32)
+    nx[4] = 30.0  # ...but is long: the loose bound is 30x the row's own
+    nmax = nx.max(axis=0)
+    shift, z, scratch = (np.empty(W, np.float32) for _ in range(3))
+
+    def tight(i):
+        others = [j for j in range(N) if j != i]
+        return nx[i] * (Jb[i, others, None] * nx[others]).max(axis=0)
+
+    for lam, want in ((0.5, nx[0] * Jmax[0] * nmax), (10.0, tight(0)), (1000.0, None)):
+        ok = k._fixed_shift(
+            Jb, Jmax, nx, nmax, np.float32(lam), np.float32(np.inf), 0, shift, z, scratch
+        )
+        assert ok == (want is not None)
+        if ok:
+            np.testing.assert_allclose(shift, lam * want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("P", [10, 300])  # the generic path and the fast one
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_sweep_gives_the_energies_alone_without_the_fields(rng, P, dtype):

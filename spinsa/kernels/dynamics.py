@@ -341,35 +341,50 @@ def lane_max(A, c, skip, out, spare):
 
 
 @njit
-def _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
+def _fixed_shift(Jb, Jmax, nx, nmax, lam, clamp, i, shift, z, scratch):
     """The fixed softmax shift of row i, lane by lane, into ``shift`` (TILE,); False where
     it does not apply in some lane (``z``, ``scratch``: work space of TILE floats at least).
 
-    ``Jb`` (N, N) are the :func:`block_bounds` of J and ``nx`` (N, TILE) the spins' norms in
-    the tile. Lane p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
+    ``Jb`` (N, N) are the :func:`block_bounds` of J, ``Jmax`` (N,) their maxima over j,
+    ``nx`` (N, TILE) the spins' norms in the tile and ``nmax`` (TILE,) their maxima over the
+    sites. Lane p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
     [min(-b, clamp), min(b, clamp)]. The shift applies where that range, times lam, is at
-    most ``SAFE_SPREAD`` wide in every lane.
+    most ``SAFE_SPREAD`` wide in every lane. The bound max_j Jb_ij max_j |x_j| is tried
+    first: the same for spins of one norm (sphere, layer norm), and it needs no pass over
+    the row; where it is too wide, the row's own maximum is taken.
     """
     W = _U(TILE)
     dt = nx.dtype.type
     for p in range(W):
+        z[p] = Jmax[i] * nmax[p]
+    if _shift_within_spread(nx[i], z, lam, clamp, shift):
+        return True
+    for p in range(W):
         z[p] = dt(0)
     lane_max(nx, Jb[i], i, z, scratch)  # z[p] = max_j Jb_ij |x_j| of lane p
+    return _shift_within_spread(nx[i], z, lam, clamp, shift)
+
+
+@njit(inline="always")
+def _shift_within_spread(nxi, z, lam, clamp, shift):
+    """shift = lam min(b, clamp) for the bounds b = nxi z (TILE,); whether every lane's
+    range lam (min(b, clamp) - min(-b, clamp)) is at most ``SAFE_SPREAD``."""
+    dt = nxi.dtype.type
     spread = dt(0)
-    for p in range(W):
-        b = nx[i, p] * z[p]
+    for p in range(_U(TILE)):
+        b = nxi[p] * z[p]
         shift[p] = lam * min(b, clamp)
         spread = max(spread, shift[p] - lam * min(-b, clamp))
     return spread <= dt(SAFE_SPREAD)
 
 
 @njit
-def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll):
+def _row_bounded(Xt, J, Jb, Jmax, nx, nmax, lam, clamp, t, i, acc, z, shift, scratch, unroll):
     """Unnormalised field acc (d * TILE,), normaliser z and shift of row i, tile t, with the
     fixed shift (:func:`_fixed_shift`); False, having done nothing else, where it does not
     apply. ``scratch`` (PAIRS (d + 1) TILE,) is the pair loop's.
     """
-    if not _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
+    if not _fixed_shift(Jb, Jmax, nx, nmax, lam, clamp, i, shift, z, scratch):
         return False
     N = _U(Xt.shape[1])
     d = _U(Xt.shape[2])
@@ -393,12 +408,12 @@ def _row_bounded(Xt, J, Jb, nx, lam, clamp, t, i, acc, z, shift, scratch, unroll
 
 
 @njit
-def _row_energies(Xt, J, Jb, nx, lam, clamp, t, i, z, shift, scratch, unroll):
+def _row_energies(Xt, J, Jb, Jmax, nx, nmax, lam, clamp, t, i, z, shift, scratch, unroll):
     """:func:`_row_bounded` without the field: the normaliser z and the shift alone.
 
     A function of its own, not a branch of :func:`_row_bounded`: as a branch it made the
     full sweep about 10 % slower with 256-bit code (docs/benchmarks.md)."""
-    if not _fixed_shift(Jb, nx, lam, clamp, i, shift, z, scratch):
+    if not _fixed_shift(Jb, Jmax, nx, nmax, lam, clamp, i, shift, z, scratch):
         return False
     N = _U(Xt.shape[1])
     d = _U(Xt.shape[2])
@@ -511,7 +526,9 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energi
     clamp = dt(clamp)
     gamma = dt(gamma)
     eps = dt(LAYERNORM_EPS)
-    nx = np.zeros((n_tiles, N, width), Xt.dtype)  # |x|: for the bound of the fast path
+    nx = np.zeros((n_tiles, N, width), Xt.dtype)  # |x| and its maximum over the sites,
+    nmax = np.zeros((n_tiles, width), Xt.dtype)  # for the bounds of the fast path
+    Jmax = np.zeros(N, Jb.dtype)
     if len(unroll) > 0:
         for t in prange(n_tiles):
             for i in range(N):
@@ -520,6 +537,9 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energi
                         nx[t, i, p] += Xt[t, i, a, p] * Xt[t, i, a, p]
                 for p in range(L):
                     nx[t, i, p] = np.sqrt(nx[t, i, p])
+                    nmax[t, p] = max(nmax[t, p], nx[t, i, p])
+        for i in range(N):
+            Jmax[i] = Jb[i].max()
     for k in prange(n_tiles * N):  # contiguous chunks per thread keep each tile on one core
         t = _U(k // N)
         i = _U(k % N)
@@ -531,10 +551,13 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energi
             scratch = np.empty(PAIRS * (d + 1) * width, Xt.dtype)
             if fields:
                 bounded = _row_bounded(
-                    Xt, J, Jb, nx[t], lam, clamp, t, i, acc.reshape(-1), z, m, scratch, unroll
-                )
+                    Xt, J, Jb, Jmax, nx[t], nmax[t], lam, clamp, t, i, acc.reshape(-1), z, m,
+                    scratch, unroll,
+                )  # fmt: skip
             else:
-                bounded = _row_energies(Xt, J, Jb, nx[t], lam, clamp, t, i, z, m, scratch, unroll)
+                bounded = _row_energies(
+                    Xt, J, Jb, Jmax, nx[t], nmax[t], lam, clamp, t, i, z, m, scratch, unroll
+                )
         if not bounded:
             y = np.empty((d, width), Xt.dtype)
             s = np.empty(width, Xt.dtype)
