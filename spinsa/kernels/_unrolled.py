@@ -182,7 +182,7 @@ def pairs_for_registers(n_registers: int) -> int:
     """Pairs per call of the dynamics' block (:func:`pair_block_source`): 4 with 32 vector
     registers, 2 with 16, where four exps side by side do not fit. Measured at d = 8 (the
     block alone, one thread, pairs alternated in one process): with 512-bit code 4 pairs
-    are 1.08-1.26x faster than 1; with 256-bit code 2 pairs are 1.06-1.25x faster than 1,
+    are 1.08-1.26x faster than 1; with 256-bit code 2 pairs are 1.06-1.09x faster than 1,
     while 4 ranged from 0.91x to 1.25x (docs/benchmarks.md)."""
     return 4 if n_registers >= 32 else 2
 
