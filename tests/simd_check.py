@@ -180,6 +180,18 @@ def holds_512_bit_registers(dispatcher) -> bool:
     return any(re.search(r"%zmm\d", asm) for asm in dispatcher.inspect_asm().values())
 
 
+def pairs_compiled(dispatcher) -> int | None:
+    """How many pairs the dynamics' block was compiled for: the largest length of the
+    uint64 tuples of offsets in its mangled name (``UniTupleIyLi<n>EE``), in the machine
+    code of a freshly compiled ``dispatcher`` (None if no such call is found)."""
+    lengths = [
+        int(n)
+        for asm in dispatcher.inspect_asm().values()
+        for n in re.findall(r"UniTupleIyLi(\d+)EE", asm)
+    ]
+    return max(lengths, default=None)
+
+
 def main() -> dict:
     from spinsa.bench import compile_target
     from spinsa.kernels import dynamics as k
@@ -192,7 +204,7 @@ def main() -> dict:
         "errors": errors,
         "target": compile_target(),
         "vector registers": vector_registers(),  # the objective's blocking follows them
-        "pairs per block": k.PAIRS,  # and the dynamics' too
+        "pairs per block": pairs_compiled(k._row_bounded),  # and the dynamics' too
         "zmm in pair loops": holds_512_bit_registers(k._row_bounded)
         or holds_512_bit_registers(ko._row_chunk),
     }

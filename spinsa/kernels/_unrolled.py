@@ -15,9 +15,10 @@ same text runs without numba (the tests compare it with numpy) and, compiled by 
 per d, inside the kernels of :mod:`spinsa.kernels.dynamics` and
 :mod:`spinsa.kernels.objective`.
 
-numba's cache keys a kernel on the file it is defined in, not on this one: after editing a
-source here, touch :mod:`spinsa.kernels.dynamics` and :mod:`spinsa.kernels.objective` (or
-clear their ``__pycache__``), or the old compiled blocks are used.
+numba's cache keys a kernel on the file it is defined in, not on this one: after editing
+this module (a source, or a choice such as :func:`pairs_for_registers`), touch
+:mod:`spinsa.kernels.dynamics` and :mod:`spinsa.kernels.objective` (or clear their
+``__pycache__``), or the old compiled blocks are used.
 """
 
 from __future__ import annotations

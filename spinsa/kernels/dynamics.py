@@ -10,8 +10,9 @@ Per (tile, row i) the kernel streams the row ``J[i]`` past the tile, computes
 ``sum_j alpha_ij y``. Nothing of size P x N x N is ever stored.
 
 Two paths compute a row. The fast one (full tiles and d <= 8) shifts the softmax of each
-sample by a bound known in advance, b = |x_i| max_j ||J_ij||_2 |x_j| >= s_ij, and runs the
-pair kernel written out for d in :mod:`spinsa.kernels._unrolled`; it applies while the
+sample by a bound known in advance, b = |x_i| max_j ||J_ij||_2 |x_j| >= s_ij (or the looser
+|x_i| max_j ||J_ij||_2 max_j |x_j| where that already fits; :func:`_fixed_shift`), and runs
+the pair kernel written out for d in :mod:`spinsa.kernels._unrolled`; it applies while the
 scaled scores' largest possible spread, lam (min(b, clamp) - min(-b, clamp)), stays below
 ``SAFE_SPREAD`` in every sample of the tile. Otherwise the
 generic row uses an online (streaming-max) softmax, so that any lam, any spin norm and
@@ -40,6 +41,7 @@ TILE = 128  # most samples per tile: a tile (N d TILE floats) stays in L2 while 
 # Pairs (i, j) per call of the written-out block, from the registers of the target numba
 # compiles for (a constant of the compiled code, which numba's cache keys on that target).
 PAIRS = pairs_for_registers(vector_registers())
+assert PAIRS in (2, 4), "_row_pairs builds tuples of 2 or 4 offsets"
 NORM_CODES = {"none": 0, "sphere": 1, "layernorm": 2}
 LAYERNORM_EPS = 1e-5  # as torch.nn.LayerNorm
 # Largest lam * (max - min) of the scores that the fixed-shift softmax takes: the smallest
@@ -350,8 +352,9 @@ def _fixed_shift(Jb, Jmax, nx, nmax, lam, clamp, i, shift, z, scratch):
     sites. Lane p's scores lie in [-b, b] with b = |x_i| max_j Jb_ij |x_j|; clamped, in
     [min(-b, clamp), min(b, clamp)]. The shift applies where that range, times lam, is at
     most ``SAFE_SPREAD`` wide in every lane. The bound max_j Jb_ij max_j |x_j| is tried
-    first: the same for spins of one norm (sphere, layer norm), and it needs no pass over
-    the row; where it is too wide, the row's own maximum is taken.
+    first: equal to the row's own for spins of one norm (on the sphere; nearly so after a
+    layer norm), and it needs no pass over the row; where it is too wide, the row's own
+    maximum is taken.
     """
     W = _U(TILE)
     dt = nx.dtype.type
@@ -538,8 +541,9 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energi
                 for p in range(L):
                     nx[t, i, p] = np.sqrt(nx[t, i, p])
                     nmax[t, p] = max(nmax[t, p], nx[t, i, p])
-        for i in range(N):
-            Jmax[i] = Jb[i].max()
+        for i in range(N):  # a loop: Jb[i].max() would be a parallel reduction per row
+            for j in range(N):
+                Jmax[i] = max(Jmax[i], Jb[i, j])
     for k in prange(n_tiles * N):  # contiguous chunks per thread keep each tile on one core
         t = _U(k // N)
         i = _U(k % N)
