@@ -24,6 +24,9 @@ A baseline's training step costs 3 times its forward pass's matmuls
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -122,10 +125,6 @@ def matmul_peak(n: int = 2048, repeat: int = 5, device: str = "cpu", coretype=No
         mm()
         return 2 * 8192**3 / min_wall_time(mm, repeat) / 1e9
     if coretype is not None:
-        import os
-        import subprocess
-        import sys
-
         code = f"from spinsa.bench import matmul_peak; print(matmul_peak({n}, {repeat}))"
         env = {**os.environ, "OPENBLAS_CORETYPE": coretype}
         done = subprocess.run(

@@ -88,7 +88,8 @@ def _two_pass_lines(
     lines += [f"    o{a} = _U({a}) * W" for a in r]
     for g in range(pairs):
         # pair g's part of the scratch: y (d W floats, if kept), then the scores (W floats)
-        lines.append(f"    yo{g} = _U({g * per_pair}) * W")
+        if fields:
+            lines.append(f"    yo{g} = _U({g * per_pair}) * W")
         lines.append(f"    sc{g} = _U({g * per_pair + per_pair - 1}) * W")
         lines += [f"    J{a}{b} = Jf[jo[{g}] + _U({a * d + b})]" for a in r for b in r]
         for n, block in enumerate(blocks):
