@@ -250,7 +250,7 @@ def call_fixed_cost(x0, J, repeat=5) -> float:
 
     x0, J = np.ascontiguousarray(x0), np.ascontiguousarray(J)
     Xt = k.to_tiles(x0)
-    new, Jb = np.empty_like(Xt), k.block_bounds(J)
+    new, Jb = k.tiles_like(Xt), k.block_bounds(J)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=Xt.dtype)
     spinsa.run(x0, J, 1.0, 0)
     sweep = min_wall_time(lambda: k.sweep(Xt, J, 1.0, np.inf, 0.0, 0, False, new, Et, Jb), repeat)
@@ -258,7 +258,7 @@ def call_fixed_cost(x0, J, repeat=5) -> float:
     return max(call - sweep, 0.0)
 
 
-def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=2, with_plain=True):
+def bench_dynamics(P=1000, N=196, d=8, steps=20, repeat=5, with_plain=True):
     """``spinsa.run`` against :func:`plain_torch_run`; returns the timings, peak memory and a
     call's fixed cost (:func:`call_fixed_cost`)."""
     import spinsa
@@ -354,7 +354,7 @@ def _objective_inputs(P, N, d):
     return xi, J
 
 
-def bench_objective(P=2048, N=196, d=8, repeat=3, with_plain=True):
+def bench_objective(P=2048, N=196, d=8, repeat=5, with_plain=True):
     """The pseudo-likelihood objective + gradient against torch autograd."""
     from spinsa.kernels import objective
 

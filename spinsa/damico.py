@@ -211,7 +211,7 @@ def _run(x, J, lam, steps, mask, clamp, eps, fast, clamp_visible=False, callback
     Xt = _k.to_tiles(x)
     X0t = Xt.copy() if visible is not None else None
     vis_t = None if visible is None else _k.to_tiles(np.repeat(visible[..., None], d, axis=2))
-    Xs, H, new = np.empty_like(Xt), np.empty_like(Xt), np.empty_like(Xt)
+    Xs, H, new = _k.tiles_like(Xt), _k.tiles_like(Xt), _k.tiles_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
     Jb = _k.sweep_bounds(Xt, J)
     for t in range(1, steps + 1):

@@ -167,7 +167,7 @@ def _fields_and_energies(x, J, lam, clamp=np.inf, fields=True):
     """The fields in tiles (None where ``fields`` is False: the energies alone, faster) and
     the site energies in tiles."""
     Xt = _k.to_tiles(x)
-    out = np.empty_like(Xt) if fields else None
+    out = _k.tiles_like(Xt) if fields else None
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
     _k.sweep(Xt, J, lam, clamp, 0.0, 0, False, out, Et)
     return out, Et
@@ -268,7 +268,7 @@ def step(x, J, lam, gamma=1.0, norm="sphere") -> np.ndarray:
     x, J = check_spins_couplings(x, J)
     check_lam_gamma(lam, gamma, x, J)
     Xt = _k.to_tiles(x)
-    out = np.empty_like(Xt)
+    out = _k.tiles_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x.dtype)
     _k.sweep(Xt, J, cfg.lam, np.inf, cfg.gamma, _k.NORM_CODES[cfg.norm], True, out, Et)
     return _k.from_tiles(out, x.shape[0])
@@ -394,7 +394,7 @@ def run(
     rng = np.random.default_rng(cfg.seed)
 
     Xt = _k.to_tiles(x0)
-    new = np.empty_like(Xt)
+    new = _k.tiles_like(Xt)
     Et = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=x0.dtype)
     Jb = _k.sweep_bounds(Xt, J)
     energies = np.empty((steps + 1, P), dtype=np.float64)

@@ -367,3 +367,48 @@ def test_import_spinsa_chooses_512_bit_vectors_on_avx512():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("-prefer-256-bit")
+
+
+@pytest.mark.parametrize("P", [1, 17, 64, 65, 300])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiles_start_on_a_cache_line_and_hold_the_spins(rng, P, dtype):
+    """to_tiles and tiles_like start on 64 bytes (every row of a tile with them: widths are
+    multiples of 16 lanes); the spins come back, the padded lanes are zero spins."""
+    from spinsa.kernels._aligned import ALIGN
+
+    x = rng.standard_normal((P, 5, 3)).astype(dtype)
+    Xt = k.to_tiles(x)
+    width = Xt.shape[3]
+    assert width % 16 == 0 and Xt.flags.c_contiguous
+    for a in (Xt, k.tiles_like(Xt)):
+        assert a.ctypes.data % ALIGN == 0 and a.shape == Xt.shape and a.dtype == dtype
+    np.testing.assert_array_equal(k.from_tiles(Xt, P), x)
+    padded = Xt.transpose(0, 3, 1, 2).reshape(-1, 5, 3)[P:]
+    assert padded.shape[0] == Xt.shape[0] * width - P and not padded.any()
+
+
+def test_work_arrays_inside_numba_start_on_a_cache_line():
+    """aligned_work in compiled code: n elements of the dtype asked for, on 64 bytes, for
+    sizes that numba's own np.empty (32-byte alignment) would leave off a cache line."""
+    from spinsa.kernels._aligned import ALIGN, aligned_empty, aligned_work
+    from spinsa.kernels._numba import njit
+
+    @njit(cache=False)
+    def addresses(like, sizes):
+        out = np.empty((sizes.size, 2), np.int64)
+        for n in range(sizes.size):
+            w = aligned_work(sizes[n], like)
+            w[:] = 1  # all of it writable
+            out[n, 0] = w.ctypes.data % ALIGN
+            out[n, 1] = w.size
+        return out
+
+    sizes = np.array([1, 3, 16, 100, 1024, 4097])
+    for dtype in (np.float32, np.float64):
+        got = addresses(np.zeros(1, dtype), sizes)
+        assert (got[:, 0] == 0).all() and (got[:, 1] == sizes).all()
+        assert aligned_work.py_func(5, np.zeros(1, dtype)).dtype == dtype
+    for shape in [(7, 13), (2, 3, 4, 5)]:
+        a = aligned_empty(shape, np.float32)
+        assert a.shape == shape and a.ctypes.data % ALIGN == 0 and a.flags.c_contiguous
+    assert aligned_empty((3, 0, 2), np.float64).shape == (3, 0, 2)  # no samples: no tiles

@@ -39,7 +39,7 @@ def _sweeps(x: np.ndarray, J: np.ndarray, lam: float, gamma: float, steps: int) 
     minibatch). The fast path's bounds are the blocks' Frobenius norms: above the spectral
     norms of ``block_bounds``, so as safe, and far cheaper to get for a J used only once."""
     Xt = _k_dynamics.to_tiles(x)
-    new = np.empty_like(Xt)
+    new = _k_dynamics.tiles_like(Xt)
     energies = np.empty(Xt.shape[:2] + Xt.shape[3:], dtype=Xt.dtype)
     bounds = np.linalg.norm(J, axis=(2, 3)).astype(J.dtype)
     sphere = _k_dynamics.NORM_CODES["sphere"]

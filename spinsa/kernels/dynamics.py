@@ -28,6 +28,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from spinsa.kernels._aligned import aligned_empty, aligned_work
 from spinsa.kernels._math import fast_exp
 from spinsa.kernels._numba import njit, prange, vector_registers, written_for_d
 from spinsa.kernels._unrolled import (
@@ -184,13 +185,24 @@ def unroll_tag(Xt: np.ndarray) -> tuple:
 
 
 def to_tiles(x: np.ndarray, width: int | None = None) -> np.ndarray:
-    """(P, N, d) -> (n_tiles, N, d, width), zero-padded; width = tile_width(P) by default."""
+    """(P, N, d) -> (n_tiles, N, d, width), zero-padded, on a cache line
+    (:mod:`spinsa.kernels._aligned`); width = tile_width(P) by default."""
     P, N, d = x.shape
     width = tile_width(P) if width is None else width
     n_tiles = -(-P // width)
-    padded = np.zeros((n_tiles * width, N, d), dtype=x.dtype)
-    padded[:P] = x
-    return np.ascontiguousarray(padded.reshape(n_tiles, width, N, d).transpose(0, 2, 3, 1))
+    Xt = aligned_empty((n_tiles, N, d, width), x.dtype)
+    full = P // width
+    Xt[:full] = x[: full * width].reshape(full, width, N, d).transpose(0, 2, 3, 1)
+    rest = P - full * width
+    if rest:
+        Xt[full, :, :, :rest] = x[full * width :].transpose(1, 2, 0)
+        Xt[full, :, :, rest:] = 0
+    return Xt
+
+
+def tiles_like(Xt: np.ndarray) -> np.ndarray:
+    """An uninitialised array of the shape and dtype of ``Xt``, on a cache line."""
+    return aligned_empty(Xt.shape, Xt.dtype)
 
 
 def from_tiles(Xt: np.ndarray, n_samples: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -547,12 +559,12 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energi
     for k in prange(n_tiles * N):  # contiguous chunks per thread keep each tile on one core
         t = _U(k // N)
         i = _U(k % N)
-        acc = np.empty((d, width), Xt.dtype)
-        z = np.empty(width, Xt.dtype)
-        m = np.empty(width, Xt.dtype)  # the shift: fixed (fast path) or the running max
+        acc = aligned_work(d * width, Xt).reshape((d, width))
+        z = aligned_work(width, Xt)
+        m = aligned_work(width, Xt)  # the shift: fixed (fast path) or the running max
         bounded = False
         if len(unroll) > 0:
-            scratch = np.empty(PAIRS * (d + 1) * width, Xt.dtype)
+            scratch = aligned_work(PAIRS * (d + 1) * width, Xt)
             if fields:
                 bounded = _row_bounded(
                     Xt, J, Jb, Jmax, nx[t], nmax[t], lam, clamp, t, i, acc.reshape(-1), z, m,
@@ -563,10 +575,10 @@ def _sweep(Xt, J, Jb, lam, clamp, gamma, norm, write_update, fields, out, energi
                     Xt, J, Jb, Jmax, nx[t], nmax[t], lam, clamp, t, i, z, m, scratch, unroll
                 )
         if not bounded:
-            y = np.empty((d, width), Xt.dtype)
-            s = np.empty(width, Xt.dtype)
-            c = np.empty(width, Xt.dtype)
-            w = np.empty(width, Xt.dtype)
+            y = aligned_work(d * width, Xt).reshape((d, width))
+            s = aligned_work(width, Xt)
+            c = aligned_work(width, Xt)
+            w = aligned_work(width, Xt)
             _row(Xt, J, lam, clamp, t, i, acc, y, m, z, s, c, w)
         for p in range(L):
             energies[t, i, p] = -(m[p] + np.log(z[p])) / lam
@@ -600,14 +612,14 @@ def async_sweep(Xt, J, lam, clamp, gamma, norm, order):
     gamma = dt(gamma)
     eps = dt(LAYERNORM_EPS)
     for t in prange(n_tiles):
-        acc = np.empty((d, width), Xt.dtype)
-        y = np.empty((d, width), Xt.dtype)
-        m = np.empty(width, Xt.dtype)
-        z = np.empty(width, Xt.dtype)
-        s = np.empty(width, Xt.dtype)
-        c = np.empty(width, Xt.dtype)
-        w = np.empty(width, Xt.dtype)
-        new = np.empty((d, width), Xt.dtype)
+        acc = aligned_work(d * width, Xt).reshape((d, width))
+        y = aligned_work(d * width, Xt).reshape((d, width))
+        m = aligned_work(width, Xt)
+        z = aligned_work(width, Xt)
+        s = aligned_work(width, Xt)
+        c = aligned_work(width, Xt)
+        w = aligned_work(width, Xt)
+        new = aligned_work(d * width, Xt).reshape((d, width))
         for k in range(order.shape[0]):
             i = _U(order[k])
             _row(Xt, J, lam, clamp, _U(t), i, acc, y, m, z, s, c, w)

@@ -24,6 +24,7 @@ import functools
 import numpy as np
 from numba.extending import overload
 
+from spinsa.kernels._aligned import aligned_empty, aligned_work
 from spinsa.kernels._math import fast_exp
 from spinsa.kernels._numba import njit, prange, vector_registers, written_for_d
 from spinsa.kernels._unrolled import (
@@ -167,11 +168,11 @@ def _row(X, n_valid, J_row, lam, clamp, i, grad_row, unroll):
     """:func:`_row_chunk` with its own scratch buffers (one call per row and chunk)."""
     N, d, W = X.shape
     dt = X.dtype.type
-    S = np.empty((N, W), X.dtype)
-    m = np.empty(W, X.dtype)
-    z = np.empty(W, X.dtype)
-    y = np.empty((d, W), X.dtype)
-    u = np.empty((d, W), X.dtype)
+    S = aligned_work(N * W, X).reshape((N, W))
+    m = aligned_work(W, X)
+    z = aligned_work(W, X)
+    y = aligned_work(d * W, X).reshape((d, W))
+    u = aligned_work(d * W, X).reshape((d, W))
     ones = np.ones(N, X.dtype)
     return _row_chunk(
         X, n_valid, J_row, dt(lam), dt(clamp), _U(i), grad_row, S, m, z, y, u, ones, unroll
@@ -191,7 +192,7 @@ def loss_and_grad(xi, J, lam, grad_out, clamp=np.inf) -> float:
     at ``clamp`` before lambda; no checks. The patterns stream through one chunk at a time.
     """
     P, N, d = xi.shape
-    X = np.empty((N, d, chunk_width(P)), xi.dtype)
+    X = aligned_empty((N, d, chunk_width(P)), xi.dtype)
     grad64 = np.zeros(J.shape, np.float64)
     row_losses = np.zeros(N, np.float64)
     unroll = unroll_tag(d)
