@@ -10,6 +10,8 @@ aligned because a tile's width is a multiple of 16 lanes (64 bytes of float32).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from spinsa.kernels._numba import njit
@@ -20,7 +22,7 @@ ALIGN = 64  # bytes: a cache line, and one 512-bit vector
 def aligned_empty(shape, dtype) -> np.ndarray:
     """``np.empty(shape, dtype)`` whose data start on a multiple of ``ALIGN`` bytes."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + ALIGN, np.uint8)
     start = -raw.ctypes.data % ALIGN
     return raw[start : start + nbytes].view(dtype).reshape(shape)
