@@ -412,3 +412,29 @@ def test_work_arrays_inside_numba_start_on_a_cache_line():
         a = aligned_empty(shape, np.float32)
         assert a.shape == shape and a.ctypes.data % ALIGN == 0 and a.flags.c_contiguous
     assert aligned_empty((3, 0, 2), np.float64).shape == (3, 0, 2)  # no samples: no tiles
+
+
+def test_written_out_blocks_start_their_stack_frame_on_a_cache_line():
+    """A block made by written_for_d asks LLVM for a 64-byte stack frame (alignstack(64),
+    kept by numba only with noinline), so that the couplings it spills are reloaded from
+    whole cache lines; the generic path's no-op is left alone."""
+    import platform
+
+    from numba import typeof
+
+    from spinsa.kernels._numba import njit, written_for_d
+
+    def source(d, name, extra_args):
+        return f"def {name}(x, {', '.join(extra_args)}):\n    return x * {d}\n"
+
+    noop = lambda x, unroll: None  # noqa: E731
+    assert written_for_d(source, "scale", typeof(()), noop) is noop
+    assert written_for_d(source, "scale", typeof(3), noop) is None  # not a tuple
+    block = njit(cache=False)(written_for_d(source, "scale", typeof((0, 0)), noop))
+    assert block(1.5, (0, 0)) == 3.0
+    (ir,) = block.inspect_llvm().values()
+    attributes = [line for line in ir.splitlines() if "alignstack(64)" in line]
+    assert attributes and "noinline" in attributes[0]
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        (asm,) = block.inspect_asm().values()
+        assert "$-64, %rsp" in asm  # the prologue rounds the stack pointer down to 64 bytes

@@ -35,6 +35,7 @@ def _prefer_512_bit_vectors() -> None:
 _prefer_512_bit_vectors()
 
 import numba  # noqa: E402  (after the CPU-feature choice above)
+import numba.extending  # noqa: E402
 
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
@@ -74,14 +75,38 @@ def vector_registers() -> int:
     return 16
 
 
+@numba.extending.intrinsic
+def align_stack(typingctx):
+    """Inside a numba function: start its stack frame on a cache line.
+
+    Sets LLVM's ``alignstack(64)`` on the function that calls it (and ``noinline``, without
+    which numba's pipeline drops the attribute). A written-out block keeps couplings that
+    do not fit the registers in stack slots and reloads them on every iteration of its
+    loop over the lanes; LLVM aligns those slots to the 16 bytes of the ABI only, so a
+    32- or 64-byte reload split across two cache lines, or not, by where the caller's stack
+    happened to end. That cost up to 15 % of a sweep, at random from process to process
+    (docs/benchmarks.md).
+    """
+
+    def codegen(context, builder, signature, args):
+        builder.function.attributes.alignstack = 64
+        builder.function.attributes.add("noinline")
+        return context.get_dummy_value()
+
+    return numba.types.none(), codegen
+
+
 def written_for_d(make_source, name: str, unroll, noop, **namespace):
     """The implementation of a written-out block for an ``@overload``: ``make_source(d)``
-    executed for d = len(unroll), or ``noop`` for ``unroll == ()`` (the generic path, which
-    never calls it); None where ``unroll`` is not a tuple. ``namespace``: the source's globals.
+    executed for d = len(unroll), its frame on a cache line (:func:`align_stack`), or
+    ``noop`` for ``unroll == ()`` (the generic path, which never calls it); None where
+    ``unroll`` is not a tuple. ``namespace``: the source's globals.
     """
     if not isinstance(unroll, numba.types.BaseTuple):
         return None
     if len(unroll) == 0:
         return noop
-    exec(make_source(len(unroll), name, ("unroll",)), namespace)
+    head, body = make_source(len(unroll), name, ("unroll",)).split("\n", 1)
+    namespace["align_stack"] = align_stack
+    exec(f"{head}\n    align_stack()\n{body}", namespace)
     return namespace[name]

@@ -300,7 +300,8 @@ def _energy_block_numba(Xf, Jf, jo, oi, oj, lam, clamp, shift, z, scratch, unrol
 
 
 def _written_for_pairs(make_source, name, jo, unroll, noop):
-    """:func:`written_for_d` for a block over len(jo) pairs (a tuple of offsets)."""
+    """:func:`written_for_d` for a block over len(jo) pairs (a tuple of offsets), its
+    stack frame on a cache line like every written-out block's."""
     if not isinstance(jo, types.BaseTuple):
         return None
     source = functools.partial(make_source, pairs=len(jo))

@@ -63,7 +63,8 @@ def _fill_chunk(xi, start, X):
 
 
 def _score_block(Xf, Jf, jo, oi, oj, W, lam, clamp, S, so, unroll):
-    """One pair's scores, written out for d = len(unroll) (numba only)."""
+    """One pair's scores, written out for d = len(unroll) (numba only; like every written-out
+    block, its stack frame starts on a cache line: :func:`written_for_d`)."""
     raise NotImplementedError("_score_block runs inside numba kernels only")
 
 
