@@ -117,6 +117,27 @@ def test_fast_exp_float32_is_within_3e_7_of_exp(compiled_fast_exp, rng):
     np.testing.assert_allclose(compiled_fast_exp(x64), np.exp(x64), rtol=1e-15)  # libm's exp
 
 
+def test_exp_weight_is_within_1e_13_of_exp_and_zero_below_its_range(rng):
+    from spinsa.kernels._math import exp_weight
+    from spinsa.kernels._numba import njit
+
+    @njit(cache=False)
+    def apply(a, out):
+        for n in range(a.shape[0]):
+            out[n] = exp_weight(a[n])
+
+    x = np.concatenate([rng.uniform(-708.0, 709.0, 40_000), rng.uniform(-5.0, 0.0, 10_000)])
+    got = np.empty_like(x)
+    apply(x, got)
+    assert np.max(np.abs(got / np.exp(x) - 1.0)) < 1e-13
+    assert np.max(np.abs(got[-10_000:] / np.exp(x[-10_000:]) - 1.0)) < 1e-15  # the weights' range
+    edges = np.array([0.0, -708.0, -708.5, -1e300, -np.inf])
+    out = np.empty_like(edges)
+    apply(edges, out)
+    assert out[0] == 1.0 and out[1] > 0.0
+    np.testing.assert_array_equal(out[2:], 0.0)  # the excluded site j = i keeps weight 0
+
+
 @pytest.mark.parametrize("N", [1, 2, 5])
 def test_lane_max_is_the_plain_maximum(rng, N):
     """Over the rows but one, scaled, from the start value; an odd or even number of rows."""

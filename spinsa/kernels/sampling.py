@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from spinsa.kernels._math import exp_weight
 from spinsa.kernels._numba import njit, prange
 from spinsa.kernels.vmf import log_partition, log_partition_and_mean
 
@@ -228,7 +229,7 @@ def _pick_and_draw(x, J, lam, i, s, logw, top, mu, tmp):
     N = x.shape[0]
     total = 0.0
     for j in range(N):
-        logw[j] = math.exp(logw[j] - top)  # now a weight in [0, 1]
+        logw[j] = exp_weight(logw[j] - top)  # now a weight in [0, 1]
         total += logw[j]
     target = uniform(s) * total
     pick = -1
