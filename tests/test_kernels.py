@@ -89,16 +89,14 @@ def test_sweep_takes_every_pair_once_in_groups(rng, N):
     np.testing.assert_allclose(k.energies_from_tiles(E, P), ref_energies(x, J, 0.9), rtol=1e-11)
 
 
-@pytest.fixture(scope="module")
-def compiled_fast_exp():
-    """fast_exp applied elementwise by a compiled loop."""
-    from spinsa.kernels._math import fast_exp
+def elementwise(f):
+    """The numba-only scalar function ``f`` applied elementwise by a compiled loop."""
     from spinsa.kernels._numba import njit
 
     @njit(cache=False)
     def apply(a, out):
         for n in range(a.shape[0]):
-            out[n] = fast_exp(a[n])
+            out[n] = f(a[n])
 
     def run(a):
         out = np.empty_like(a)
@@ -106,6 +104,14 @@ def compiled_fast_exp():
         return out
 
     return run
+
+
+@pytest.fixture(scope="module")
+def compiled_fast_exp():
+    """fast_exp applied elementwise by a compiled loop."""
+    from spinsa.kernels._math import fast_exp
+
+    return elementwise(fast_exp)
 
 
 def test_fast_exp_float32_is_within_3e_7_of_exp(compiled_fast_exp, rng):
@@ -119,21 +125,13 @@ def test_fast_exp_float32_is_within_3e_7_of_exp(compiled_fast_exp, rng):
 
 def test_exp_weight_is_within_1e_13_of_exp_and_zero_below_its_range(rng):
     from spinsa.kernels._math import exp_weight
-    from spinsa.kernels._numba import njit
 
-    @njit(cache=False)
-    def apply(a, out):
-        for n in range(a.shape[0]):
-            out[n] = exp_weight(a[n])
-
+    apply = elementwise(exp_weight)
     x = np.concatenate([rng.uniform(-708.0, 709.0, 40_000), rng.uniform(-5.0, 0.0, 10_000)])
-    got = np.empty_like(x)
-    apply(x, got)
+    got = apply(x)
     assert np.max(np.abs(got / np.exp(x) - 1.0)) < 1e-13
     assert np.max(np.abs(got[-10_000:] / np.exp(x[-10_000:]) - 1.0)) < 1e-15  # the weights' range
-    edges = np.array([0.0, -708.0, -708.5, -1e300, -np.inf])
-    out = np.empty_like(edges)
-    apply(edges, out)
+    out = apply(np.array([0.0, -708.0, -708.5, -1e300, -np.inf]))
     assert out[0] == 1.0 and out[1] > 0.0
     np.testing.assert_array_equal(out[2:], 0.0)  # the excluded site j = i keeps weight 0
 

@@ -14,6 +14,8 @@ loop over 196 sites (docs/sampling.md).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -81,6 +83,7 @@ def _fast_exp_overload(x):
 
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 in two parts, the first with 21 trailing
 _LN2_LO = 1.90821492927058770002e-10  # zero bits, so that k * _LN2_HI is exact
+_TAYLOR_13 = tuple(1.0 / math.factorial(n) for n in range(13, -1, -1))  # exp's, highest first
 
 
 @overload(exp_weight, inline="always")
@@ -94,20 +97,9 @@ def _exp_weight_overload(x):
         y = min(max(x, -708.0), 709.0)
         k = np.floor(y * 1.4426950408889634 + 0.5)
         r = (y - k * _LN2_HI) - k * _LN2_LO
-        p = 1.0 / 6227020800.0  # 1 / 13!, then Horner down to 1 / 0!
-        p = p * r + 1.0 / 479001600.0
-        p = p * r + 1.0 / 39916800.0
-        p = p * r + 1.0 / 3628800.0
-        p = p * r + 1.0 / 362880.0
-        p = p * r + 1.0 / 40320.0
-        p = p * r + 1.0 / 5040.0
-        p = p * r + 1.0 / 720.0
-        p = p * r + 1.0 / 120.0
-        p = p * r + 1.0 / 24.0
-        p = p * r + 1.0 / 6.0
-        p = p * r + 0.5
-        p = p * r + 1.0
-        p = p * r + 1.0
+        p = _TAYLOR_13[0]
+        for c in _TAYLOR_13[1:]:  # Horner, from 1 / 13! down to 1 / 0!
+            p = p * r + c
         w = p * _int64_bits_as_float64((np.int64(k) + np.int64(1023)) << np.int64(52))
         return w if x >= -708.0 else 0.0
 
