@@ -5,7 +5,8 @@ couplings (2x2 patches, d = 8) for each preset and task, twice in one process: w
 recorder's compiled decode-and-score pass and with its numpy backend (the former path).
 The recorder's calls and ``run_dynamics`` are timed apart; "other" is the rest (the task
 inputs, the references, the final images' statistics). Prints one line per run; writes
-nothing (docs/benchmarks.md, 'An evaluation's decoding and scoring').
+nothing (the figures it gave are in the git history of docs/benchmarks.md,
+'An evaluation's decoding and scoring').
 
 Usage (from the repository root; about 2 minutes on 2 cores at the defaults)::
 

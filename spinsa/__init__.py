@@ -70,9 +70,11 @@ _SUBPACKAGES = (
     "plotting",
     "references",
     "report",
+    "sampling",
     "scan",
     "sequences",
     "tasks",
+    "vmf",
 )
 
 

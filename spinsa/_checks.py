@@ -312,3 +312,27 @@ def check_fit_result(J: np.ndarray, losses, config) -> None:
     cause += "; lower lam (or lr), or use dtype='float64'"
     check_result(J, "the fitted couplings J", cause)
     check_result(np.asarray(losses, dtype=np.float64), "the fit's loss", cause)
+
+
+# The largest lr, l2, weight_decay and momentum a fit accepts, and the largest lr ·
+# weight_decay: the torch optimisers turn them into float32 scalars (Adam's first step is
+# lr / (1 - 0.9), AdamW's decay 1 - lr · weight_decay, the penalty's gradient l2 · J), and
+# float32 ends at 3.4e38. Long before this bound every value is past any useful one.
+OPTIMISER_MAX = 1e30
+
+
+def check_optimiser_value(value, name: str, zero: bool = False, hint: str = "") -> float:
+    """A finite real number in (0, :data:`OPTIMISER_MAX`] (with ``zero``: [0, ...]).
+
+    ``hint`` says which values are useful, for the message of a value beyond the bound.
+    """
+    value = check_real(value, name) if zero else check_positive(value, name)
+    if zero and value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    if value > OPTIMISER_MAX:
+        useful = f"; {hint}" if hint else ""
+        raise ValueError(
+            f"{name} = {value:g} is too large: it must be at most {OPTIMISER_MAX:g} (the "
+            f"optimisers' float32 arithmetic overflows beyond that){useful}"
+        )
+    return value

@@ -254,6 +254,12 @@ class _Run:
             raise ValueError(
                 f"checkpoint {path} was written with another config: " + describe_differences(diffs)
             )
+        done = len(ckpt["history"]["epoch_loss"])
+        if done > self.config.epochs:  # a lower cap than the epochs done: not the same run
+            raise ValueError(
+                f"checkpoint {path} holds {done} epochs, more than epochs = "
+                f"{self.config.epochs}; resume with epochs >= {done}, or delete it"
+            )
         if ckpt["data"]["sha256"] != self.saved_data["sha256"]:
             raise ValueError(
                 f"checkpoint {path} was trained on other data (shapes "

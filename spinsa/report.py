@@ -39,7 +39,10 @@ from spinsa.sequences.references import SPIN_MODELS, is_reference
 from spinsa.tasks import TASK_TITLES, TASKS, mean_sem
 
 __all__ = [
+    "BEATS_REFERENCES",
+    "REPORT_FORMAT",
     "assess_baseline_claims",
+    "assess_patch_claims",
     "assess_claims",
     "assess_references",
     "baseline_report_lines",
@@ -47,6 +50,7 @@ __all__ = [
     "fmt",
     "no_verdict",
     "pm",
+    "provenance_lines",
     "table",
     "write_compare_report",
     "write_reproduce_report",
@@ -55,6 +59,25 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------- markdown
+#: The format of the reports' content and verdict rules; raised whenever either changes, so
+#: that a committed report older than the code is found (tests/test_results_docs.py).
+REPORT_FORMAT = 2
+
+
+def provenance_lines(kind: str, info, command: str | None) -> list[str]:
+    """The first lines of a report: a machine-readable marker of its kind and format
+    (:data:`REPORT_FORMAT`), then who wrote it, from which file, and the command that
+    regenerates it."""
+    a = info.attrs
+    lines = [
+        f"<!-- spinsa report: {kind}, format {REPORT_FORMAT}, spinsa {a.get('spinsa_version')} -->",
+        "",
+        f"Written by spinsa {a.get('spinsa_version')} on {a.get('host')} at {a.get('created')} "
+        f"from `{Path(info.path).name}`" + (f", by `{command}`." if command else "."),
+    ]
+    return lines
+
+
 def fmt(value: float | None, digits: int = 4) -> str:
     """``value`` with ``digits`` decimals; "n/a" when it is None or not finite."""
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
@@ -274,7 +297,8 @@ def _reference_lines(models, summaries, unconverged=None) -> list[str]:
         "visible pixels; the noisy input; the mean training image; a Gaussian blur and the "
         "mean of the k nearest training images, sigma and k chosen on (up to 1,000) "
         "corrupted training images, never on the test set. z = (reference - best) / "
-        "combined standard error; a model beats a reference when z > 3. The best t is "
+        f"combined standard error; a model beats a reference when z > {SIGNIFICANT_Z:g}. "
+        "The best t is "
         "chosen on the test images themselves, which favours the model slightly.",
         "",
     ]
@@ -308,7 +332,7 @@ def _reference_lines(models, summaries, unconverged=None) -> list[str]:
         lines.append("")
     lines += [
         "**Transient memory**: the model's best error below the best reference's by more "
-        "than 3 combined standard errors.",
+        f"than {SIGNIFICANT_Z:g} combined standard errors.",
         "",
         "| model | task | verdict | evidence |",
         "|---|---|---|---|",
@@ -412,12 +436,14 @@ def _stage_time_lines(stage_times: dict, models) -> list[str]:
     ]
 
 
-def _model_lines(models, exp: dict, model_attrs: dict) -> list[str]:
-    """One line per model: its embedding, fit recipe and result, and dynamics."""
+def _model_lines(models, exp: dict, model_attrs: dict, n_tokens: dict) -> list[str]:
+    """One line per model: its embedding, fit recipe and result (with |J| and its cosine
+    with the Hebbian couplings: the norm decides the regime), and dynamics."""
     lines = []
     for m in models:
         e, a = exp[m], model_attrs[m]
         fit = e["fit"]
+        n_pairs = n_tokens[m] * (n_tokens[m] - 1)
         recipe = (
             f"{fit['backend']}"
             + (f", preset {fit['preset']}" if fit.get("preset") else "")
@@ -446,10 +472,45 @@ def _model_lines(models, exp: dict, model_attrs: dict) -> list[str]:
             f"L = {fmt(a.get('fit_loss', math.nan))} (from "
             f"{fmt(a.get('fit_initial_loss', math.nan))}), {a.get('fit_n_steps')} steps in "
             f"{fmt(a.get('fit_wall_time', math.nan), 1)} s on {a.get('fit_device')}; "
-            f"**{convergence_words(record, unit)}**; "
-            f"dynamics {dyn_text}, T = {dyn_m['steps']}"
+            f"**{convergence_words(record, unit)}**; |J| = {fmt(a.get('fit_norm'), 2)} "
+            f"(Frobenius; root mean square over the ordered pairs "
+            f"{fmt(a.get('fit_norm', math.nan) / math.sqrt(n_pairs), 4)}), "
+            f"cosine with the Hebbian couplings of its training spins "
+            f"{fmt(a.get('hebbian_cosine'), 3)}; dynamics {dyn_text}, T = {dyn_m['steps']}"
         )
     return lines
+
+
+TRANSIENT_MEMORY = (
+    "a transient state reconstructs better than simple predictors (spinsa's test, not a claim "
+    "of the paper)"
+)
+
+
+def _summary_lines(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """The summary at the top of the reproduce report: every statement once, with its verdict
+    in each place it was tested, from the rows ``(statement, where, verdict, evidence)`` of
+    the ``assess_*`` functions (whose sections below give the evidence)."""
+    verdicts: dict[str, list[str]] = {}
+    for statement, where, verdict, evidence in rows:
+        cell = f"{where}: **{verdict}**"
+        if statement == TRANSIENT_MEMORY:  # name the reference that wins
+            cell += f" ({evidence.split('; ')[1]})"
+        verdicts.setdefault(statement, []).append(cell)
+    count = {v: sum(r[2] == v for r in rows) for v in ("holds", "partly", "does not hold")}
+    withheld = len(rows) - sum(count.values())
+    return [
+        "## Summary",
+        "",
+        f"Of {len(rows)} verdicts below, {count['holds']} hold, {count['partly']} hold partly, "
+        f"{count['does not hold']} do not hold, and {withheld} are withheld (they rest on a "
+        "model that did not converge). Each statement with its verdict wherever it was "
+        "tested; the evidence is in the sections below.",
+        "",
+        "| statement | verdicts |",
+        "|---|---|",
+        *(f"| {statement} | {'; '.join(cells)} |" for statement, cells in verdicts.items()),
+    ]
 
 
 def write_reproduce_report(
@@ -458,6 +519,7 @@ def write_reproduce_report(
     figures: list[str] | None = None,
     timings: dict[str, float] | None = None,
     baselines=None,
+    command: str | None = None,
 ) -> Path:
     """Write ``report.md`` from a ``reproduce.h5`` (reads the file only).
 
@@ -471,6 +533,9 @@ def write_reproduce_report(
         Wall times of stages not recorded in the file (assembling, baselines, figures).
     baselines : str or PathLike, optional
         A ``baselines.h5``: adds the section on the backprop baselines.
+    command : str, optional
+        The command that wrote the files, printed at the top so that anyone can regenerate
+        the report.
 
     Returns
     -------
@@ -484,33 +549,47 @@ def write_reproduce_report(
     model_attrs = {m: io.read_group(h5_path, f"models/{m}")[1] for m in models}
     exp = {m: model_attrs[m]["experiment_config"] for m in models}
     first = exp[models[0]]
-    data, emb, dyn, tasks = first["data"], first["embedding"], first["dynamics"], first["tasks"]
-    n_tokens, _, d, _ = info.datasets[f"models/{models[0]}/J"][0]  # J: (N, N, d, d)
+    data, dyn, tasks = first["data"], first["dynamics"], first["tasks"]
+    shapes = {m: info.datasets[f"models/{m}/J"][0] for m in models}  # J: (N, N, d, d)
+    n_tokens = {m: shape[0] for m, shape in shapes.items()}
+    grids = sorted(
+        {(exp[m]["embedding"]["patch"], shape[0], shape[2]) for m, shape in shapes.items()}
+    )
     n_train = model_attrs[models[0]].get("n_train")
     n_test = data["n_test"]
     stage_times = {**(info.attrs.get("stage_times", {}) or {}), **(timings or {})}
+    if baselines is not None and "baselines" not in stage_times:  # a report written anew
+        stage_times["baselines"] = io.read(baselines).attrs.get("wall_time", math.nan)
 
-    lines = [
+    header = [
         "# Reproduction: bare self-attention as an attractor network on MNIST",
+        "",
+        *provenance_lines("reproduce", info, command),
         "",
         "F. D'Amico and M. Negri, *Self-attention as an attractor network: transient memories "
         "without backpropagation* (2024), Fig. 1: masked prediction and denoising by the "
-        "dynamics of a fitted bare self-attention layer.",
+        "dynamics of a fitted bare self-attention layer"
+        + (
+            ", beside backprop baselines; Fig. 2: the texture of predicted patches."
+            if baselines is not None
+            else "."
+        ),
         "",
-        f"Written by spinsa {info.attrs.get('spinsa_version')} on {info.attrs.get('host')} at "
-        f"{info.attrs.get('created')} from `{h5_path.name}`.",
-        "",
+    ]
+    lines = [
         "## Setup",
         "",
         f"- data: {data['dataset']}, {n_train} training images"
         + (f" ({data['per_class']} per class)" if data.get("per_class") else "")
         + f", {n_test} test images, seed {data['seed']}",
-        f"- embedding: {emb['patch']}x{emb['patch']} patches, N = {n_tokens} tokens, d = {d}",
+        "- embedding: "
+        + " or ".join(f"{p}x{p} patches, N = {n} tokens, d = {d}" for p, n, d in grids)
+        + (" (per model, below)" if len(grids) > 1 else ""),
         f"- lambda_train = {first['fit']['lam']:g}, lambda_eval = {dyn['lam_eval']:g}",
         f"- masked prediction: {tasks['mask_fraction']:.0%} of the tokens set to zero "
         f"(int({tasks['mask_fraction']:g} N) = "
-        f"{int(tasks['mask_fraction'] * n_tokens * (1 + 1e-9))} of "
-        f"{n_tokens})"
+        + " or ".join(f"{int(tasks['mask_fraction'] * n * (1 + 1e-9))} of {n}" for _, n, _ in grids)
+        + ")"
         f"{', visible tokens clamped' if tasks['clamp_visible'] else ''}; denoising: "
         f"Gaussian noise of variance {tasks['noise_variance']:g}, image statistics restored; "
         "test image k is corrupted from its own random stream (the same in every model)",
@@ -520,7 +599,7 @@ def write_reproduce_report(
         "Models:",
         "",
     ]
-    lines += _model_lines(models, exp, model_attrs)
+    lines += _model_lines(models, exp, model_attrs, n_tokens)
     lines += ["", "## The numbers", "", "| | " + " | ".join(models) + " |"]
     lines.append("|---|" + "---|" * len(models))
     for task, title in TASK_TITLES.items():
@@ -538,7 +617,8 @@ def write_reproduce_report(
         "Verdicts follow fixed rules (`spinsa.report.assess_claims`) that "
         "compare each model with itself, not with the references above; a claim holds when "
         "all its conditions are met, partly when some are. A rise or fall counts when it "
-        "exceeds 3 combined standard errors. Masked: best t (t >= 1) is 1 or 2, below the "
+        f"exceeds {SIGNIFICANT_Z:g} combined standard errors. Masked: best t (t >= 1) is 1 "
+        "or 2, below the "
         "masked input, and the error rises after it. Denoising: the error falls below the "
         "noisy input's, rises after its minimum, and the minimum is within a factor of three "
         "of the paper's ten iterations (3 <= t <= 30). Late states: the final images "
@@ -554,19 +634,35 @@ def write_reproduce_report(
             "are those of couplings that were still moving.",
             "",
         ]
-    for claim, model, verdict, why in assess_claims(summaries):
-        lines.append(f"| {claim} | {model} | **{unconverged.get(model, verdict)}** | {why} |")
+    claims = [(c, m, unconverged.get(m, v), why) for c, m, v, why in assess_claims(summaries)]
+    for claim, model, verdict, why in claims:
+        lines.append(f"| {claim} | {model} | **{verdict}** | {why} |")
     for m in models:
         if f"models/{m}/notebook" in info.groups:
             nb, attrs = read_tree(h5_path, f"models/{m}/notebook")
             lines += ["", *_notebook_lines(m, nb, attrs, exp[m]["data"])]
+    summary = claims + [
+        (TRANSIENT_MEMORY, f"{m}, {task}", unconverged.get(m, v), why)
+        for m, task, v, why in assess_references(summaries)
+    ]
     if baselines is not None:
-        lines += ["", *baseline_report_lines(baselines, h5_path, summaries)]
+        section, fidelity = _baseline_section(baselines, h5_path, summaries, unconverged)
+        lines += ["", *section]
+        summary += fidelity
+    patches = patch_claims(exp, summaries, baselines, unconverged)
+    if patches:
+        norms = {
+            m: (a.get("fit_norm", math.nan) / math.sqrt(n_tokens[m] * (n_tokens[m] - 1)),
+                a.get("hebbian_cosine", math.nan))
+            for m, a in model_attrs.items()
+        }  # fmt: skip
+        lines += ["", *patch_size_lines(patches, baselines, norms)]
+        summary += patches
     if figures:
         lines += ["", "## Figures", "", *figure_lines(figures)]
     lines += _stage_time_lines(stage_times, models)
     lines.append("")
-    atomic_write_text(out_path, "\n".join(lines))
+    atomic_write_text(out_path, "\n".join([*header, *_summary_lines(summary), "", *lines]))
     return out_path
 
 
@@ -602,11 +698,14 @@ def assess_baseline_claims(
     baselines: dict[str, dict[str, dict]],
     sa: dict[str, dict[str, dict]],
     medians: dict[str, float],
+    elsewhere: Sequence[str] = (),
+    unconverged: dict[str, str] | None = None,
 ) -> list[tuple[str, str, str, str]]:
     """Plain verdicts on the baselines' fidelity statements: the block's best t in
     :data:`ABOUT_TRAINING_RANGE`; the ViT's error below every other model's best; the block's
     best error below the bare SA's best; the bare SA's median masked-patch variance below
-    both baselines'.
+    both baselines'. "Below" means by more than :data:`SIGNIFICANT_Z` combined standard
+    errors (a missing ``best_sem`` counts as 0).
 
     A statement gets a verdict only when every baseline it rests on converged (its
     ``converged`` attribute); otherwise its verdict is :func:`no_verdict` of the first one
@@ -621,6 +720,13 @@ def assess_baseline_claims(
         ``sa model -> task -> summarize_arrays(...)``.
     medians : dict
         ``model -> median masked-patch variance``.
+    elsewhere : sequence of str
+        Bare-SA models whose errors are measured in another pixel space than the baselines'
+        (the damico2024 embedding's min(2p, 1)): their errors are compared with no one.
+    unconverged : dict, optional
+        ``sa model -> no-verdict text`` of the bare-SA models whose fit did not converge
+        (:func:`unconverged_fits`): the statements about them get that text, and the ViT is
+        not compared with them.
 
     Returns
     -------
@@ -628,11 +734,16 @@ def assess_baseline_claims(
     """
     lo, hi = ABOUT_TRAINING_RANGE
     rb, vit = baselines["recycled"], baselines["vit"]
+    unconverged = unconverged or {}
+    same_space = {m: x for m, x in sa.items() if m not in elsewhere}
     out = []
 
     labels = {"recycled": "block", "vit": "ViT"}
 
-    def claim(statement, where, ok, evidence, rests_on):
+    def claim(statement, where, ok, evidence, rests_on, sa_model=None):
+        if sa_model in unconverged:  # nor from a bare SA whose fit was still moving
+            out.append((statement, where, unconverged[sa_model], evidence))
+            return
         for model, task in rests_on:  # a verdict only from converged baselines
             why = no_verdict(baselines[model][task])
             if why is not None:
@@ -646,23 +757,87 @@ def assess_baseline_claims(
         why = f"best t = {bt} (error {error})"
         claim(BLOCK_BEST_T, task, lo <= bt <= hi, why, [("recycled", task)])
     for task in (t for t in TASKS if t in vit):
-        v = vit[task]["best_error"]
-        others = {"block": rb[task]["best_error"]}
-        others.update({m: s[task]["best_error"] for m, s in sa.items() if task in s})
-        listed = ", ".join(f"{m} best {fmt(o)}" for m, o in others.items())
-        ok = all(v < o for o in others.values())
-        claim(VIT_BEST, task, ok, f"ViT {fmt(v)}; {listed}", [("vit", task), ("recycled", task)])
+        others = {"block": rb[task]}
+        others |= {m: x[task] for m, x in same_space.items() if task in x and m not in unconverged}
+        z = {m: _z_below(vit[task], o) for m, o in others.items()}
+        listed = ", ".join(
+            f"{m} best {fmt(o['best_error'])} (z = {fmt(z[m], 1)})" for m, o in others.items()
+        )
+        ok = all(significant(v) for v in z.values())
+        evidence = f"ViT {fmt(vit[task]['best_error'])}; {listed}"
+        claim(VIT_BEST, task, ok, evidence, [("vit", task), ("recycled", task)])
     for task in (t for t in TASKS if t in rb):
-        for m, s in ((m, s) for m, s in sa.items() if task in s):
-            b, a = rb[task]["best_error"], s[task]["best_error"]
-            block = f"block {fmt(b)} at t = {rb[task]['best_t']}"
-            bare = f"bare SA ({m}) {fmt(a)} at t = {s[task]['best_t']}"
-            claim(BLOCK_BEATS_SA, f"{task}, {m}", b < a, f"{block}; {bare}", [("recycled", task)])
+        for m, x in ((m, x) for m, x in same_space.items() if task in x):
+            z = _z_below(rb[task], x[task])
+            block = f"block {fmt(rb[task]['best_error'])} at t = {rb[task]['best_t']}"
+            bare = f"bare SA ({m}) {fmt(x[task]['best_error'])} at t = {x[task]['best_t']}"
+            evidence = f"{block}; {bare}; z = {fmt(z, 1)}"
+            where, on = f"{task}, {m}", [("recycled", task)]
+            claim(BLOCK_BEATS_SA, where, significant(z), evidence, on, sa_model=m)
     for m in (m for m in sa if m in medians):
         ok = all(medians[m] < medians[b] for b in baselines if b in medians)
         shown = ", ".join(f"{k} {fmt(medians[k], 5)}" for k in (m, *baselines) if k in medians)
         on = [(b, "masked") for b in baselines if b in medians and "masked" in baselines[b]]
-        claim(SA_MORE_UNIFORM, m, ok, f"median masked-patch variance: {shown}", on)
+        claim(SA_MORE_UNIFORM, m, ok, f"median masked-patch variance: {shown}", on, sa_model=m)
+    return out
+
+
+def _z_below(a: dict, b: dict) -> float:
+    """How many combined standard errors a's best error lies below b's (a missing
+    ``best_sem`` counts as 0)."""
+    return combined_z(
+        b["best_error"], b.get("best_sem", 0.0), a["best_error"], a.get("best_sem", 0.0)
+    )
+
+
+SA_PATCH = "the bare SA works best with 2x2 patches"
+BLOCK_PATCH = "the recycled block works best with 4x4 patches"
+
+
+def assess_patch_claims(
+    sa_pairs: dict[str, tuple[dict, dict]],
+    block: tuple[dict, dict] | None = None,
+    withheld: dict[str, str] | None = None,
+) -> list[tuple[str, str, str, str]]:
+    """Verdicts on the paper's patch-size claim: the bare SA is better on 2x2 patches than on
+    4x4, the recycled block on 4x4 than on 2x2, each by more than :data:`SIGNIFICANT_Z`
+    combined standard errors of the best errors.
+
+    Parameters
+    ----------
+    sa_pairs : dict
+        ``"model, task" -> (summary at 2x2, summary at 4x4)`` of one bare-SA recipe
+        (``best_error``, ``best_sem``, ``best_t``).
+    block : (dict, dict), optional
+        The block's masked-task attributes at 2x2 and at 4x4 (one training budget), from
+        ``baselines.h5``; a verdict only when both converged.
+    withheld : dict, optional
+        ``where -> no-verdict text`` of the pairs with a fit that did not converge.
+
+    Returns
+    -------
+    list of (statement, where, verdict, evidence)
+    """
+
+    def compare(statement, where, better, worse, sizes):
+        z = _z_below(better, worse)
+        evidence = "; ".join(
+            f"{size}: {pm(x['best_error'], x.get('best_sem'))} at t = {x['best_t']}"
+            for size, x in zip(sizes, (better, worse), strict=True)
+        )
+        verdict = "holds" if significant(z) else "does not hold"
+        return (statement, where, verdict, f"{evidence}; z = {fmt(z, 1)}")
+
+    withheld = withheld or {}
+    out = []
+    for where, (s2, s4) in sa_pairs.items():
+        statement, _, verdict, evidence = compare(SA_PATCH, where, s2, s4, ("2x2", "4x4"))
+        out.append((statement, where, withheld.get(where, verdict), evidence))
+    if block is not None:
+        b2, b4 = block
+        why = next((w for w in (no_verdict(b2), no_verdict(b4)) if w is not None), None)
+        row_ = compare(BLOCK_PATCH, "masked", b4, b2, ("4x4", "2x2"))
+        out.append(row_ if why is None else (*row_[:2], why, row_[3]))
     return out
 
 
@@ -678,50 +853,171 @@ def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
     return out
 
 
+def _patch_medians(baselines_h5) -> dict[str, float]:
+    """``model -> median masked-patch variance`` of a ``baselines.h5`` (Fig. 2)."""
+    arrays, attrs = read_tree(baselines_h5, "patch_variances")
+    return {str(m): float(v) for m, v in zip(attrs["models"], arrays["median"], strict=True)}
+
+
+def _pixel_space_elsewhere(reproduce_h5, models) -> list[str]:
+    """The bare-SA models whose errors are measured in another pixel space than [0, 1]."""
+
+    def scale(m):
+        cfg = io.read_group(reproduce_h5, f"models/{m}")[1].get("experiment_config", {})
+        return cfg.get("embedding", {}).get("scale", "paper")
+
+    return [m for m in models if scale(m) != "paper"]
+
+
+def _training_cells(a: dict, config: dict) -> list[str]:
+    """Width, parameters, images, epochs, minutes and images/s of one trained baseline."""
+    n_fit = a["n_train"] - a.get("n_val", 0)
+    epochs = a.get("epochs_used", a.get("epochs"))
+    seconds = a["train_seconds"]
+    rate = n_fit * epochs / seconds if seconds > 0 else math.nan
+    return [
+        str(config.get("width", "?")),
+        f"{a['n_parameters']['total']:,}",
+        f"{a['n_train']:,}",
+        f"{epochs} of {a.get('max_epochs', a.get('epochs'))}",
+        fmt(seconds / 60, 1),
+        fmt(rate, 0),
+    ]
+
+
 def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[str]:
     """The report's section on the baselines (markdown lines), from the two files only;
     ``summaries`` (``model -> read_summaries(...)`` of ``reproduce_h5``) if read already."""
-    bl = read_baseline_summaries(baselines_h5)
     sa = summaries or {m: read_summaries(reproduce_h5, m) for m in model_names(reproduce_h5)}
+    attrs = {m: io.read_group(reproduce_h5, f"models/{m}")[1] for m in sa}
+    return _baseline_section(baselines_h5, reproduce_h5, sa, unconverged_fits(attrs))[0]
+
+
+BEATS_REFERENCES = (
+    "a backprop baseline beats every simple predictor on the same inputs (spinsa's test, "
+    "not a claim of the paper)"
+)
+
+
+def _baseline_reference_lines(bl: dict, sa: dict, same_inputs: dict) -> tuple[list[str], list]:
+    """The baselines beside the simple references of the same corrupted test images (those
+    of a bare-SA model in [0, 1] pixels with the baselines' patch size, ``same_inputs``:
+    task -> model), and one verdict per baseline and task: beats every reference by more
+    than :data:`SIGNIFICANT_Z` combined standard errors."""
+    labels = {"recycled": "recycled block", "vit": "ViT"}
+    lines, rows = [], []
+    for task, model in same_inputs.items():
+        refs = sa[model][task].get("references") or {}
+        trained = {m: bl[m][task] for m in labels if task in bl.get(m, {})}
+        if not refs or not trained:
+            continue
+        z = {(m, n): _z_below(a, {"best_error": r["error"], "best_sem": r["sem"]})
+             for m, a in trained.items() for n, r in refs.items()}  # fmt: skip
+        lines += [
+            f"**{TASK_TITLES[task]}**: the baselines beside the references of the same "
+            f"inputs (computed for {model}; z > {SIGNIFICANT_Z:g}: the baseline is lower)",
+            "",
+            "| reference | error | " + " | ".join(f"z of the {labels[m]}" for m in trained) + " |",
+            "|---|---|" + "---|" * len(trained),
+        ]
+        for n, label in REFERENCES[task].items():
+            if n in refs:
+                cells = [label, pm(refs[n]["error"], refs[n]["sem"])]
+                lines.append(row([*cells, *(fmt(z[m, n], 1) for m in trained)]))
+        lines.append("")
+        for m, a in trained.items():
+            best = min(refs, key=lambda n: refs[n]["error"])
+            lost = [REFERENCES[task][n] for n in REFERENCES[task] if n in refs
+                    and not significant(z[m, n])]  # fmt: skip
+            evidence = (
+                f"{pm(a['best_error'], a['best_sem'])}; best reference: "
+                f"{REFERENCES[task][best]}, {pm(refs[best]['error'], refs[best]['sem'])} "
+                f"(z = {fmt(z[m, best], 1)}); not beaten: {', '.join(lost) or 'none'}"
+            )
+            verdict = no_verdict(a) or ("does not hold" if lost else "holds")
+            rows.append((BEATS_REFERENCES, f"{labels[m]}, {task}", verdict, evidence))
+    return lines, rows
+
+
+def _same_inputs(reproduce_h5, sa, elsewhere, patch: int) -> dict[str, str]:
+    """``task -> bare-SA model`` whose test inputs the baselines share: [0, 1] pixels and
+    the baselines' patch size (the masks follow the patches)."""
+    out = {}
+    for m in (m for m in sa if m not in elsewhere):
+        cfg = io.read_group(reproduce_h5, f"models/{m}")[1].get("experiment_config", {})
+        if cfg.get("embedding", {}).get("patch") == patch:
+            for task in sa[m]:
+                out.setdefault(task, m)
+    return out
+
+
+def _baseline_section(baselines_h5, reproduce_h5, sa, unconverged) -> tuple[list[str], list]:
+    """The baselines' section and its verdicts (:func:`assess_baseline_claims`, and each
+    baseline against the simple references of its inputs)."""
+    bl = read_baseline_summaries(baselines_h5)
+    info = io.read(baselines_h5)
+    configs = info.config.get("baselines", {})
+    elsewhere = _pixel_space_elsewhere(reproduce_h5, sa)
     pv_arrays, pv_attrs = read_tree(baselines_h5, "patch_variances")
     pv_models = [str(m) for m in pv_attrs["models"]]
-    medians = {m: float(v) for m, v in zip(pv_models, pv_arrays["median"], strict=True)}
+    medians = _patch_medians(baselines_h5)
     first = bl["recycled"]["masked"]
     lines = [
         "## Backprop baselines: recycled block and ViT",
         "",
-        f"Trained by backpropagation on {first['n_train']} training images "
-        f"({first['patch']}x{first['patch']} patches; at most {first['epochs']} epoch(s) for "
-        f"the block, {bl['vit']['masked']['epochs']} for the ViT), evaluated on the same "
-        f"{first['n_test']} test images with the run's task streams (same noise; the same "
-        "masks when the patch sizes agree). Errors are mean squared pixel errors over all "
-        "pixels in [0, 1] (the damico2024 model measures its own in its pixel space "
-        "min(2p, 1)).",
+        f"Trained by backpropagation on {first['n_train']:,} training images "
+        f"({first['patch']}x{first['patch']} patches), each until the stopping rule held or "
+        f"at most {first['epochs']} epochs, evaluated on the same {first['n_test']:,} test "
+        "images with the run's task streams (same noise; the same masks when the patch sizes "
+        "agree). Errors are mean squared pixel errors over all pixels in [0, 1]. "
+        + (
+            f"The {', '.join(elsewhere)} model(s) measure theirs in the notebook's pixel space "
+            "min(2p, 1), so their errors are compared with no baseline's. "
+            if elsewhere
+            else ""
+        )
+        + "Training times are those of the training itself (images/s counts the training "
+        "images of every epoch).",
         "",
         *_baseline_training_lines(first),
         "",
-        "| model | task | parameters | best t | best error | error at t = 1 | error at t = T |"
-        " training (s) | converged |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | task | width | parameters | training images | epochs | training (min) | "
+        "images/s | best t | best error | error at t = 1 | error at t = T | converged |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for model, label in (("recycled", "recycled block"), ("vit", "ViT")):
         for task, a in bl.get(model, {}).items():
             best = pm(a["best_error"], a["best_sem"]) + (
                 " (constant in t)" if model == "vit" else ""
             )
-            lines.append(
-                f"| {label} | {task} | {a['n_parameters']['total']:,} | "
-                f"{a['best_t'] if model == 'recycled' else '-'} | {best} | "
-                f"{fmt(a['error_t1'])} | {fmt(a['error_T'])} | "
-                f"{fmt(a['train_seconds'], 1)} | {_convergence_cell(a)} |"
-            )
-    for m, s in sa.items():
-        for task, x in s.items():
-            lines.append(
-                f"| bare SA ({m}) | {task} | - | {x['best_t']} | "
-                f"{pm(x['best_error'], x['best_sem'])} | "
-                f"{fmt(x['error_t1'])} | {fmt(x['error_T'])} | - | - |"
-            )
+            cells = [
+                label,
+                task,
+                *_training_cells(a, configs.get(model, {})),
+                a["best_t"] if model == "recycled" else "-",
+                best,
+                fmt(a["error_t1"]),
+                fmt(a["error_T"]),
+                _convergence_cell(a),
+            ]
+            lines.append(row(cells))
+    for m, x in sa.items():
+        for task, y in x.items():
+            cells = [
+                f"bare SA ({m})",
+                task,
+                *["-"] * 6,
+                y["best_t"],
+                pm(y["best_error"], y["best_sem"]),
+                fmt(y["error_t1"]),
+                fmt(y["error_T"]),
+                "-",
+            ]
+            lines.append(row(cells))
+    same = _same_inputs(reproduce_h5, sa, elsewhere, first["patch"])
+    reference_lines, reference_rows = _baseline_reference_lines(bl, sa, same)
+    if reference_lines:
+        lines += ["", *reference_lines]
     lines += [
         "",
         f"Masked-patch pixel variances (Fig. 2; first {pv_attrs['n_images']} test images, each "
@@ -742,13 +1038,108 @@ def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[st
         "Fidelity statements, measured plainly: the block's best t in 2..8 (the training "
         "range 3..7, give or take one); the ViT's error below every other model's best; the "
         "block's best error below the bare SA's best; the bare SA's median masked-patch "
-        "variance below both baselines'. A statement gets a verdict only when the baselines "
-        "it rests on converged.",
+        "variance below both baselines'; and each baseline below every simple reference of "
+        "its inputs. Below means by more than "
+        f"{SIGNIFICANT_Z:g} combined standard errors. A statement gets a verdict only when the "
+        "baselines it rests on converged.",
         "",
         "| statement | where | verdict | evidence |",
         "|---|---|---|---|",
     ]
-    for claim, where, verdict, why in assess_baseline_claims(bl, sa, medians):
+    verdicts = reference_rows + assess_baseline_claims(bl, sa, medians, elsewhere, unconverged)
+    lines += [
+        f"| {claim} | {where} | **{verdict}** | {why} |" for claim, where, verdict, why in verdicts
+    ]
+    return lines, verdicts
+
+
+def read_patch_study(baselines_h5) -> dict[int, dict]:
+    """``patch -> attrs`` of the block's patch study in a ``baselines.h5`` (empty without)."""
+    names = io.read(baselines_h5).attrs.get("patch_models") or []
+    out = {}
+    for name in names:
+        attrs = io.read_group(baselines_h5, f"models/{name}/masked")[1]
+        out[int(attrs["patch"])] = attrs
+    return out
+
+
+def _same_recipe(a: dict, b: dict) -> bool:
+    """Whether two experiment configs differ only in their patch size (and spin dimension)."""
+
+    def strip(cfg):
+        emb = {k: v for k, v in cfg.get("embedding", {}).items() if k not in ("patch", "d")}
+        return {**{k: v for k, v in cfg.items() if k != "name"}, "embedding": emb}
+
+    return strip(a) == strip(b)
+
+
+def _patch_pairs(exp: dict, summaries: dict) -> dict[str, tuple[dict, dict]]:
+    """``"task: model2 / model4" -> (summary at 2x2, summary at 4x4)`` for every bare-SA
+    recipe run on both patch sizes."""
+    pairs: dict[str, tuple[dict, dict]] = {}
+    for m2, e2 in exp.items():
+        for m4, e4 in exp.items():
+            sizes = (e2["embedding"]["patch"], e4["embedding"]["patch"])
+            if sizes == (2, 4) and _same_recipe(e2, e4):
+                for task in (t for t in TASKS if t in summaries[m2] and t in summaries[m4]):
+                    pairs[f"{task}: {m2} / {m4}"] = (summaries[m2][task], summaries[m4][task])
+    return pairs
+
+
+def patch_claims(exp, summaries, baselines_h5=None, unconverged=None) -> list[tuple]:
+    """:func:`assess_patch_claims` of a reproduce run: its bare-SA recipes run on both patch
+    sizes (withheld where a fit did not converge) and the block's patch study."""
+    pairs = _patch_pairs(exp, summaries)
+    unconverged = unconverged or {}
+    withheld = {}
+    for where in pairs:
+        late = [unconverged[m] for m in where.split(": ")[1].split(" / ") if m in unconverged]
+        if late:
+            withheld[where] = late[0]
+    study = read_patch_study(baselines_h5) if baselines_h5 is not None else {}
+    block = (study[2], study[4]) if {2, 4} <= set(study) else None
+    return assess_patch_claims(pairs, block, withheld)
+
+
+def patch_size_lines(claims: list[tuple], baselines_h5=None, norms=None) -> list[str]:
+    """The section on the paper's patch-size claim (:func:`patch_claims`); [] without any.
+    ``norms``: ``model -> (root-mean-square |J_ij| over the ordered pairs, cosine with the
+    Hebbian couplings)`` of the bare-SA models, stated since the norm sets the regime."""
+    if not claims:
+        return []
+    study = read_patch_study(baselines_h5) if baselines_h5 is not None else {}
+    block = (study[2], study[4]) if {2, 4} <= set(study) else None
+    lines = [
+        "## Patch size",
+        "",
+        "The paper reports that the bare SA works best with 2x2 patches and the recycled block "
+        "with 4x4. Each bare-SA recipe is run on both (d = 8 and d = 32: two spin components per "
+        "pixel, as the embedding's default); the masks differ with the patch size "
+        "(30 % of the patches), so each patch size is its own masked task. Best errors over "
+        "all pixels; a claim holds when the better size wins by more than "
+        f"{SIGNIFICANT_Z:g} combined standard errors.",
+        "",
+    ]
+    if block is not None:
+        b2, b4 = block
+        lines += [
+            f"The block's patch study trains it on both patch sizes with one budget: "
+            f"{b4['n_train']:,} training images, the same recipe, masked task only "
+            f"(4x4: {_convergence_cell(b4)}; 2x2: {_convergence_cell(b2)}; training "
+            f"{fmt(b4['train_seconds'] / 60, 1)} and {fmt(b2['train_seconds'] / 60, 1)} min).",
+            "",
+        ]
+    if norms:
+        lines += [
+            'The fits keep the norm of their random start (`constraint = "global"`), which '
+            "differs with N and d, so the two patch sizes need not run in one regime: root mean "
+            "square |J_ij| over the ordered pairs (cosine with the Hebbian couplings) "
+            + ", ".join(f"{m} {fmt(r, 4)} ({fmt(c, 3)})" for m, (r, c) in norms.items())
+            + ".",
+            "",
+        ]
+    lines += ["| statement | where | verdict | evidence |", "|---|---|---|---|"]
+    for claim, where, verdict, why in claims:
         lines.append(f"| {claim} | {where} | **{verdict}** | {why} |")
     return lines
 
@@ -1198,9 +1589,11 @@ def _criterion(cfg: dict) -> str:
     return criterion_text(cfg.get("rel_tol", 0.0), cfg["patience"])
 
 
-def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
+def write_sequences_report(
+    h5, out_path, figures: Sequence[str] = (), command: str | None = None
+) -> Path:
     """Write ``report.md`` of a ``sequences.h5`` (the setup, the table, plain statements),
-    reading the file only."""
+    reading the file only; ``command``, the one that wrote the file, is named at the top."""
     info = io.read(h5)
     a, cfg = info.attrs, info.config
     scores = a["scores"]
@@ -1210,6 +1603,8 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
     )
     lines = [
         "# Sequences: one-step forecasts of the normalised series",
+        "",
+        *provenance_lines("sequences", info, command),
         "",
         f"Series: {a['source']}, column {a['column']}; train / validation / test rows "
         f"{a['rows'][0]} / {a['rows'][1]} / {a['rows'][2]} (split by time, normalised with the "
@@ -1226,7 +1621,8 @@ def write_sequences_report(h5, out_path, figures: Sequence[str] = ()) -> Path:
         "",
         "z is the gain in standard errors of the paired difference of squared errors on the "
         "same windows. Standard errors treat the test errors as independent; neighbouring "
-        "rows are correlated, so they are too small, and a gain counts only when z > 3.",
+        f"rows are correlated, so they are too small, and a gain counts only when "
+        f"z > {SIGNIFICANT_Z:g}.",
         "",
         *_persistence_lines(a),
     ]

@@ -199,3 +199,94 @@ def test_the_two_lifetimes_against_a_reference():
     per_image = below_reference_lifetimes(errors, np.arange(4), np.array([0.5, 0.5]), first=1)
     np.testing.assert_array_equal(per_image.lifetime, [2, 1])  # the second: a lower bound
     np.testing.assert_array_equal(per_image.censored, [False, True])
+
+
+def _rotating(theta, N=5):
+    """Unit spins (T, 1, N, 2) at angle theta(t) from the pattern (1, 0), on every token."""
+    theta = np.asarray(theta, dtype=np.float64)
+    spins = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+    return np.broadcast_to(spins[:, None, None, :], (theta.size, 1, N, 2)).copy()
+
+
+def test_lifetimes_do_not_count_the_attractor():
+    # issue 43, item 17: the attractor's own overlap with the target (0.955, at 0.3 rad from
+    # it) is above the threshold (0.9), so a trajectory that ends on the attractor used to
+    # be "at its target" for the whole run, censored. It leaves for the attractor at t = 7,
+    # and approaches it from the target's side (0.29, 0.299 rad...) without reaching it.
+    from spinsa.analysis import target_overlaps
+
+    theta = [0.5, 0.1, 0.0, 0.0, 0.0, 0.0, 0.1, 0.25, 0.29, 0.299, 0.2999, *[0.3] * 10]
+    times = np.arange(len(theta))
+    states, pattern = _rotating(theta), _rotating([0.0])[0]
+    attractor = _rotating([0.3])[0]
+    m = target_overlaps(states, pattern).astype(np.float64)
+    a = target_overlaps(attractor, pattern)  # cos 0.3, what a user computes
+    np.testing.assert_allclose(a, np.cos(0.3), rtol=1e-6)
+    # without the attractor: the bug, the attractor's persistence
+    blind = overlap_lifetimes(m, times, 0.9)
+    assert blind.censored[0] and blind.lifetime[0] == 19  # from t = 1 to the end
+    # with it: above the threshold and nearer the target than midway to the attractor,
+    # (1 + cos 0.3) / 2 = 0.978: cos 0.1 passes, cos 0.25 = 0.969 does not
+    life = overlap_lifetimes(m, times, 0.9, attractor=a)
+    assert (life.t_enter[0], life.t_leave[0], life.lifetime[0]) == (1, 7, 6)
+    assert not life.censored[0] and life.t_peak[0] == 2 and life.time_above[0] == 6
+    np.testing.assert_allclose(life.level, 0.5 * (1 + np.cos(0.3)), rtol=1e-6)
+    assert life.threshold[0] == 0.9 and life.attractor_passes.tolist() == [True]
+    # the error: the mean squared distance to the target, 2 (1 - cos theta); the attractor's
+    # (0.089) is below the corrupted input's (0.245), so the same holds for the error
+    errors = 2 * (1 - np.cos(np.asarray(theta)))[:, None]
+    assert error_lifetimes(errors, times).censored[0]
+    err = error_lifetimes(errors, times, attractor=2 * (1 - np.cos(0.3)))
+    assert (err.t_enter[0], err.t_leave[0], err.lifetime[0]) == (1, 7, 6)
+    assert err.attractor_passes.tolist() == [True]
+    # an attractor below the threshold changes nothing where midway is below it too
+    far = overlap_lifetimes(m, times, 0.99, attractor=0.5)
+    np.testing.assert_array_equal(far.lifetime, overlap_lifetimes(m, times, 0.99).lifetime)
+    assert far.attractor_passes.tolist() == [False]
+    # the table and the figures say where the attractor passes the threshold
+    table = summarize_lifetimes([life, far], [0.1, 0.2])
+    np.testing.assert_array_equal(table.fraction_attractor_passes, [1.0, 0.0])
+    assert summarize_lifetimes([blind], [0.1]).fraction_attractor_passes is None
+    assert "the attractor passes the threshold for 100%" in life.plot().get_title()
+    labels = table.plot().get_legend_handles_labels()[1]
+    assert "the attractor passes the threshold for 100%" in labels[0]
+    assert "attractor" not in labels[1]
+    back = Lifetimes.from_arrays(life.to_arrays(), life.attrs())
+    np.testing.assert_array_equal(back.attractor, life.attractor)
+    with pytest.raises(ValueError, match=r"attractor must be a number or have shape \(1,\)"):
+        overlap_lifetimes(m, times, 0.9, attractor=[0.9, 0.9])
+    with pytest.raises(ValueError, match="attractor"):
+        error_lifetimes(errors, times, attractor=np.nan)
+
+
+def test_lifetimes_vs_corruption_measured_against_the_attractor(rng):
+    # two Hebbian patterns: a state near one of them lingers there, then falls onto their
+    # common mean, the global attractor. Below its overlap with the patterns, a threshold
+    # counts the time spent at the attractor, unless the attractor is given.
+    import spinsa
+    from spinsa.analysis import find_attractors, lifetimes_vs_corruption
+
+    N, d, P, steps = 24, 8, 6, 100
+    xi = rng.standard_normal((2, N, d))
+    xi /= np.linalg.norm(xi, axis=-1, keepdims=True)
+    J = spinsa.hebbian_couplings(xi)
+    targets = xi[np.arange(P) % 2]
+    report = find_attractors(J, 1.0, targets, until_converged=True)  # where they all end
+    assert report.n_attractors == 1 and report.fraction_unconverged == 0
+    x_a = report.states[0]
+    a = np.einsum("nd,pnd->p", x_a, targets) / N
+    threshold = 0.5 * a.min()  # the attractor passes it for every target
+
+    def corrupt(x, level, gen):
+        y = x + level * gen.standard_normal(x.shape) / np.sqrt(d)
+        return y / np.linalg.norm(y, axis=-1, keepdims=True)
+
+    args = (J, 1.0, targets, corrupt, [0.1], steps)
+    _, [blind] = lifetimes_vs_corruption(*args, threshold=threshold, rng=3)
+    assert blind.censored.all()  # what the attractor's persistence looked like
+    _, [life] = lifetimes_vs_corruption(*args, threshold=threshold, attractor=x_a, rng=3)
+    np.testing.assert_allclose(life.attractor, a, rtol=1e-5)
+    assert life.attractor_passes.all() and not life.censored.any()
+    assert (life.lifetime > 0).all() and (life.lifetime < blind.lifetime).all()
+    with pytest.raises(ValueError, match=r"attractor must be one state"):
+        lifetimes_vs_corruption(*args, threshold=threshold, attractor=xi)

@@ -672,6 +672,31 @@ def test_checkpoint_guards(rng, tmp_path):
         load_checkpoint(tmp_path / "missing.pt")
 
 
+def test_a_constant_schedule_resumes_under_a_higher_cap(rng, tmp_path):
+    """The cap does not enter a constant schedule: a run that reached it goes on under a
+    higher one with exactly the result of a run that had the higher cap from the start."""
+    images = tiny_images(rng, P=12)
+    cfg = tiny_config(epochs=2, schedule="constant", val_fraction=0.25, patience=5)
+    path = tmp_path / "c.pt"
+    _, short = train_baseline(cfg, images, "masked", checkpoint=path)
+    assert short.convergence.max_epochs == 2 and not short.convergence.converged
+    net, longer = train_baseline(cfg.replace(epochs=4), images, "masked", checkpoint=path,
+                                 resume=True)  # fmt: skip
+    ref_net, ref = train_baseline(cfg.replace(epochs=4), images, "masked")
+    for name in set(HISTORY) - {"epoch_seconds"}:
+        np.testing.assert_array_equal(getattr(longer, name), getattr(ref, name), err_msg=name)
+    assert longer.convergence == ref.convergence and longer.convergence.max_epochs == 4
+    for p, q in zip(net.state_dict().values(), ref_net.state_dict().values(), strict=True):
+        assert torch.equal(p, q)
+    with pytest.raises(ValueError, match="holds 4 epochs, more than epochs = 3"):
+        train_baseline(cfg.replace(epochs=3), images, "masked", checkpoint=path, resume=True)
+    cosine = tmp_path / "cosine.pt"
+    train_baseline(cfg.replace(schedule="cosine"), images, "masked", checkpoint=cosine)
+    with pytest.raises(ValueError, match="another config: epochs = 2 there, 4 now"):
+        train_baseline(cfg.replace(schedule="cosine", epochs=4), images, "masked",
+                       checkpoint=cosine, resume=True)  # fmt: skip
+
+
 def test_train_rejects_bad_input(rng):
     cfg = tiny_config()
     with pytest.raises(ValueError, match="task"):

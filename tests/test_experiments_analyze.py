@@ -36,7 +36,7 @@ from spinsa.experiments.pipeline import evaluate, load_images, train
 from spinsa.plotting import plot_run
 from spinsa.tasks import pixel_mask, reconstruction_errors, summarize, task_inputs
 
-SMALL = dict(n_test=12, steps=8, seed=3, attractor_steps=12, n_attractor_starts=4)
+SMALL = dict(n_test=12, steps=8, seed=3, attractor_steps=400, n_attractor_starts=4)
 EXPECTED = {
     "overlaps": ["mean", "test", "train"],
     "lifetimes": [
@@ -202,14 +202,26 @@ def test_lifetimes_equal_the_in_memory_analysis(analyzed):
     path, _ = analyzed
     inputs = load_run_inputs(path, SMALL["n_test"])
     T = SMALL["steps"]
+    # the global attractor: the largest basin of the attractor search
+    report = load_analysis(path, "attractors/report")
+    assert report.n_attractors > 0
+    a = int(np.argmax(report.basin_size))
+    to_overlap = target_overlaps(
+        np.broadcast_to(report.states[a], inputs.test_patterns.shape), inputs.test_patterns
+    )
+    image = inputs.embedding.decode_pixels(report.states[a : a + 1])[0]
+    clean = inputs.embedding.pixel_space(inputs.test_images)
+    to_error = reconstruction_errors(np.broadcast_to(image, clean.shape), clean).all
     per = {"error": [], "overlap": []}
     for task in ("masked", "denoise"):
         x0, mask = inputs.starts(task)
         traj = full_trajectory(inputs, inputs.J, x0, T)
         _, errors = decoded_errors(inputs, traj.states, mask)
-        err = error_lifetimes(errors.all, traj.times)
+        err = error_lifetimes(errors.all, traj.times, attractor=to_error)
         m = target_overlaps(traj.states, inputs.test_patterns)
-        ovl = overlap_lifetimes(m, traj.times, 0.9)  # AnalysisSettings.threshold
+        ovl = overlap_lifetimes(m, traj.times, 0.9, attractor=to_overlap)  # the settings'
+        _, attrs = io.read_group(path, f"analysis/lifetimes/{task}_overlap")
+        assert attrs["attractor"] == a
         same(err, load_analysis(path, f"lifetimes/{task}_error"))
         same(ovl, load_analysis(path, f"lifetimes/{task}_overlap"))
         per["error"].append(err)
@@ -239,7 +251,8 @@ def test_attractors_equal_the_in_memory_analysis(analyzed):
         inputs.J,
         1.0,
         x0s,
-        SMALL["attractor_steps"],
+        until_converged=True,  # each start until converged, at most attractor_steps
+        max_steps=SMALL["attractor_steps"],
         tol=AnalysisSettings().tol,
         patterns=inputs.patterns,
         embedding=inputs.embedding,
@@ -247,6 +260,9 @@ def test_attractors_equal_the_in_memory_analysis(analyzed):
     )
     got = load_analysis(path, "attractors/report")
     same(expected, got)
+    # issue 43, item 22: not a fixed number of steps (150, "a guess"), the converged rule
+    assert got.until_converged and got.steps == SMALL["attractor_steps"]
+    assert got.steps_run.max() < SMALL["attractor_steps"]  # every start converged
     images = load_analysis(path, "attractors/images").images
     assert images.shape == (got.n_attractors, *TINY.data.image_shape)
     if got.n_attractors:
@@ -403,6 +419,35 @@ def test_foreign_and_other_files_are_refused(tmp_path):
 # --------------------------------------------------------------------------- figures, CLI
 
 
+def test_figures_of_the_analyses_draw_every_panel_and_say_what_they_show(analyzed):
+    from spinsa.plotting import figure_hebbian, figure_lifetimes, figure_overlaps
+
+    path, _ = analyzed
+    # issue 43, item 19: eight panels, none left empty
+    fig = figure_hebbian(path)
+    assert len([ax for ax in fig.axes if ax.get_title()]) == 8
+    assert not any("no maps" in t.get_text() for ax in fig.axes for t in ax.texts)
+    assert not fig.texts[1:]  # the title alone: no caption of what is left out
+    # issue 43, item 18: each curve says what its group holds
+    ax1, ax2 = figure_overlaps(path).axes[:2]
+    n_test, n_train = SMALL["n_test"], SMALL["n_test"] // 2
+    assert ax1.get_legend_handles_labels()[1] == [
+        f"from test images ({n_test})",
+        f"from training images ({n_train})",
+    ]
+    near = ax2.get_legend_handles_labels()[1]
+    assert f"from training images ({n_train}): nearest pattern" in near
+    assert f"from test images ({n_test}): mean training pattern" in " ".join(near)
+    assert ax1.get_title() == "overlap with the start image"
+    # issue 43, item 17: the lifetimes say whether the attractor passes the threshold
+    fig = figure_lifetimes(path)
+    tables = [load_analysis(path, f"lifetimes/table_{c}") for c in ("error", "overlap")]
+    assert all(t.fraction_attractor_passes is not None for t in tables)
+    assert "midway to the attractor" in fig.axes[1].get_title()
+    passes = any(t.fraction_attractor_passes.max() > 0 for t in tables)
+    assert any("passes the threshold" in t.get_text() for t in fig.texts) == passes
+
+
 def test_plot_run_writes_every_figure(analyzed, tmp_path):
     path, _ = analyzed
     paths = plot_run(path, tmp_path / "figs")
@@ -428,8 +473,9 @@ def test_hebbian_figure_without_spectra(analyzed, tmp_path):
     assert bare.singular_values is None
     save_analysis(path, "hebbian/comparison", bare, overwrite=True)
     fig = figure_hebbian(path)
-    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert any("spectra not computed" in t for t in texts)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert "spectra" not in titles and len(titles) == 7  # the panel is left out,
+    assert "the spectra (compared with spectra=False)" in fig.texts[-1].get_text()  # and said
 
 
 def test_cli_unknown_only_lists_the_analyses(fresh, capsys):

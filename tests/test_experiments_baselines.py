@@ -14,6 +14,7 @@ from spinsa.baselines import BaselineConfig, corrupt_images  # noqa: E402
 from spinsa.cli import main  # noqa: E402
 from spinsa.experiments import ReproduceConfig, pipeline, reproduce  # noqa: E402
 from spinsa.experiments.baselines import BaselinesSpec  # noqa: E402
+from spinsa.experiments.reproduce import estimate_seconds  # noqa: E402
 from spinsa.report import (  # noqa: E402
     BLOCK_BEATS_SA,
     SA_MORE_UNIFORM,
@@ -194,12 +195,72 @@ def test_spec_validation():
         BaselinesSpec(spec.vit, spec.vit)
     with pytest.raises(ValueError, match="n_train"):
         BaselinesSpec(spec.recycled, spec.vit, n_train=0)
-    quick = BaselinesSpec.for_run(ReproduceConfig.paper(quick=True), quick=True)
+    quick = BaselinesSpec.for_run(ReproduceConfig.paper(quick=True), "quick")
     assert quick.recycled.patch == 4 and quick.recycled.device == "cpu"
-    full = BaselinesSpec.for_run(ReproduceConfig.paper(quick=False), quick=False)
+    full = BaselinesSpec.for_run(ReproduceConfig.paper(quick=False), "paper")
     assert (full.recycled.epochs, full.recycled.batch_size) == (100, 256)
     assert full.vit.device == "auto" and full.n_train is None
     assert BaselinesSpec.from_dict(spec.to_dict()) == spec
+    with pytest.raises(ValueError, match="recipe"):
+        BaselinesSpec.for_run(ReproduceConfig.paper(quick=True), "gpu")
+    with pytest.raises(ValueError, match="another patch size"):
+        BaselinesSpec(spec.recycled, spec.vit, patch_study=spec.recycled)
+
+
+def test_cpu_recipe_trains_until_the_rule():
+    """The CPU recipe: width 64, a constant rate (the rule, not the schedule, ends training),
+    a cap well above the epochs the rule needs, two trainings side by side, and the block on
+    2x2 patches for the patch-size claim."""
+    cpu = BaselinesSpec.for_run(ReproduceConfig.paper(quick=False), "cpu")
+    for bc in cpu.configs().values():
+        assert (bc.width, bc.schedule, bc.epochs, bc.device) == (64, "constant", 100, "cpu")
+        assert (bc.rel_tol, bc.patience) == (0.005, 5)
+    assert cpu.workers == 2 and cpu.n_train == 20_000
+    assert list(cpu.patch_models()) == ["recycled_4x4", "recycled_2x2"]
+    assert cpu.patch_study.replace(patch=4) == cpu.recycled
+    quick = BaselinesSpec.for_run(ReproduceConfig.paper(quick=True), "quick")
+    assert quick.recycled.schedule == "constant" and quick.recycled.epochs > 20
+    assert BaselinesSpec.from_dict(cpu.to_dict()) == cpu
+    # the plan of the paper-size run: every training at its cap, within 3.5 hours
+    seconds = estimate_seconds(ReproduceConfig.paper(quick=False), cpu)
+    assert 3600 < seconds["baselines"] and sum(seconds.values()) < 3.5 * 3600
+
+
+def test_patch_study_side_by_side(tmp_path, fast_figures):
+    """Two trainings at a time in their own processes, the block's patch study, and the
+    report's summary, patch-size section and provenance."""
+    spec = tiny_spec()
+    study = spec.recycled.replace(patch=4)
+    spec = BaselinesSpec(spec.recycled, spec.vit, n_train=80, T=T, n_patch_images=10,
+                         patch_study=study, patch_study_n_train=60, workers=2)  # fmt: skip
+    out = tmp_path / "o"
+    lines = []
+    result = reproduce(out, config=ReproduceConfig.from_toml(CONFIG), baselines=spec,
+                       progress=False, log=lines.append)  # fmt: skip
+    assert sum("trained baseline-" in line for line in lines) == 6
+    assert not list(out.glob("*.job.npz"))
+    info = io.read(out / "baselines.h5")
+    assert info.attrs["patch_models"] == ["recycled_2x2", "recycled_4x4"]
+    for name in info.attrs["patch_models"]:
+        attrs = io.read_group(out / "baselines.h5", f"models/{name}/masked")[1]
+        assert attrs["n_train"] == 60 and f"models/{name}/denoise" not in info.groups
+    # a training in its own process gives the training of this one
+    alone = tiny_spec()
+    images = pipeline.load_images(ReproduceConfig.from_toml(CONFIG).base)
+    train = images.train[np.sort(np.random.default_rng(0).choice(len(images.train), 80, False))]
+    from spinsa.baselines import train_baseline
+
+    _, history = train_baseline(alone.recycled, train, "masked")
+    side = io.read_group(out / "baselines.h5", "models/recycled/masked/history")[0]
+    np.testing.assert_allclose(side["val_loss"], history.val_loss, rtol=1e-5)
+    report = result.report.read_text()
+    assert report.startswith("# Reproduction")
+    assert "<!-- spinsa report: reproduce, format" in report
+    assert "by `spinsa reproduce --config <a ReproduceConfig from Python>" in report
+    for text in ("## Summary", "## Patch size", "the recycled block works best with 4x4 patches",
+                 "cosine with the Hebbian couplings", "images/s", "| width |"):  # fmt: skip
+        assert text in report
+    assert report.index("## Summary") < report.index("## Setup")
 
 
 def converged(epochs_used=12, max_epochs=100, ok=True):
@@ -284,19 +345,42 @@ def test_quick_report_marks_the_baselines_not_converged(finished):
 
 
 def test_report_from_a_converged_baseline_gives_verdicts(finished, tmp_path):
-    """The same file with the record set to converged: the statements get verdicts."""
+    """The same files with the records set to converged (the baselines', and the bare SA's
+    fit, which the tiny config stops at 3 iterations): the statements get verdicts, those
+    against the references of the same inputs included; with the fit as it was, the
+    statements about the bare SA are withheld."""
     import shutil
 
     import h5py
 
     out, _ = finished
-    path = tmp_path / "baselines.h5"
+    path, sa = tmp_path / "baselines.h5", tmp_path / "reproduce.h5"
     shutil.copy(out / "baselines.h5", path)
+    shutil.copy(out / "reproduce.h5", sa)
     with h5py.File(path, "r+") as f:
         for model in ("recycled", "vit"):
             for task in ("masked", "denoise"):
                 f[f"models/{model}/{task}"].attrs["converged"] = True
-    lines = "\n".join(baseline_report_lines(path, out / "reproduce.h5"))
+    lines = "\n".join(baseline_report_lines(path, sa))
+    withheld = "**not converged after 3 iterations — no verdict**"
+    assert lines.count(withheld) == 3  # the block against the bare SA, and its patches
+    with h5py.File(sa, "r+") as f:
+        f["models/design"].attrs["fit_converged"] = True
+    lines = "\n".join(baseline_report_lines(path, sa))
     assert "— no verdict" not in lines
-    assert lines.count("**holds**") + lines.count("**does not hold**") == 7
+    assert lines.count("**holds**") + lines.count("**does not hold**") == 7 + 4
+    assert lines.count("a backprop baseline beats every simple predictor") == 4
     assert "after 1 of at most 1 epochs" in lines
+
+
+def test_quick_run_leaves_the_baselines_out_and_says_how_to_run_them():
+    from spinsa.experiments.reproduce import _resolve_baselines
+
+    lines = []
+    quick = ReproduceConfig.paper(quick=True)
+    assert _resolve_baselines(True, quick, True, False, lines.append) is None
+    assert "--baselines quick" in lines[0] and "until the stopping rule" in lines[0]
+    spec = _resolve_baselines("quick", quick, True, False, lines.append)
+    assert spec.recycled.width == 32 and len(lines) == 1
+    full = _resolve_baselines(True, ReproduceConfig.paper(quick=False), False, False, print)
+    assert full == BaselinesSpec.for_run(ReproduceConfig.paper(quick=False), "cpu")

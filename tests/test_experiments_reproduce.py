@@ -64,6 +64,7 @@ def test_reproduce_writes_hdf5_figures_and_report(finished):
         "fig1_examples_damico2024.png",
         "fig1_notebook_damico2024.png",
         "fig2_patch_variances.png",
+        "baselines_validation.png",
     ]
     for fig in result.figures:
         assert fig.read_bytes()[:8] == PNG

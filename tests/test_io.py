@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import socket
@@ -806,3 +807,61 @@ def test_kill_a_writing_loop_at_random_times(tmp_path, rng):
                     np.testing.assert_array_equal(io.read_array(path, f"{name}/{key}"), value)
         _loop_step(path, 1000)  # the file still takes writes
         assert _seeds(path) == {**state, "loop/0/g1000": 1000}
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+def _evaluation(T1=4, P=3, k=2, n=2, H=4, W=4):
+    """The arrays of /evaluation/<task> (docs/files.md) at these sizes, all zeros."""
+    parts = [f"{s}/{p}" for s in ("errors", "mean", "sem") for p in ("all", "masked", "visible")]
+    return {
+        "times": np.arange(T1),
+        **{name: np.zeros((T1, P) if name.startswith("errors") else T1) for name in parts},
+        "step_change": np.zeros(T1 - 1),
+        "final_mean_image": np.zeros((H, W)),
+        "references/mean_fill/all": np.zeros(P),
+        "examples": {"images": np.zeros((k, n, H, W)), "times": np.arange(k),
+                     "index": np.arange(n), "clean": np.zeros((n, H, W))},
+    }  # fmt: skip
+
+
+def test_evaluation_shapes_are_checked_on_read(tmp_path):
+    from spinsa.io.results import check_evaluations, read_evaluation
+
+    config = {"data": {"image_size": 4}}
+    good = io.write_file(tmp_path / "good.h5", {"evaluation/masked": _evaluation()},
+                         kind="experiment", config=config)  # fmt: skip
+    check_evaluations(good)
+    arrays, _ = read_evaluation(good, "masked")
+    assert arrays["examples"]["images"].shape == (2, 2, 4, 4)
+    cases = {
+        "examples/images has shape (2, 2, 5, 4)": {"examples": {"images": np.zeros((2, 2, 5, 4))}},
+        "errors/all has shape (5, 3)": {"errors/all": np.zeros((5, 3))},  # T1 = 4 from times
+        "wants (T = 3)": {"step_change": np.zeros(4)},
+        "references/mean_fill/all has shape (2,)": {"references/mean_fill/all": np.zeros(2)},
+    }
+    for k, (phrase, change) in enumerate(cases.items()):
+        arrays = _evaluation()
+        for name, value in change.items():
+            if isinstance(value, dict):
+                arrays[name] = {**arrays[name], **value}
+            else:
+                arrays[name] = value
+        path = io.write_file(tmp_path / f"bad{k}.h5", {"evaluation/masked": arrays},
+                             kind="experiment", config=config)  # fmt: skip
+        with pytest.raises(io.SpinsaFileError, match=re.escape(phrase)) as info:
+            read_evaluation(path, "masked")
+        assert info.value.reason == "corrupt" and "spinsa evaluate" in str(info.value)
+    # the image shape of the config: 4 x 4, not the 6 x 6 of consistent examples
+    arrays = _evaluation(H=6, W=6)
+    path = io.write_file(tmp_path / "other.h5", {"evaluation/denoise": arrays},
+                         kind="experiment", config=config)  # fmt: skip
+    with pytest.raises(io.SpinsaFileError, match=r"final_mean_image has shape \(6, 6\)"):
+        check_evaluations(path)
+    check_evaluations(path, skip=("evaluation/denoise",))  # about to be written again
+    arrays = _evaluation()
+    del arrays["times"]
+    path = io.write_file(tmp_path / "bare.h5", {"evaluation/masked": arrays}, kind="experiment")
+    with pytest.raises(io.SpinsaFileError, match="lacks the datasets times of the layout"):
+        read_evaluation(path, "masked")

@@ -82,3 +82,106 @@ def test_imports_stay_light():
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------- a user's analysis results
+def _user_file(path, rng, **results):
+    """A file as a user writes it: couplings, and results saved under names of their own."""
+    from spinsa import analysis
+
+    io.write_file(path, {"J": rng.standard_normal((6, 6, 3, 3))}, kind="run")
+    for name, result in results.items():
+        analysis.save_analysis(path, name, result)
+    return path
+
+
+def _texts(fig) -> str:
+    """The figure's own texts (title, caption), on one line."""
+    return " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+
+
+def _trajectories(rng, P=3, N=6, d=3, steps=5):
+    import spinsa
+    from spinsa.analysis import random_spins
+
+    xi = random_spins(4, N, d, rng=rng)
+    x0 = random_spins(P, N, d, rng=rng)
+    return xi, x0, spinsa.run(x0, spinsa.hebbian_couplings(xi), 1.0, steps)
+
+
+def test_overlap_figure_of_a_users_test_train_and_mean(tmp_path, rng):
+    # issue 43, item 18: groups named like spinsa analyze's, but what the user put in them:
+    # an AxisError before (no .target in "mean"), and "training images" for the overlaps
+    # of the test runs with the training patterns
+    from spinsa.analysis import mean_pattern, trajectory_overlaps
+
+    xi, x0, traj = _trajectories(rng)
+    path = _user_file(
+        tmp_path / "mine.h5",
+        rng,
+        **{
+            "overlaps/test": trajectory_overlaps(traj.states, traj.times, targets=x0),
+            "overlaps/train": trajectory_overlaps(traj.states, traj.times, patterns=xi),
+            "overlaps/mean": trajectory_overlaps(
+                traj.states, traj.times, patterns=mean_pattern(xi)[None]
+            ),
+        },
+    )
+    fig = plotting.figure_overlaps(path)
+    left, right = (ax.get_legend_handles_labels()[1] for ax in fig.axes[:2])
+    assert left == ["analysis/overlaps/test (3)"]
+    assert right == [
+        "analysis/overlaps/mean (3): nearest pattern",
+        "analysis/overlaps/train (3): nearest pattern",
+    ]
+    assert not any("training images" in label for label in left + right)
+    assert fig.axes[0].get_title() == "overlap with each trajectory's target"
+    fig.canvas.draw()
+    # a panel no trace has data for says what would fill it
+    solo = trajectory_overlaps(traj.states, traj.times, patterns=xi)
+    path = _user_file(tmp_path / "solo.h5", rng, solo=solo)
+    texts = [t.get_text() for t in plotting.figure_overlaps(path).axes[0].texts]
+    assert texts == ["no trace holds overlaps with its targets\n"
+                     "(trajectory_overlaps(..., targets=...))"]  # fmt: skip
+
+
+def test_hebbian_figure_draws_only_the_panels_it_has(tmp_path, rng):
+    # issue 43, item 19: 4 of 8 panels said "no maps beside the comparison" unless the user
+    # saved companions under names only a docstring gave
+    from spinsa.analysis import compare_with_hebbian, random_spins, strength_maps
+
+    xi = random_spins(4, 6, 3, rng=rng)
+    J = rng.standard_normal((6, 6, 3, 3))
+    path = _user_file(tmp_path / "mine.h5", rng, cmp=compare_with_hebbian(J, xi))
+    fig = plotting.figure_hebbian(path)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert len(titles) == 3 and "spectra" in titles  # elements, pair cosines, spectra
+    assert not [t for ax in fig.axes for t in ax.texts]  # no panel that says it is empty
+    caption = _texts(fig)
+    assert "the fitted strength maps (spinsa.analysis.strength_maps)" in caption
+    assert "spinsa.analysis.strength_vs_distance" in caption
+    fig.canvas.draw()
+    # maps saved beside it: their panels appear, with nothing said of them
+    from spinsa import analysis
+
+    analysis.save_analysis(path, "maps", strength_maps(J, (2, 3)))
+    fig = plotting.figure_hebbian(path)
+    assert len([ax for ax in fig.axes if ax.get_title()]) == 5
+    assert "fitted strength maps" not in _texts(fig)
+
+
+def test_lifetime_figure_warns_where_the_attractor_passes_the_threshold(tmp_path, rng):
+    # issue 43, item 17: the figure reported the attractor's persistence as memories'
+    from spinsa.analysis import overlap_lifetimes, summarize_lifetimes
+
+    m = np.r_[np.ones(3), np.full(5, 0.95)][:, None] * np.ones((1, 4))
+    times = np.arange(8)
+    life = overlap_lifetimes(m, times, 0.9, attractor=[0.95, 0.95, 0.5, 0.5])
+    assert life.lifetime.tolist() == [3, 3, 7, 7]  # censored where the attractor is far
+    path = _user_file(tmp_path / "mine.h5", rng, table=summarize_lifetimes([life], [0.3]))
+    caption = _texts(plotting.figure_lifetimes(path))
+    assert "The attractor itself passes the threshold for some images (level 0.3: 50%)" in caption
+    blind = summarize_lifetimes([overlap_lifetimes(m, times, 0.9)], [0.3])
+    path = _user_file(tmp_path / "blind.h5", rng, table=blind)
+    caption = _texts(plotting.figure_lifetimes(path))
+    assert "Measured without the attractor (overlap_lifetimes(..., attractor=...))" in caption

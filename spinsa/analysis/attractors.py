@@ -679,6 +679,37 @@ def default_tol(dtype) -> float:
     return float(TOL_EPS * np.finfo(np.dtype(dtype)).eps)
 
 
+# find_attractors estimates its run time before it starts, and refuses more than
+# ATTRACTOR_TIME_LIMIT seconds: a step costs about _STEP_SECONDS of calls whatever the size,
+# plus its 4 P N² d² floating-point operations at about _FLOPS_PER_SECOND. Measured on 2
+# cores: 1.8e-5 s a step at N = 2, and 1.6e9 of these operations a second at N = 196,
+# d = 8, P = 250; the rate assumed is that of a larger machine, so that no run it could
+# finish in a day is refused.
+ATTRACTOR_TIME_LIMIT = 86_400.0  # a day
+_STEP_SECONDS = 2e-5
+_FLOPS_PER_SECOND = 1e10
+
+
+def _estimated_seconds(n_starts: int, n_tokens: int, d: int, n_steps: int) -> float:
+    """The most seconds :func:`find_attractors` may take for ``n_steps`` steps of
+    ``n_starts`` trajectories of N tokens of dimension d (every one running to the end)."""
+    flops = 4.0 * n_starts * n_tokens * n_tokens * d * d
+    return float(n_steps) * (_STEP_SECONDS + flops / _FLOPS_PER_SECOND)
+
+
+def _check_cost(n_steps: int, x0s: np.ndarray, name: str) -> None:
+    """Refuse a run of :func:`find_attractors` estimated to take more than a day."""
+    P, N, d = x0s.shape
+    seconds = _estimated_seconds(P, N, d, n_steps)
+    if seconds > ATTRACTOR_TIME_LIMIT:
+        default = f" (the default is {MAX_STEPS:,})" if name == "max_steps" else ""
+        raise ValueError(
+            f"{name} = {n_steps} would run the dynamics of {P} trajectories (N = {N}, d = {d}) "
+            f"for up to about {seconds:.2g} s ({seconds / 86_400:.2g} days), more than the "
+            f"limit of a day; lower {name}{default} or run fewer starts at a time"
+        )
+
+
 def _check_steps(steps, until_converged: bool, max_steps, max_period: int) -> tuple[int, int]:
     """(steps, max_steps) of :func:`find_attractors`, checked."""
     if until_converged:
@@ -769,7 +800,10 @@ def find_attractors(
         steps, at most 2,066).
     max_steps : int, optional
         With ``until_converged``: the most steps a trajectory runs (default 10,000); those
-        still moving then count as unconverged.
+        still moving then count as unconverged (label -1, period 0: a cycle longer than
+        ``max_period``, such as a rotation's, ends so). A run estimated to take more than a
+        day is refused, with ``steps`` too (every trajectory running to the end, at 20 µs a
+        step plus 4 P N² d² flops at 1e10 a second).
     gamma, norm, update, seed, progress
         Passed to :func:`spinsa.run` (``until_converged`` with ``update="async"``: the site
         orders of each chunk of steps are drawn from ``seed``).
@@ -801,6 +835,7 @@ def find_attractors(
     max_period = check_count(max_period, "max_period", 1)
     until_converged = bool(until_converged)
     steps, max_steps = _check_steps(steps, until_converged, max_steps, max_period)
+    _check_cost(steps, x0s, "max_steps" if until_converged else "steps")
     if tol is None:
         tol = default_tol(x0s.dtype) if until_converged else 1e-5
     tol = check_positive(tol, "tol")

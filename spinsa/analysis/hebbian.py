@@ -68,11 +68,18 @@ def matched_hebbian(xi, J, match: str = "global") -> np.ndarray:
     if match == "global":
         if not np.any(K):
             raise ValueError("the Hebbian couplings of xi are zero: there is no norm to match")
-        scale = np.linalg.norm(J.astype(np.float64)) / np.linalg.norm(K.astype(np.float64))
+        scale = _norm(J) / _norm(K)
         return (K * scale).astype(J.dtype)
     rows_J, rows_K = row_norms(J), row_norms(K)
     scale = np.divide(rows_J, rows_K, out=np.zeros_like(rows_J), where=rows_K > 0)
     return (K * scale[:, None, None, None]).astype(J.dtype)
+
+
+def _norm(A) -> float:
+    """|A|_F in float64, without overflow for any finite A."""
+    A = np.asarray(A, dtype=np.float64)
+    top = float(np.abs(A).max(initial=0.0))
+    return top * float(np.linalg.norm(A / top)) if top > 0 else 0.0
 
 
 def _check_pair(J, K) -> tuple[np.ndarray, np.ndarray]:
@@ -88,10 +95,23 @@ def pair_strengths(J) -> np.ndarray:
     return np.sqrt((J**2).sum(axis=(2, 3)))
 
 
+def _scaled(A: np.ndarray, axis=None) -> np.ndarray:
+    """A divided by its largest |entry| (over ``axis``; zeros stay zero): cosines do not
+    change, and the squares in the norms can neither overflow nor, at the scale of the
+    largest entry, underflow."""
+    top = np.abs(A).max(axis=axis, keepdims=True, initial=0.0)
+    return A / np.where(top > 0, top, 1.0)
+
+
 def pair_cosines(J, K) -> np.ndarray:
     """<J_ij, K_ij>_F / (|J_ij|_F |K_ij|_F) for every pair of tokens: J, K (N, N, d, d) ->
-    (N, N) float64, NaN on the diagonal and where a block is zero."""
+    (N, N) float64, NaN on the diagonal and where a block is zero.
+
+    Computed in float64 on every block divided by its largest entry, so couplings of any
+    finite scale (float32 J at 1e30, float64 J at 1e300) give the same cosines.
+    """
     J, K = _check_pair(J, K)
+    J, K = _scaled(J, axis=(2, 3)), _scaled(K, axis=(2, 3))
     num = np.einsum("ijab,ijab->ij", J, K)
     den = np.sqrt((J**2).sum(axis=(2, 3)) * (K**2).sum(axis=(2, 3)))
     out = np.full(num.shape, np.nan)
@@ -101,10 +121,13 @@ def pair_cosines(J, K) -> np.ndarray:
 
 
 def coupling_cosine(J, K) -> float:
-    """Global cosine <J, K>_F / (|J|_F |K|_F) of J, K (N, N, d, d); NaN if either is zero."""
+    """Global cosine <J, K>_F / (|J|_F |K|_F) of J, K (N, N, d, d); NaN if either is zero.
+
+    Computed in float64 on J and K divided by their largest entries (any finite scale)."""
     J, K = _check_pair(J, K)
+    J, K = _scaled(J), _scaled(K)
     den = np.linalg.norm(J) * np.linalg.norm(K)
-    return float(np.vdot(J, K) / den) if den > 0 else float("nan")
+    return float(np.clip(np.vdot(J, K) / den, -1.0, 1.0)) if den > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -338,7 +361,9 @@ class HebbianComparison(AnalysisResult):
     hebbian : ndarray, shape (N, N, d, d)
         The norm-matched Hebbian couplings K.
     pair_cosine : ndarray of float64, shape (N, N)
-        cos(J_ij, K_ij) (NaN on the diagonal).
+        cos(J_ij, K_ij): NaN on the diagonal (J_ii = 0 by definition; at N = 2 that is
+        half the entries) and where a block of J or K is zero (a pair of tokens that a zero
+        spin of every pattern leaves without Hebbian coupling), finite elsewhere.
     strength, strength_hebbian : ndarray of float64, shape (N, N)
         |J_ij|_F and |K_ij|_F.
     distance : ndarray of float64, shape (N, N), or None
@@ -454,7 +479,7 @@ def comparison_of(J, K, spectrum, spectrum_hebbian, distance, match, n_patterns)
         global_cosine=coupling_cosine(J, K),
         mean_pair_cosine=float(valid.mean()) if valid.size else float("nan"),
         median_pair_cosine=float(np.median(valid)) if valid.size else float("nan"),
-        norm=float(np.linalg.norm(J.astype(np.float64))),
+        norm=_norm(J),
         match=match,
         n_patterns=int(n_patterns),
     )

@@ -19,6 +19,19 @@ t_enter``. If the condition still holds at the last record, the trajectory never
 fixed point at its target has lifetime = the whole run, censored). If the condition never
 holds, the lifetime is 0 and ``t_enter = t_leave = t_peak``. With ``record_every > 1`` the
 times are known to the recording resolution.
+
+The attractor. Trajectories end on a global attractor (often near the mean pattern), and
+the attractor itself may pass the threshold: on MNIST, the attractor's overlap with a test
+digit averaged 0.918 against a :func:`pattern_threshold` of 0.927, above it for 42.5 % of
+the digits, whose lifetimes were then the whole run, censored: the attractor's persistence,
+not a memory's. Given the attractor's value of the curve for each trajectory (``attractor=``:
+its overlap with the target, or its error), a trajectory counts as at its target only while
+it is also nearer its target than midway to the attractor: overlap above (1 + a) / 2 (a
+target's overlap with itself is 1), error below a / 2 (a target's own error is 0). Midway,
+not just beyond the attractor, because a trajectory that relaxes onto the attractor
+approaches its value and would otherwise pass it at every finite time. The results say
+where the attractor passes the threshold (:attr:`Lifetimes.attractor_passes`,
+:attr:`LifetimeTable.fraction_attractor_passes`), and their figures say so.
 """
 
 from __future__ import annotations
@@ -68,9 +81,13 @@ class Lifetimes(AnalysisResult):
         The condition: q(t) > threshold (``"overlap"``) or q(t) < threshold (``"error"``).
     duration : int
         Length of the run, ``times[-1] - times[0]``.
+    attractor : ndarray of float64, shape (P,), or None
+        The attractor's value of the curve for each trajectory (its overlap with the target,
+        or its error), when given: the condition then also asks for the state to be nearer
+        its target than midway to the attractor (:attr:`level`).
     """
 
-    _same_shape = ("t_peak peak lifetime t_enter t_leave censored time_above threshold",)
+    _same_shape = ("t_peak peak lifetime t_enter t_leave censored time_above threshold attractor",)
     t_peak: np.ndarray
     peak: np.ndarray
     lifetime: np.ndarray
@@ -81,6 +98,7 @@ class Lifetimes(AnalysisResult):
     threshold: np.ndarray
     criterion: str = "overlap"
     duration: int = 0
+    attractor: np.ndarray | None = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -89,6 +107,25 @@ class Lifetimes(AnalysisResult):
     @property
     def n_samples(self) -> int:
         return int(self.t_peak.shape[0])
+
+    @property
+    def level(self) -> np.ndarray:
+        """The value each curve must pass, shape (P,): ``threshold``, and with an
+        ``attractor`` a, midway between the target and the attractor where that is
+        stricter: max(threshold, (1 + a) / 2) for overlaps, min(threshold, a / 2) for
+        errors."""
+        return _level(self.threshold, self.attractor, self.criterion)
+
+    @property
+    def attractor_passes(self) -> np.ndarray | None:
+        """Where the attractor itself passes the threshold, bool of shape (P,) (None without
+        an attractor): without :attr:`level`, the lifetime of those trajectories would
+        count the time spent at the attractor."""
+        if self.attractor is None:
+            return None
+        if self.criterion == "overlap":
+            return self.attractor > self.threshold
+        return self.attractor < self.threshold
 
     def plot(self, ax=None):
         """Histogram of the lifetimes; those still running at the end (censored, a lower
@@ -101,8 +138,35 @@ class Lifetimes(AnalysisResult):
                 hatch=[None, "//"], label=["ended", "censored (lower bound)"])  # fmt: skip
         what = "overlap above its threshold" if self.criterion == "overlap" else "error below"
         title = f"lifetimes ({what}): mean {self.lifetime.mean():.1f}"
+        passes = self.attractor_passes
+        if passes is not None and passes.any():
+            title += (f"\nthe attractor passes the threshold for {passes.mean():.0%}: "
+                      "counted only nearer the target than midway to it")  # fmt: skip
         _draw.finish(ax, title, "lifetime (iterations)", "trajectories")
         return ax
+
+
+def _level(threshold, attractor, criterion: str) -> np.ndarray:
+    """:attr:`Lifetimes.level` of a threshold and an attractor (or None)."""
+    if attractor is None:
+        return threshold
+    if criterion == "overlap":
+        return np.maximum(threshold, 0.5 * (1.0 + attractor))
+    return np.minimum(threshold, 0.5 * attractor)
+
+
+def _check_attractor(attractor, n_samples: int) -> np.ndarray | None:
+    """The attractor's value of the curve for each of ``n_samples`` trajectories, or None."""
+    if attractor is None:
+        return None
+    a = np.asarray(attractor, dtype=np.float64)
+    if a.shape not in ((), (n_samples,)):
+        raise ValueError(
+            f"attractor must be a number or have shape ({n_samples},), the attractor's value "
+            f"for each trajectory, got shape {a.shape}"
+        )
+    check_finite(a, "attractor")
+    return np.broadcast_to(a, (n_samples,)).copy()
 
 
 def _check_curves(q, times, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +177,7 @@ def _check_curves(q, times, name: str) -> tuple[np.ndarray, np.ndarray]:
     return q, check_times(times, q.shape[0], of=f" of {name}")
 
 
-def _lifetimes(q, times, cond, peak_index, threshold, criterion) -> Lifetimes:
+def _lifetimes(q, times, cond, peak_index, threshold, criterion, attractor=None) -> Lifetimes:
     """Stretches of ``cond`` (T, P) around ``peak_index`` (P,); vectorised over samples."""
     T, P = cond.shape
     cols = np.arange(P)
@@ -143,6 +207,7 @@ def _lifetimes(q, times, cond, peak_index, threshold, criterion) -> Lifetimes:
         threshold=np.broadcast_to(np.asarray(threshold, dtype=np.float64), (P,)).copy(),
         criterion=criterion,
         duration=int(times[-1] - times[0]),
+        attractor=attractor,
     )
 
 
@@ -195,8 +260,11 @@ def _overlap_threshold(threshold, patterns) -> float:
     return pattern_threshold(patterns)
 
 
-def overlap_lifetimes(m, times, threshold: float | None = None, *, patterns=None) -> Lifetimes:
-    """Peak overlap with the target and how long the overlap stays above a threshold.
+def overlap_lifetimes(
+    m, times, threshold: float | None = None, *, patterns=None, attractor=None
+) -> Lifetimes:
+    """Peak overlap with the target and how long the overlap stays above a threshold (and
+    nearer the target than the attractor, given one).
 
     Parameters
     ----------
@@ -213,19 +281,32 @@ def overlap_lifetimes(m, times, threshold: float | None = None, *, patterns=None
     patterns : array_like, shape (M, N, d), optional
         Instead of ``threshold``: the stored patterns, and the threshold is
         :func:`pattern_threshold` of them.
+    attractor : float or array_like of shape (P,), optional
+        The overlap of the attractor the trajectories end on (the global one, of largest
+        basin) with each trajectory's target, e.g. ``target_overlaps(np.broadcast_to(x_a,
+        targets.shape), targets)`` for an attractor state ``x_a`` (N, d). The overlap must
+        then also stay above (1 + a) / 2, midway between the target's overlap with itself
+        (1 for unit spins) and the attractor's: a state at the attractor never counts as
+        at its target, whatever the threshold (module docstring). Without it, where the
+        attractor passes the threshold, the lifetime counts the time spent on it.
 
     Returns
     -------
     Lifetimes
-        With ``criterion = "overlap"``; the threshold used is its ``threshold`` field.
+        With ``criterion = "overlap"``; the threshold given is its ``threshold`` field, the
+        one used its ``level``, and ``attractor_passes`` says where the attractor passes
+        the threshold.
     """
     m, times = _check_curves(m, times, "m")
     threshold = _overlap_threshold(threshold, patterns)
-    return _lifetimes(m, times, m > threshold, np.argmax(m, axis=0), threshold, "overlap")
+    a = _check_attractor(attractor, m.shape[1])
+    cond = m > _level(threshold, a, "overlap")
+    return _lifetimes(m, times, cond, np.argmax(m, axis=0), threshold, "overlap", a)
 
 
-def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
-    """Smallest reconstruction error and how long the error stays below the input's.
+def error_lifetimes(errors, times, baseline=None, *, attractor=None) -> Lifetimes:
+    """Smallest reconstruction error and how long the error stays below the input's (and
+    nearer the target than the attractor, given one).
 
     Parameters
     ----------
@@ -237,11 +318,17 @@ def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
     baseline : float or ndarray of shape (P,), optional
         The trajectory counts as "better than its input" while error(t) < baseline; by
         default the error of the corrupted input itself, ``errors[0]``.
+    attractor : float or array_like of shape (P,), optional
+        The error of the attractor the trajectories end on (decoded) against each clean
+        image. The error must then also stay below a / 2, midway between the clean image
+        (error 0) and the attractor: a state at the attractor never counts, even where the
+        attractor is closer to the clean image than the corrupted input was.
 
     Returns
     -------
     Lifetimes
-        With ``criterion = "error"``: ``peak`` is the minimal error.
+        With ``criterion = "error"``: ``peak`` is the minimal error, ``threshold`` the
+        baseline, ``level`` the value used.
     """
     errors, times = _check_curves(errors, times, "errors")
     base = errors[0].copy() if baseline is None else np.asarray(baseline, dtype=np.float64)
@@ -250,7 +337,9 @@ def error_lifetimes(errors, times, baseline=None) -> Lifetimes:
             f"baseline must be a number or have shape ({errors.shape[1]},), got shape {base.shape}"
         )
     check_finite(base, "baseline")
-    return _lifetimes(errors, times, errors < base, np.argmin(errors, axis=0), base, "error")
+    a = _check_attractor(attractor, errors.shape[1])
+    cond = errors < _level(base, a, "error")
+    return _lifetimes(errors, times, cond, np.argmin(errors, axis=0), base, "error", a)
 
 
 @dataclass(frozen=True)
@@ -275,13 +364,18 @@ class LifetimeTable(AnalysisResult):
     counts : ndarray of int64, shape (L, B)
         Histogram of lifetimes per level.
     criterion : str
+    fraction_attractor_passes : ndarray of float64, shape (L,), or None
+        Fraction of the trajectories whose attractor itself passes the threshold
+        (:attr:`Lifetimes.attractor_passes`; their lifetimes count only the time nearer the
+        target than midway to the attractor); NaN for a level measured without an
+        attractor, None when none was.
     """
 
     _coords = {"L": "levels"}
 
     _same_shape = (
         "levels n_samples lifetime_mean lifetime_sem lifetime_median peak_mean peak_sem "
-        "t_peak_mean t_peak_sem fraction_transient fraction_censored",
+        "t_peak_mean t_peak_sem fraction_transient fraction_censored fraction_attractor_passes",
     )
     levels: np.ndarray
     n_samples: np.ndarray
@@ -297,12 +391,32 @@ class LifetimeTable(AnalysisResult):
     bin_edges: np.ndarray
     counts: np.ndarray
     criterion: str = "overlap"
+    fraction_attractor_passes: np.ndarray | None = None
 
     def __post_init__(self):
         super().__post_init__()
         expected = (*self.levels.shape, self.bin_edges.shape[0] - 1)
         if self.counts.shape != expected:
             raise ValueError(f"counts must have shape (L, B) = {expected}, got {self.counts.shape}")
+
+    def __repr__(self) -> str:
+        """One line: the levels and the main statistics, not the histograms."""
+
+        def row(values) -> str:
+            return "[" + ", ".join(f"{v:.4g}" for v in np.asarray(values, dtype=float)) + "]"
+
+        parts = [
+            f"criterion={self.criterion!r}",
+            f"levels={row(self.levels)}",
+            f"n_samples={self.n_samples.tolist()}",
+            f"lifetime_mean={row(self.lifetime_mean)}",
+            f"lifetime_sem={row(self.lifetime_sem)}",
+            f"fraction_censored={row(self.fraction_censored)}",
+        ]
+        if self.fraction_attractor_passes is not None:
+            parts.append(f"fraction_attractor_passes={row(self.fraction_attractor_passes)}")
+        parts.append(f"counts=<{self.counts.shape[0]} x {self.counts.shape[1]} histogram>")
+        return f"LifetimeTable({', '.join(parts)})"
 
     def plot(self, ax=None, *, names=None):
         """One histogram of the lifetimes per level (as a fraction of its trajectories), the
@@ -328,12 +442,22 @@ class LifetimeTable(AnalysisResult):
                 f"{np.nan_to_num(self.lifetime_sem[row]):.1f}, "
                 f"{self.fraction_censored[row]:.0%} censored"
             )
+            passes = self.attractor_passes_at(row)
+            if passes:
+                label += f"; the attractor passes the threshold for {passes:.0%}"
             density = self.counts[row] / max(int(self.n_samples[row]), 1)
             ax.stairs(density, self.bin_edges, color=f"C{row}", lw=1.6, label=label)
         _draw.finish(ax, "lifetimes", "lifetime (iterations)", "fraction of trajectories",
                      legend=None)  # fmt: skip
         ax.legend(fontsize=8, title="mean ± s.e.", title_fontsize=8)
         return ax
+
+    def attractor_passes_at(self, row: int) -> float:
+        """The fraction of level ``row`` whose attractor passes the threshold; 0 where
+        unknown (no attractor given)."""
+        if self.fraction_attractor_passes is None:
+            return 0.0
+        return float(np.nan_to_num(self.fraction_attractor_passes[row]))
 
 
 def _row(r: Lifetimes, edges: np.ndarray) -> dict:
@@ -344,6 +468,9 @@ def _row(r: Lifetimes, edges: np.ndarray) -> dict:
         "fraction_transient": float(np.mean((r.lifetime > 0) & ~r.censored)),
         "fraction_censored": float(np.mean(r.censored)),
         "counts": np.histogram(r.lifetime, bins=edges)[0].astype(np.int64),
+        "fraction_attractor_passes": np.nan
+        if r.attractor is None
+        else float(np.mean(r.attractor_passes)),
     }
     for name in ("lifetime", "peak", "t_peak"):
         mean, sem, _ = mean_sem(getattr(r, name))
@@ -388,6 +515,8 @@ def summarize_lifetimes(lifetimes: Sequence[Lifetimes], levels, bins=None) -> Li
         edges = bin_edges(bins, 0.0, top)
     rows = [_row(r, edges) for r in lifetimes]
     columns = {k: np.asarray([row[k] for row in rows]) for k in rows[0]}
+    if all(r.attractor is None for r in lifetimes):
+        columns["fraction_attractor_passes"] = None
     return LifetimeTable(levels, bin_edges=edges, criterion=lifetimes[0].criterion, **columns)
 
 
@@ -400,6 +529,7 @@ def lifetimes_vs_corruption(
     steps: int,
     *,
     threshold: float | None = None,
+    attractor=None,
     rng=0,
     bins=None,
     **run_kwargs,
@@ -423,6 +553,10 @@ def lifetimes_vs_corruption(
         Steps of every run.
     threshold : float, optional
         As in :func:`overlap_lifetimes`; None: :func:`pattern_threshold` of the targets.
+    attractor : ndarray, shape (N, d), optional
+        The state of the attractor the trajectories end on (the global one,
+        :func:`spinsa.analysis.find_attractors`): its overlap with each target is the
+        ``attractor`` of :func:`overlap_lifetimes`.
     bins
         As in :func:`summarize_lifetimes`.
     rng : np.random.Generator, int or None
@@ -444,6 +578,14 @@ def lifetimes_vs_corruption(
     threshold = (
         pattern_threshold(targets) if threshold is None else check_real(threshold, "threshold")
     )
+    if attractor is not None:
+        if np.shape(attractor) != targets.shape[1:]:
+            raise ValueError(
+                f"attractor must be one state of the targets' shape (N, d) = "
+                f"{targets.shape[1:]}, got shape {np.shape(attractor)}"
+            )
+        state = check_states(np.asarray(attractor)[None], "attractor", targets.dtype, ndims=(3,))
+        attractor = target_overlaps(np.broadcast_to(state, targets.shape), targets)
     gen = as_generator(rng)
     per_level = []
     for level in levels:
@@ -459,5 +601,6 @@ def lifetimes_vs_corruption(
             m[t] = target_overlaps(x, targets)
 
         run(x0, J, lam, steps, record_every=steps, callback=record, **run_kwargs)
-        per_level.append(overlap_lifetimes(m, np.arange(steps + 1), threshold))
+        times = np.arange(steps + 1)
+        per_level.append(overlap_lifetimes(m, times, threshold, attractor=attractor))
     return summarize_lifetimes(per_level, levels, bins=bins), per_level

@@ -17,12 +17,20 @@ number of samples M.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from spinsa import _draw
-from spinsa._checks import check_choice, check_count, check_couplings, check_positive
+from spinsa._checks import (
+    check_choice,
+    check_count,
+    check_couplings,
+    check_optimiser_value,
+    check_positive,
+    check_spins,
+)
 from spinsa.analysis._results import AnalysisResult
 from spinsa.couplings import hebbian_couplings, lattice_couplings
 from spinsa.fit import fit_pseudolikelihood, normalised_loss_and_grad, pl_loss_and_grad
@@ -132,14 +140,30 @@ def fit_planted(x, lam: float, method: str = "normalised", x_site=None, norm=Non
         Row-matched states (:func:`sample_planted`); both losses then read x_i from it.
     norm : float
         The fixed norm of ``"pl"`` (the planted |J*| in the studies).
+    l2 : float
+        ``"normalised"``: the penalty's strength, in [0, 1e30] (0: none; the bound of
+        :class:`spinsa.fit.FitConfig`'s ``l2``).
+    max_iter : int
+        L-BFGS iterations, >= 1.
 
     Returns
     -------
     ndarray, shape (N, N, d, d), float64
+        Without a penalty, on samples that the couplings can reproduce exactly (too few, or
+        identical), the normalised loss has no finite minimum: a ``RuntimeWarning`` says so
+        when |J| passes 100·√(N(N−1))/λ (:func:`spinsa.fit.convergence.divergence_norm`).
     """
     check_choice(method, "method", FIT_METHODS)
-    x = np.ascontiguousarray(x, dtype=np.float64)
+    x = check_spins(x, "x", np.float64)
+    if x.shape[0] == 0:
+        raise ValueError("x is empty (0 samples); a fit needs at least one sample")
+    if x_site is not None:
+        x_site = check_spins(x_site, "x_site", np.float64)
+        if x_site.shape != x.shape:
+            raise ValueError(f"x_site has shape {x_site.shape}; it must have x's, {x.shape}")
     lam = check_positive(lam, "lam")
+    l2 = check_optimiser_value(l2, "l2", zero=True, hint="0 (the default) for no penalty")
+    max_iter = check_count(max_iter, "max_iter", 1)
     M, N, d = x.shape
     off = ~np.eye(N, dtype=bool)
     J = np.zeros((N, N, d, d))
@@ -156,6 +180,16 @@ def fit_planted(x, lam: float, method: str = "normalised", x_site=None, norm=Non
             return loss + 0.5 * l2 * (v @ v), G[off].ravel() + l2 * v
 
         J[off] = _lbfgs(fun, np.zeros(off.sum() * d * d), max_iter).reshape(-1, d, d)
+        limit = 100.0 * np.sqrt(N * (N - 1)) / lam  # spinsa.fit.convergence.divergence_norm
+        if l2 == 0 and np.linalg.norm(J) > limit:
+            warnings.warn(
+                f"the normalised pseudo-likelihood diverged on these M = {M} samples: |J| = "
+                f"{np.linalg.norm(J):.4g} > {limit:.4g} = 100 sqrt(N (N - 1)) / lam; it has "
+                "no finite minimum on samples the couplings reproduce exactly (too few, or "
+                "identical); give more samples or l2 > 0",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return J
     norm = check_positive(norm, "norm")
 
@@ -172,9 +206,43 @@ def fit_planted(x, lam: float, method: str = "normalised", x_site=None, norm=Non
     return J
 
 
+def _sample_sizes(n_samples) -> np.ndarray:
+    """The sizes M of a recovery curve, increasing: at least two, distinct, each >= 1."""
+    if np.ndim(n_samples) != 1:
+        raise ValueError(
+            f"n_samples must be a list of sample sizes M (at least two), got {n_samples!r}"
+        )
+    Ms = [check_count(m, "n_samples[...]", 1) for m in np.asarray(n_samples).tolist()]
+    repeated = sorted({m for m in Ms if Ms.count(m) > 1})
+    if repeated:
+        raise ValueError(f"n_samples repeats {repeated}; give each sample size M once")
+    if len(Ms) < 2:
+        raise ValueError(
+            f"n_samples must hold at least two distinct sample sizes M, got {Ms}: the slope "
+            "is fitted through log(error) against log(M)"
+        )
+    return np.asarray(sorted(Ms), dtype=np.int64)
+
+
 def loglog_slope(n_samples, errors) -> float:
-    """The least-squares slope of log(error) against log(M)."""
-    return float(np.polyfit(np.log(np.asarray(n_samples, float)), np.log(errors), 1)[0])
+    """The least-squares slope of log(error) against log(M).
+
+    ``n_samples`` (K,) at least two distinct M >= 1, ``errors`` (K,) finite and > 0.
+    """
+    M = np.asarray(n_samples, dtype=np.float64)
+    errors = np.asarray(errors, dtype=np.float64)
+    if M.ndim != 1 or errors.shape != M.shape:
+        raise ValueError(
+            f"n_samples and errors must be 1-d of one length, got shapes {M.shape} and "
+            f"{errors.shape}"
+        )
+    if not (np.isfinite(M).all() and (M >= 1).all()) or np.unique(M).size < 2:
+        raise ValueError(
+            f"n_samples must hold at least two distinct sample sizes M >= 1, got {M.tolist()}"
+        )
+    if not (np.isfinite(errors).all() and (errors > 0).all()):
+        raise ValueError(f"errors must be finite and > 0 to take their log, got {errors.tolist()}")
+    return float(np.polyfit(np.log(M), np.log(errors), 1)[0])
 
 
 @dataclass(frozen=True)
@@ -238,22 +306,49 @@ def recovery_curve(J_star, lam: float, n_samples, sampling: str = "row_matched",
     The samples of the largest M are drawn once and the smaller sets are their first M
     (nested sets, so the curve is smooth in M). ``fit_options`` go to :func:`fit_planted`
     (``"pl"`` is fitted at the planted norm |J*|).
+
+    Parameters
+    ----------
+    J_star : array_like, shape (N, N, d, d)
+        The planted couplings, not all zero (the error is relative to |J*|).
+    lam : float
+    n_samples : sequence of int, length K >= 2
+        The sample sizes M, distinct, each >= 1 (the slope needs two).
+    sampling, method, kind, seed
+        As in :func:`sample_planted` and :func:`fit_planted`; ``kind`` labels the result.
+
+    Returns
+    -------
+    RecoveryCurve
     """
-    J_star = np.asarray(J_star, dtype=np.float64)
-    Ms = np.asarray(sorted(int(m) for m in n_samples))
-    x, x_site = sample_planted(J_star, lam, int(Ms[-1]), sampling, rng=seed)
+    check_choice(sampling, "sampling", SAMPLINGS)
+    check_choice(method, "method", FIT_METHODS)
+    J_star = check_couplings(J_star, dtype=np.float64, name="J_star")
     ref = float(np.linalg.norm(J_star))
+    if not ref > 0:
+        raise ValueError(
+            "J_star is all zeros: the error |J - J*| / |J*| and the cosine are relative to "
+            "|J*|; plant non-zero couplings (planted_couplings)"
+        )
+    Ms = _sample_sizes(n_samples)
+    x, x_site = sample_planted(J_star, lam, int(Ms[-1]), sampling, rng=seed)
     if method == "pl":
         fit_options.setdefault("norm", ref)
     errors, cosines = [], []
     for M in Ms:
         xs = None if x_site is None else x_site[:M]
         J = fit_planted(x[:M], lam, method, x_site=xs, **fit_options)
+        norm = float(np.linalg.norm(J))
+        if not norm > 0:
+            raise ValueError(
+                f"the {method} fit on M = {M} samples returned zero couplings (its gradient "
+                "vanished at J = 0), whose cosine with J* is undefined; use more samples or "
+                "another method"
+            )
         errors.append(float(np.linalg.norm(J - J_star)) / ref)
-        cosines.append(float(np.vdot(J, J_star)) / (float(np.linalg.norm(J)) * ref))
+        cosines.append(float(np.vdot(J, J_star)) / (norm * ref))
     errors_arr = np.asarray(errors)
     return RecoveryCurve(
         n_samples=Ms, error=errors_arr, cosine=np.asarray(cosines),
-        slope=loglog_slope(Ms, errors_arr) if len(Ms) > 1 else float("nan"),
-        kind=kind, sampling=sampling, method=method,
+        slope=loglog_slope(Ms, errors_arr), kind=kind, sampling=sampling, method=method,
     )  # fmt: skip

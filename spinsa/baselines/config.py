@@ -43,6 +43,7 @@ __all__ = [
     "TASKS",
     "VALUE_ACTIVATIONS",
     "check_images",
+    "resume_neutral",
 ]
 
 MODELS = ("recycled", "vit")
@@ -52,6 +53,15 @@ OUTPUTS = ("clip", "sigmoid")
 
 # Fields that may change between a run and its resumption (they do not change the numbers).
 RESUME_NEUTRAL = ("device", "progress", "checkpoint_every")
+
+
+def resume_neutral(config: BaselineConfig) -> tuple[str, ...]:
+    """The fields of ``config`` that may change on resumption: :data:`RESUME_NEUTRAL`, and the
+    cap ``epochs`` when the schedule does not depend on it ("constant", "step"), so that a
+    run that reached its cap can go on under a higher one with the result of a run that had
+    the higher cap from the start."""
+    return RESUME_NEUTRAL + (("epochs",) if config.schedule != "cosine" else ())
+
 
 # Validation tables of BaselineConfig: (field, minimum) of the integers, and the reals.
 _COUNTS = {

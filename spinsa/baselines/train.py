@@ -30,7 +30,7 @@ from spinsa._checks import check_choice, check_count
 from spinsa._convergence import Convergence
 from spinsa._torch import import_torch, resolve_device
 from spinsa._training import read_checkpoint, train
-from spinsa.baselines.config import RESUME_NEUTRAL, TASKS, BaselineConfig, check_images
+from spinsa.baselines.config import TASKS, BaselineConfig, check_images, resume_neutral
 from spinsa.embedding import PatchEmbedding
 
 __all__ = [
@@ -376,7 +376,7 @@ def train_baseline(
         identity={"task": task},
         fmt=CHECKPOINT_FORMAT,
         checkpoint=checkpoint,
-        neutral=RESUME_NEUTRAL,
+        neutral=resume_neutral(config),
         stop_after=stop_after,
         lr_factor=lambda s: lr_factor(config, s, steps_per_epoch),
         grad_clip=config.grad_clip,

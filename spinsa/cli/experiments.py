@@ -309,13 +309,18 @@ def _add_device_flag(p) -> None:
 
 
 def _cmd_evaluate(args) -> int:
-    from spinsa.analysis.summary import read_summaries
+    from spinsa.analysis.summary import SIGNIFICANT_Z, read_summaries
     from spinsa.experiments.pipeline import TASKS, evaluate, load_images, read_run_config
+    from spinsa.io.results import check_evaluations
     from spinsa.references import REFERENCES
 
     tasks = TASKS if args.task == "both" else (args.task,)
     if args.out is not None and len(tasks) > 1:
         raise ValueError("--out holds one task's evaluation; give --task masked or denoise")
+    # a file whose other evaluations are malformed is refused before any work; those about
+    # to be replaced are not read
+    replaced = [f"evaluation/{t}" for t in tasks] if args.overwrite and args.out is None else []
+    check_evaluations(args.run, skip=tuple(replaced))
     config = read_run_config(args.run)
     if args.n_test is not None:
         config = config.with_overrides({"data.n_test": args.n_test})
@@ -342,9 +347,9 @@ def _cmd_evaluate(args) -> int:
             f"r = {s['corr_T']:.3f} ({time.perf_counter() - t0:.1f} s); wrote {path}"
         )
         best = s["best_reference"]
-        verdict = "beats it (more than 3 standard errors below)"
+        verdict = f"beats it (more than {SIGNIFICANT_Z:g} standard errors below)"
         if not s["transient_memory"]:
-            verdict = "does not beat it by more than 3 standard errors"
+            verdict = f"does not beat it by more than {SIGNIFICANT_Z:g} standard errors"
         print(
             f"  best reference: {REFERENCES[task][best]}, {s['references'][best]['error']:.4f}; "
             f"the model {verdict}"
@@ -394,11 +399,13 @@ def add_reproduce(sub) -> None:
     _add_device_flag(p)
     p.add_argument(
         "--baselines",
-        choices=("quick", "paper", "none"),
-        help="the backprop baselines (recycled block and ViT; they need torch): 'quick', the "
-        "brief CPU recipe (1 epoch on 3,000 images; the default with --quick); 'paper', the "
-        "paper's recipe (100 epochs on every training image; the default otherwise, hours "
-        "per model and task on a CPU: the plan printed first says how long); 'none'",
+        choices=("quick", "cpu", "paper", "none"),
+        help="the backprop baselines (recycled block and ViT; they need torch), each trained "
+        "until the stopping rule holds (docs/convergence.md): 'quick', width 32 on 3,000 "
+        "images (minutes); 'cpu', the CPU recipe (width 64 on 20,000 images and the block on "
+        "2x2 patches; about 2 hours on 2 cores; the default of a paper-size run); 'paper', "
+        "the paper's 100-epoch recipe (for a GPU); 'none'. A --quick run leaves them out "
+        "unless asked",
     )
     p.set_defaults(func=_cmd_reproduce)
 
@@ -425,7 +432,10 @@ def _cmd_reproduce(args) -> int:
 _ANALYZE_FLAGS = {  # flag: (field of AnalysisSettings, help)
     "--n-test": ("n_test", "test images started from"),
     "--steps": ("steps", "steps T of the trajectories"),
-    "--attractor-steps": ("attractor_steps", "steps of the attractor search"),
+    "--attractor-steps": (
+        "attractor_steps",
+        "the most steps of the attractor search, whose starts run until converged",
+    ),
     "--attractor-starts": (
         "n_attractor_starts",
         "starts per group (test, masked, noisy, random) of the attractor search",

@@ -14,7 +14,7 @@ _FLAGS = {
     "--dim": ("d", int, "spin dimension (default 2 x patch)"),
     "--steps": ("steps", int, "steps T of the forecasting dynamics (30; --quick 20)"),
     "--lam-eval": ("lam_eval", float, "lambda of the forecasting dynamics (1)"),
-    "--epochs": ("epochs", int, "most epochs of each backprop model (30; --quick 4)"),
+    "--epochs": ("epochs", int, "most epochs of each backprop model (a cap: 60; --quick 4)"),
     "--patience": ("patience", int, "epochs over which the stopping rule looks (5; --quick 2)"),
     "--rel-tol": (
         "rel_tol",

@@ -14,12 +14,17 @@ The analyses (:data:`ANALYSES`) and their results:
 ``lifetimes``
     ``masked_error``, ``denoise_error`` (:class:`~spinsa.analysis.Lifetimes`): how long the
     pixel error stays below the corrupted input's; ``masked_overlap``, ``denoise_overlap``:
-    how long the overlap with the clean image stays above ``threshold``; ``table_error``,
-    ``table_overlap`` (:class:`~spinsa.analysis.LifetimeTable`, a row per task).
+    how long the overlap with the clean image stays above ``threshold``; both only while
+    the state is nearer the clean image than midway to the global attractor (the one of
+    largest basin in the attractor search, run for them if ``attractors`` is not: a
+    lifetime must not count the time spent at the attractor; :mod:`spinsa.analysis.lifetimes`);
+    ``table_error``, ``table_overlap`` (:class:`~spinsa.analysis.LifetimeTable`, a row per
+    task).
 ``attractors``
     ``report`` (:class:`~spinsa.analysis.AttractorReport`): the attractors reached from the
-    groups of starts ``test``, ``masked``, ``noisy`` and ``random`` (uniform spins), with
-    their basins; ``images`` (:class:`DecodedImages`).
+    groups of starts ``test``, ``masked``, ``noisy`` and ``random`` (uniform spins), each
+    run until converged (at most ``attractor_steps``), with their basins; ``images``
+    (:class:`DecodedImages`).
 ``hebbian``
     Against the norm-matched Hebbian couplings: ``comparison``
     (:class:`~spinsa.analysis.HebbianComparison`), ``distance[_hebbian]``
@@ -59,7 +64,14 @@ from spinsa.analysis._results import AnalysisResult
 from spinsa.analysis.hebbian import comparison_of
 from spinsa.analysis.summary import best_time
 from spinsa.experiments.pipeline import PIXELS, RUN_KIND, load_images, read_run, run_dynamics
-from spinsa.tasks import TASKS, ReconstructionErrors, StateScorer, pixel_mask, summarize
+from spinsa.tasks import (
+    TASKS,
+    ReconstructionErrors,
+    StateScorer,
+    pixel_mask,
+    reconstruction_errors,
+    summarize,
+)
 
 __all__ = [
     "ANALYSES",
@@ -90,7 +102,10 @@ class AnalysisSettings:
     n_train_starts : int or None
         Training images started from in ``overlaps`` (default ``n_test // 2``).
     n_attractor_starts, attractor_steps : int
-        Starts of each group of ``attractors``, and steps of the search.
+        Starts of each group of ``attractors``, and the most steps of the search: each start
+        runs until it is on a fixed point or a cycle (``until_converged`` of
+        :func:`~spinsa.analysis.find_attractors`); those still moving after
+        ``attractor_steps`` count as unconverged.
     tol : float
         Step size max_i |x_i(t+1) - x_i(t)| under which a state is a fixed point.
     q_min : float
@@ -98,7 +113,8 @@ class AnalysisSettings:
     max_period : int
         Longest cycle looked for.
     threshold : float
-        Overlap threshold of the overlap lifetimes.
+        Overlap threshold of the overlap lifetimes (raised, image by image, to midway
+        between the clean image and the global attractor where that is higher).
     bins : int
         Bins of the patch-variance histograms.
     """
@@ -108,7 +124,7 @@ class AnalysisSettings:
     seed: int = 0
     n_train_starts: int | None = None
     n_attractor_starts: int = 25
-    attractor_steps: int = 150
+    attractor_steps: int = 2000
     tol: float = 5e-4
     q_min: float = 0.99
     max_period: int = 2
@@ -223,6 +239,34 @@ class _Context:
         self._passes: dict[tuple[str, str], _TaskPass] = {}
 
     @functools.cached_property
+    def attractors(self) -> analysis.AttractorReport:
+        """The attractor search (computed once, for ``attractors`` and ``lifetimes``): eq. 1
+        with the run's lam_eval, gamma, norm and update from the groups of starts, each run
+        until converged, at most ``attractor_steps`` steps."""
+        inp, s = self.inputs, self.settings
+        n = min(s.n_attractor_starts, inp.test_patterns.shape[0])
+        N, d = inp.J.shape[0], inp.J.shape[2]
+        masked, noisy = inp.starts("masked")[0][:n], inp.starts("denoise")[0][:n]
+        rand = analysis.random_spins(n, N, d, np.random.default_rng([s.seed, STREAMS["random"]]))
+        x0s = np.concatenate([inp.test_patterns[:n], masked, noisy, rand.astype(masked.dtype)])
+        design = dataclasses.asdict(inp.config.dynamics.model_config())
+        return analysis.find_attractors(
+            inp.J,
+            design.pop("lam"),
+            x0s,
+            until_converged=True,
+            max_steps=s.attractor_steps,
+            **design,
+            max_period=s.max_period,
+            tol=s.tol,
+            q_min=s.q_min,
+            patterns=inp.patterns,
+            embedding=inp.embedding,
+            groups=np.repeat(np.array(GROUPS), n),
+            progress=self.progress,
+        )
+
+    @functools.cached_property
     def hebbian(self) -> np.ndarray:
         """The norm-matched Hebbian couplings of the training patterns."""
         return analysis.matched_hebbian(self.inputs.patterns, self.inputs.J, "global")
@@ -315,7 +359,8 @@ def _overlaps(ctx: _Context) -> Results:
     out: Results = {}
     for starts, x0 in (("test", inp.test_patterns), ("train", inp.patterns[train_index])):
         trace, to_mean = _overlap_traces(ctx, x0, mean, f"overlaps ({starts} images)")
-        attrs = dict(starts=f"{starts} images", n_images=len(x0), n_patterns=M, steps=s.steps)
+        images = {"test": "test images", "train": "training images"}[starts]
+        attrs = dict(starts=images, n_images=len(x0), n_patterns=M, steps=s.steps)
         if starts == "test":
             out["test"] = (trace, attrs)
             what = "mean training pattern, projected token by token"
@@ -325,47 +370,47 @@ def _overlaps(ctx: _Context) -> Results:
     return out
 
 
+def _global_attractor(ctx: _Context) -> tuple[np.ndarray | None, np.ndarray | None, dict]:
+    """The overlap of the global attractor (largest basin) with each clean test pattern and
+    its error against each clean test image, and what to say of it; None, None where the
+    search found no attractor."""
+    report, inp = ctx.attractors, ctx.inputs
+    if not report.n_attractors:
+        return None, None, {"attractor": "none (no start converged)"}
+    a = int(np.argmax(report.basin_size))
+    state = np.broadcast_to(report.states[a], inp.test_patterns.shape)
+    overlap = analysis.target_overlaps(state, inp.test_patterns)
+    image = inp.embedding.decode_pixels(report.states[a : a + 1])[0]
+    error = reconstruction_errors(np.broadcast_to(image, inp.clean.shape), inp.clean).all
+    said = {"attractor": int(a), "attractor_basin": float(report.basin_fraction[a])}
+    return overlap, error, said
+
+
 def _lifetimes(ctx: _Context) -> Results:
     s, tasks = ctx.settings, ctx.inputs.config.tasks
     times = np.arange(s.steps + 1, dtype=np.int64)
     levels = {"masked": tasks.mask_fraction, "denoise": tasks.noise_variance}
+    to_overlap, to_error, said = _global_attractor(ctx)
     out: Results = {}
     for task in TASKS:
         p = ctx.task_pass("fitted", task)
         common = {"task": task, "level": float(levels[task]), "n_images": int(p.overlap.shape[1])}
-        err = analysis.error_lifetimes(p.errors.all, times)
+        common.update(said)
+        err = analysis.error_lifetimes(p.errors.all, times, attractor=to_error)
         out[f"{task}_error"] = (err, {**common, "error": "mean squared error over all pixels"})
-        out[f"{task}_overlap"] = (analysis.overlap_lifetimes(p.overlap, times, s.threshold), common)
+        ovl = analysis.overlap_lifetimes(p.overlap, times, s.threshold, attractor=to_overlap)
+        out[f"{task}_overlap"] = (ovl, common)
     names = {"tasks": list(TASKS), "level_names": ["mask fraction", "noise variance"]}
     for criterion in ("error", "overlap"):
         results = [out[f"{task}_{criterion}"][0] for task in TASKS]
         table = analysis.summarize_lifetimes(results, [levels[t] for t in TASKS])
-        out[f"table_{criterion}"] = (table, names)
+        out[f"table_{criterion}"] = (table, {**names, **said})
     return out
 
 
 def _attractors(ctx: _Context) -> Results:
-    inp, s, dyn = ctx.inputs, ctx.settings, ctx.inputs.config.dynamics
-    n = min(s.n_attractor_starts, inp.test_patterns.shape[0])
-    N, d = inp.J.shape[0], inp.J.shape[2]
-    masked, noisy = inp.starts("masked")[0][:n], inp.starts("denoise")[0][:n]
-    rand = analysis.random_spins(n, N, d, np.random.default_rng([s.seed, STREAMS["random"]]))
-    x0s = np.concatenate([inp.test_patterns[:n], masked, noisy, rand.astype(masked.dtype)])
-    design = dataclasses.asdict(dyn.model_config())  # eq. 1 with the run's lam, gamma, ...
-    report = analysis.find_attractors(
-        inp.J,
-        design.pop("lam"),
-        x0s,
-        s.attractor_steps,
-        **design,
-        max_period=s.max_period,
-        tol=s.tol,
-        q_min=s.q_min,
-        patterns=inp.patterns,
-        embedding=inp.embedding,
-        groups=np.repeat(np.array(GROUPS), n),
-        progress=ctx.progress,
-    )
+    inp, report = ctx.inputs, ctx.attractors
+    n = min(ctx.settings.n_attractor_starts, inp.test_patterns.shape[0])
     emb = inp.embedding
     images = np.zeros((0, *emb.image_shape))
     if report.n_attractors:

@@ -472,7 +472,9 @@ class ReproduceConfig:
         preset (T = 101, as it runs) side by side.
 
         ``quick``: 10,000 training images (1,000 per class) and 1,000 test images;
-        otherwise 50,000 and 10,000. Shipped as ``analysis/configs/reproduce_*.toml``.
+        otherwise 50,000 and 10,000, and both models also on 4x4 patches (d = 32; named
+        ``design_4x4`` and ``damico2024_4x4``), for the paper's Fig. 2 and its patch-size
+        claim. Shipped as ``analysis/configs/reproduce_*.toml``.
         """
         per_class, n_test = (1000, 1000) if quick else (5000, 10000)
         fit = {"preset": "damico2024", "lam": 5.0, "epochs": 10, "eval_every": 10, "device": "auto"}
@@ -488,6 +490,12 @@ class ReproduceConfig:
                 "dynamics": {"preset": "damico2024", "steps": 101},
             },
         }
+        if not quick:  # the paper's Fig. 2 compares all models on 4x4 patches
+            four = {"patch": 4, "d": 32}
+            for name in ("design", "damico2024"):
+                model = dict(models[name])
+                model["embedding"] = {**model.get("embedding", {}), **four}
+                models[f"{name}_4x4"] = model
         return cls.from_dict(
             {
                 "data": {"dataset": "mnist", "per_class": per_class, "n_test": n_test, "seed": 0},

@@ -65,8 +65,8 @@ __all__ = [
 H5_NAME = "reproduce.h5"
 REPORT_NAME = "report.md"
 ERRORS_FIGURE = "fig1_errors.png"
+VALIDATION_FIGURE = "baselines_validation.png"  # the baselines' validation curves
 DATA_KIND = "reproduce-data"
-BASELINE_RECIPES = ("quick", "paper")
 
 
 class FinishedRunError(FileExistsError):
@@ -138,8 +138,11 @@ _COST = {
     "bptt_epoch": 2.6e-9,  # one backprop-through-dynamics epoch, per unrolled step
     "dynamics": 6.5e-11,  # one step of one image, per pair unit, errors included
     "references": 2.5e-3,  # the references of one task, per test image (50,000 training)
-    "baseline_quick": 5.5e-4,  # one training image-epoch of the quick recipe, CPU
-    "baseline_paper": 3.6e-3,  # the paper's recipe (width 128), CPU: ~5 h per model and task
+    # one training image-epoch of a baseline on 4x4 patches by width, one torch thread, two
+    # trainings side by side (width 128: the paper's recipe on two threads)
+    "baseline_widths": (32, 64, 96, 128),
+    "baseline_image_epoch": (1.1e-3, 1.9e-3, 3.3e-3, 3.6e-3),
+    "baseline_tokens": 1.25,  # ... times (N / 49) to this power (2x2 patches: 5.5x, measured)
     "baseline_eval": 1.5e-4,  # one iteration of the recycled block on one test image
 }
 
@@ -191,14 +194,30 @@ def estimate_seconds(cfg: ReproduceConfig, bl_spec=None, cuda: bool = False) -> 
         if _has_notebook_check(exp):
             out[f"notebook:{name}"] = 20.0
     if bl_spec is not None:
-        n = bl_spec.n_train or cfg.base.data.n_train_images or 60_000
-        total = len(TASKS) * cfg.base.data.n_test * bl_spec.T * _COST["baseline_eval"]
-        for bc in bl_spec.configs().values():
-            per = _COST["baseline_paper" if bc.width >= 128 else "baseline_quick"]
-            on_gpu = cuda and bc.device in ("auto", "cuda")
-            total += math.nan if on_gpu else len(TASKS) * bc.epochs * n * per
-        out["baselines"] = total
+        out["baselines"] = _baselines_seconds(cfg, bl_spec, cuda)
     return out
+
+
+def _baselines_seconds(cfg: ReproduceConfig, spec, cuda: bool) -> float:
+    """The most seconds the baselines stage takes: every training to its cap, ``workers`` at
+    a time, then the evaluations."""
+    n_all = cfg.base.data.n_train_images or 60_000
+    n_test = cfg.base.data.n_test
+    jobs = [(bc, len(TASKS), spec.n_train or n_all) for bc in spec.configs().values()]
+    jobs += [
+        (bc, 1, spec.patch_study_n_train or spec.n_train or n_all)
+        for bc in spec.patch_models().values()
+    ]
+    training = evaluation = 0.0
+    n_trainings = sum(n_tasks for _, n_tasks, _ in jobs)
+    for bc, n_tasks, n in jobs:
+        if cuda and bc.device in ("auto", "cuda"):
+            return math.nan  # not measured here
+        tokens = (bc.n_tokens / 49) ** _COST["baseline_tokens"]
+        per = np.interp(bc.width, _COST["baseline_widths"], _COST["baseline_image_epoch"])
+        training += n_tasks * bc.epochs * n * (1 - bc.val_fraction) * per * tokens
+        evaluation += n_tasks * n_test * spec.T * _COST["baseline_eval"] * tokens
+    return training / min(spec.workers, n_trainings) + evaluation
 
 
 # ---------------------------------------------------------------------------- reproduce
@@ -235,13 +254,18 @@ def reproduce(
         Fetch MNIST / Fashion-MNIST into the cache on first use.
     log : callable or None
         Where the plan and the stage lines go (default: stdout); None is silent.
-    baselines : bool, {"quick", "paper", "none"} or BaselinesSpec
+    baselines : bool, {"quick", "cpu", "paper", "none"} or BaselinesSpec
         Train and compare the backprop baselines (recycled block and ViT, stage
-        ``baselines``). ``"quick"``: the brief CPU recipe (1 epoch, width 32, on 3,000
-        images); ``"paper"``: the paper's recipe (100 epochs, width 128, on every training
-        image; hours per model and task on a CPU, meant for a GPU); True: ``"quick"`` for a
-        quick run, ``"paper"`` otherwise (skipped with a note when torch is not installed);
-        a :class:`~spinsa.experiments.baselines.BaselinesSpec` for another recipe; False or
+        ``baselines``), each until the stopping rule holds (docs/convergence.md); the
+        recipes are those of :meth:`~spinsa.experiments.baselines.BaselinesSpec.for_run`:
+        ``"quick"``, width 32 on 3,000 images (minutes); ``"cpu"``, the CPU recipe chosen by
+        measurement (width 64 on 20,000 images, and the block on 2x2 patches; about 2
+        hours on 2 cores); ``"paper"``, the paper's 100-epoch recipe (width 128, meant for
+        a GPU). True: ``"cpu"`` for a paper-size run, ``"quick"`` for a ``config`` with
+        ``quick`` (a configured run counts as quick unless ``quick=False``, as the command
+        line passes); the quick run of the paper's configuration leaves them out and says
+        how to run them. Skipped with a note when torch is not installed. A
+        :class:`~spinsa.experiments.baselines.BaselinesSpec` for another recipe; False or
         ``"none"`` to skip them.
     device : str, optional
         Where the dynamics of the evaluations runs (``dynamics.device`` of every model:
@@ -265,7 +289,7 @@ def reproduce(
         base = cfg.base.with_overrides({"dynamics.device": device})
         cfg = dataclasses.replace(cfg, base=base)
     cfg.experiments()  # a bad model section is refused before anything is written
-    bl_spec = _resolve_baselines(baselines, cfg, quick, say)
+    bl_spec = _resolve_baselines(baselines, cfg, quick, config is not None, say)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise NotADirectoryError(f"{out_dir} exists and is not a directory")
@@ -282,13 +306,14 @@ def reproduce(
         path.unlink(missing_ok=True)
 
     run = _Reproduction(cfg, out_dir, bl_spec, quick=quick, progress=progress, fetch=fetch, say=say)
+    run.command = _command(out_dir, quick, config, baselines)
     plan = run.plan(Pipeline("spinsa reproduce", say=say))
     size = "configured" if config is not None else ("quick" if quick else "paper-size")
     plan.say_plan(f"{len(run.experiments)} model(s), {size} run in {out_dir}")
-    if any(s.name == "baselines" and s.estimate > 3600 for s in plan.stages):
+    if any(s.name == "baselines" and s.estimate > 4 * 3600 for s in plan.stages):
         say(
-            "  the baselines' paper recipe takes hours on a CPU; pass --baselines quick for "
-            "the brief recipe, or run it on a GPU"
+            "  these baselines take many hours on a CPU; --baselines cpu trains the CPU recipe "
+            "to convergence, or run this on a GPU"
         )
     plan.run()
     plan.say_times()
@@ -312,6 +337,7 @@ class _Reproduction:
         self.figures = self._figures()
         self._images: dict[Any, pipeline.Images] = {}
         self.timings: dict[str, float] = {}  # the pipeline's measured times, once planned
+        self.command: str | None = None  # what the report names as the command that wrote it
 
     def file_of(self, stage: str) -> Path:
         """The file of a stage: ``"eval:x:masked"`` -> ``eval-x-masked.h5``."""
@@ -424,6 +450,7 @@ class _Reproduction:
             figures[path] = lambda p, n=n: p.figure_notebook_view(h5, model=n)
         if bl is not None:
             figures[out / "fig2_patch_variances.png"] = lambda p: p.figure_patch_variances(bl)
+            figures[out / VALIDATION_FIGURE] = lambda p: p.figure_validation_curves(bl)
         return figures
 
     def draw(self) -> None:
@@ -437,8 +464,26 @@ class _Reproduction:
         write_reproduce_report(
             self.h5, self.report_path, figures=[p.name for p in self.figures],
             timings={k: v for k, v in self.timings.items() if k in later},
-            baselines=self.bl_path,
+            baselines=self.bl_path, command=self.command,
         )  # fmt: skip
+
+
+def _command(out_dir: Path, quick: bool, config, baselines) -> str:
+    """The ``spinsa reproduce`` command line equivalent to a call of :func:`reproduce`."""
+    words = ["spinsa reproduce"]
+    if isinstance(config, ReproduceConfig):
+        words.append("--config <a ReproduceConfig from Python>")
+    elif config is not None:
+        words.append(f"--config {config}")
+    elif quick:
+        words.append("--quick")
+    if isinstance(baselines, _baselines.BaselinesSpec):
+        words.append("--baselines <a BaselinesSpec from Python>")
+    elif baselines is False or baselines is None:
+        words.append("--baselines none")
+    elif baselines is not True:
+        words.append(f"--baselines {baselines}")
+    return " ".join([*words, f"--out {out_dir}"])
 
 
 def _cuda_available() -> bool:
@@ -449,18 +494,26 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _resolve_baselines(baselines, cfg: ReproduceConfig, quick: bool, say):
+def _resolve_baselines(baselines, cfg: ReproduceConfig, quick: bool, configured: bool, say):
     """The BaselinesSpec of the run, or None to skip the baselines."""
     if baselines is False or baselines is None or baselines == "none":
         return None
     if isinstance(baselines, _baselines.BaselinesSpec):
         return baselines
+    if baselines is True and quick and not configured:
+        say(
+            "spinsa reproduce: a quick run leaves the backprop baselines out; `spinsa reproduce "
+            "--quick --baselines quick` trains them on 3,000 images until the stopping rule "
+            "holds (about 5 more minutes on 2 cores), and the paper-size run trains the CPU "
+            "recipe (docs/convergence.md)"
+        )
+        return None
     if baselines is True:
-        baselines = "quick" if quick else "paper"
-    if baselines not in BASELINE_RECIPES:
+        baselines = "quick" if quick else "cpu"
+    if baselines not in _baselines.BASELINE_RECIPES:
         raise ValueError(
-            "baselines must be True, False, 'quick', 'paper', 'none' or a BaselinesSpec, got "
-            f"{baselines!r}"
+            "baselines must be True, False, 'quick', 'cpu', 'paper', 'none' or a BaselinesSpec, "
+            f"got {baselines!r}"
         )
     if importlib.util.find_spec("torch") is None:
         say(
@@ -468,7 +521,10 @@ def _resolve_baselines(baselines, cfg: ReproduceConfig, quick: bool, say):
             '"spinsa[torch]", or pass --baselines none to silence this)'
         )
         return None
-    return _baselines.BaselinesSpec.for_run(cfg, quick=baselines == "quick")
+    return _baselines.BaselinesSpec.for_run(cfg, baselines)
+
+
+_FIT_ATTRS = ("n_train", "hebbian_cosine")  # besides fit_*: what reproduce.h5 keeps of a fit
 
 
 def _assemble(h5_path: Path, cfg, experiments, file_of, quick, timings) -> None:
@@ -488,7 +544,7 @@ def _assemble(h5_path: Path, cfg, experiments, file_of, quick, timings) -> None:
     for name, exp in experiments.items():
         fit, root = read_tree(file_of(f"fit:{name}"), "/")  # the fit file, read once
         tree = {"J": fit["J"], "fit": fit["fit"], "data": fit["data"], "evaluation": {}}
-        attrs = {k: v for k, v in root.items() if k.startswith("fit_") or k == "n_train"}
+        attrs = {k: v for k, v in root.items() if k.startswith("fit_") or k in _FIT_ATTRS}
         attrs["experiment_config"] = exp.to_dict()
         stage_times[f"fit:{name}"] = float(root.get("fit_wall_time", math.nan))
         for task in TASKS:

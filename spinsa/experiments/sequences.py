@@ -130,7 +130,7 @@ class SequenceConfig:
     max_iter: int = 100
     norm: float | None = None
     baselines: tuple[str, ...] = BASELINES
-    epochs: int = 30
+    epochs: int = 60
     patience: int = 5
     rel_tol: float = DEFAULT_REL_TOL
     batch_size: int = 256
@@ -413,6 +413,20 @@ def write_results(run: _Run) -> Path:
     return io.write_file(h5, arrays, attrs, kind=SEQUENCES_KIND, config=config, overwrite=True)
 
 
+def _command(config: SequenceConfig, out: Path) -> str:
+    """A ``spinsa sequences run`` command line for ``config`` (the flags that differ from the
+    defaults), as the report names it."""
+    default = SequenceConfig()
+    flags = [
+        f"{flag} {getattr(config, field)}"
+        for field, flag in _FLAG.items()
+        if getattr(config, field) != getattr(default, field)
+    ]
+    if config.baselines != default.baselines:
+        flags.append("--no-baselines" if not config.baselines else "<baselines from Python>")
+    return " ".join(["spinsa sequences run", *flags, f"--out {out}"])
+
+
 def run_sequences(
     config: SequenceConfig, out_dir, *, progress: bool = False, overwrite: bool = False, say=print
 ) -> Path:
@@ -477,7 +491,8 @@ def run_sequences(
     )
     plan.add("figures", lambda: plot_sequences(h5, out), files=figure_files, deps=("evaluate",))
     plan.add(
-        "report", lambda: write_sequences_report(h5, out / "report.md", figure_files),
+        "report",
+        lambda: write_sequences_report(h5, out / "report.md", figure_files, _command(config, out)),
         files=(out / "report.md",), deps=("evaluate", "figures"),
     )  # fmt: skip
     plan.say_plan(f"{out} (early stopping usually ends the training sooner)")

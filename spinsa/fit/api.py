@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spinsa._checks import check_couplings, check_fit_inputs, check_fit_result
+from spinsa._checks import check_couplings, check_fit_inputs, check_fit_result, check_result
 from spinsa._progress import progress as progress_bar
 from spinsa._torch import resolve_device
 from spinsa.damico import standardize_features
@@ -401,4 +401,19 @@ def fit_pseudolikelihood(
     if not state.finished:
         _solve(xi, state, config, checkpoint, fingerprint, callback, progress)
     check_fit_result(state.J, [*state.step_loss[-1:], *state.epoch_loss[-1:]], config)
+    _check_grad_norm(state, config)
     return _result(state, config)
+
+
+def _check_grad_norm(state: FitState, config: FitConfig) -> None:
+    """The gradient norm of the last evaluated epoch is finite, else an error that names the
+    options (the penalty's gradient l2·J can overflow where J and the loss do not)."""
+    evaluated = [g for loss, g in zip(state.epoch_loss, state.epoch_grad_norm, strict=False)
+                 if np.isfinite(loss)]  # fmt: skip
+    penalty = f"l2 = {config.l2:g}, " if config.constraint == "l2" else ""
+    cause = (
+        f"{penalty}lam = {config.lam:g} in {config.dtype}; lower "
+        + ("l2 or lam" if penalty else "lam")
+        + ", or use dtype='float64'"
+    )
+    check_result(evaluated[-1:], "the fit's gradient norm", cause)

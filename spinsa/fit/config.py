@@ -14,7 +14,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from spinsa._checks import check_choice, check_count, check_positive, check_real
+from spinsa._checks import (
+    OPTIMISER_MAX,
+    check_choice,
+    check_count,
+    check_optimiser_value,
+    check_positive,
+    check_real,
+)
 from spinsa._config import check_keys, config_to_dict
 
 _CHOICES = {
@@ -38,6 +45,14 @@ _COUNTS = {"seed": 0, "epochs": 0, "batch_size": 1, "checkpoint_every": 1, "eval
            "max_iter": 0, "history_size": 1, "segment_iters": 1, "k": 1, "tau_min": 1,
            "tau_max": 1, "heads": 1, "patience": 1}  # fmt: skip
 _COUNTS_OR_NONE = ("chunk_size", "workers", "lr_decay_every", "rank")
+# The options the optimisers turn into float32 scalars: at most OPTIMISER_MAX, and the values
+# that are useful, for the message.
+_OPTIMISER_VALUES = {
+    "lr": "useful values are about 1e-4 to 1 (the default 1e-3)",
+    "l2": "useful values are below about 1 (the default 1e-2); a larger l2 only pins J to 0",
+    "weight_decay": "useful values are below about 1e-2 (the default 0)",
+    "momentum": "useful values are in [0, 1) (the default 0.9)",
+}
 _FLAGS = ("check_memory", "project_grad", "standardize", "persistent", "early_stopping")
 _BACKEND_NAMES = ("torch", "lbfgs")
 # The epoch fits' convergence options (spinsa.fit.convergence): left out of ``to_dict`` at
@@ -137,7 +152,8 @@ class FitConfig:
         fit with neither ``norm`` nor ``J0`` nor a preset warns (:class:`NormWarning`)
         with the value kept.
     l2 : float
-        Strength of the L2 penalty (> 0); used by ``constraint="l2"`` only.
+        Strength of the L2 penalty, in (0, 1e30] (:data:`spinsa._checks.OPTIMISER_MAX`);
+        used by ``constraint="l2"`` only.
     init : {"uniform", "normal"}
         Initial couplings when no ``J0`` is given, with zero diagonal blocks:
         ``"uniform"``: U(-1/2, 1/2)/d² entry-wise (the notebook's); ``"normal"``:
@@ -218,7 +234,9 @@ class FitConfig:
         First-order optimiser (torch backend).
     lr, weight_decay, momentum : float
         Optimiser parameters (``weight_decay`` is decoupled for AdamW, coupled for Adam and
-        SGD, as in torch; ``momentum`` is SGD's).
+        SGD, as in torch; ``momentum`` is SGD's). Each, and lr · weight_decay, is at most
+        1e30 (:data:`spinsa._checks.OPTIMISER_MAX`): the optimisers compute in float32,
+        whose largest number is 3.4e38, and Adam's first step is lr / (1 - 0.9).
     lr_decay_every : int or None
         Multiply the learning rate by ``lr_decay`` every this many epochs (torch's
         ``StepLR``: epoch e runs at lr · lr_decay ** (e // lr_decay_every)); None: constant.
@@ -358,6 +376,15 @@ class FitConfig:
             values[name] = check_real(getattr(self, name), name)
             if values[name] < 0 and name != "lr_decay":
                 raise ValueError(f"{name} must be a finite number >= 0, got {values[name]!r}")
+        for name, hint in _OPTIMISER_VALUES.items():
+            zero = name in ("weight_decay", "momentum")
+            values[name] = check_optimiser_value(values[name], name, zero=zero, hint=hint)
+        if values["lr"] * values["weight_decay"] > OPTIMISER_MAX:
+            raise ValueError(
+                f"lr * weight_decay = {values['lr'] * values['weight_decay']:g} is too large: "
+                f"it must be at most {OPTIMISER_MAX:g} (AdamW's decay 1 - lr * weight_decay "
+                "is a float32 number); lower lr or weight_decay"
+            )
         if not 0 < values["lr_decay"] <= 1:
             raise ValueError(f"lr_decay must be a number in (0, 1], got {self.lr_decay!r}")
         if not values["min_improvement"] < 1:  # the rule of spinsa._convergence

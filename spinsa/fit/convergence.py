@@ -6,6 +6,10 @@ Two criteria, one per kind of optimiser:
   stopped on one of its tolerances (projected gradient <= ``gtol``, or relative decrease of
   the objective <= ``ftol``) before ``max_iter`` iterations; with ``constraint="row"``,
   when every row did. A cap reached or a failed line search is "not converged".
+- **Divergence**, before either: a fit whose |J| can grow without bound (contrastive
+  divergence; the normalised pseudo-likelihood with ``constraint="none"``, whose optimum is
+  at infinity on degenerate data) stops once |J| exceeds :func:`divergence_norm`, and is
+  "not converged", whatever its curve did (:func:`mark_diverged`).
 - **Epochs** (``backend="torch"``: the minibatch pseudo-likelihood, CD, BPTT): a plateau of
   the monitored curve, :func:`plateau_index`: over the last ``patience`` evaluations its
   best value improved by less than ``min_improvement`` (relative) on the best value before
@@ -24,6 +28,8 @@ verdict").
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from spinsa._convergence import not_converged_text, stopping_epoch
@@ -33,6 +39,8 @@ __all__ = [
     "plateau_criterion",
     "lbfgs_criterion",
     "convergence_words",
+    "divergence_norm",
+    "mark_diverged",
 ]
 
 
@@ -98,3 +106,40 @@ def convergence_words(record: dict, unit: str = "iterations") -> str:
     if converged:
         return f"converged after {n} {unit} ({criterion})"
     return f"{not_converged_text(n, unit)} (criterion: {criterion}; {record.get('message', '')})"
+
+
+def divergence_norm(config, n_tokens: int) -> float:
+    """The |J| beyond which a fit has diverged (inf for a fit whose |J| cannot run away).
+
+    Contrastive divergence: ``max_norm``; by default, and for the normalised
+    pseudo-likelihood with ``constraint="none"``, 100·√(N(N−1))/λ: blocks of mean norm
+    100/λ, where every conditional is a point mass. The normalised loss has no finite
+    minimum on degenerate data (one pattern, identical patterns, or patterns the couplings
+    can reproduce exactly): its |J| then grows without end while the loss creeps down.
+    """
+    if config.method == "cd" and config.max_norm is not None:
+        return float(config.max_norm)
+    if config.method == "cd" or (config.loss == "normalised" and config.constraint == "none"):
+        return float(100.0 * np.sqrt(n_tokens * (n_tokens - 1)) / config.lam)
+    return float("inf")
+
+
+def mark_diverged(state, config, norm: float, limit: float, when: str) -> None:
+    """Mark a fit whose |J| ran away (``norm`` > ``limit`` ``when``, "after epoch 3"): never
+    converged, with a message that says what to do, and a ``RuntimeWarning``."""
+    if config.method == "cd":
+        bound, why = f"max_norm = {limit:.4g}", ""
+        todo = "use chain='site', a norm constraint, or a smaller lr"
+    else:
+        bound = f"{limit:.4g}"
+        why = " (100 sqrt(N (N - 1)) / lam: every conditional is then a point mass)"
+        todo = (
+            "the normalised pseudo-likelihood of these patterns has no finite minimum: one "
+            "pattern, identical patterns, or too few for the couplings; use constraint='l2' "
+            "or more, distinct patterns"
+        )
+    state.converged = False
+    state.message = (
+        f"diverged: |J| = {norm:.4g} exceeded {bound} {when}{why}; the fit stopped ({todo})"
+    )
+    warnings.warn(state.message, RuntimeWarning, stacklevel=4)

@@ -9,7 +9,9 @@ the line search:
 - ``"row"``: J_i· = c_i·W_i/|W_i| for every row: N independent problems of (N-1)d² variables,
   solved in a thread pool, each calling the single-threaded, GIL-free row kernel.
 - ``"l2"``: f(J) = L(J) + (l2/2)|J|², no reparametrisation; ``"none"``: f(J) = L(J) (for the
-  normalised pseudo-likelihood, which is bounded below).
+  normalised pseudo-likelihood, which is bounded below; on degenerate data its minimum is
+  at infinity, and the fit stops, not converged, once |J| passes
+  :func:`spinsa.fit.convergence.divergence_norm`).
 
 The diagonal blocks are not variables, so they stay exactly zero. The fit runs in segments of
 ``segment_iters`` iterations, each a fresh L-BFGS started from the couplings the previous one
@@ -24,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from spinsa.fit.convergence import lbfgs_criterion
+from spinsa.fit.convergence import divergence_norm, lbfgs_criterion, mark_diverged
 from spinsa.fit.objective import constrained_grad, frobenius, full_objective, row_objective
 
 __all__ = ["fit_lbfgs"]
@@ -47,6 +49,15 @@ def _minimize(fun, v0, maxiter: int, config, on_iteration):
             ftol=config.ftol,
         ),
     )
+
+
+class _Diverged(Exception):
+    """Raised by the L-BFGS callback once |J| passes the divergence norm: ends the solver at
+    the couplings ``v`` of norm ``norm``."""
+
+    def __init__(self, v: np.ndarray, norm: float):
+        super().__init__(norm)
+        self.v, self.norm = v, norm
 
 
 class _Cache:
@@ -121,6 +132,7 @@ def _fit_global(xi: np.ndarray, state, config, run) -> None:
     J = np.zeros((N, N, d, d), dtype=dtype)
     G = np.empty_like(J)
     cache = _Cache()
+    limit = divergence_norm(config, N)
 
     def couplings(v):
         W = v.reshape(N * (N - 1), d, d)
@@ -157,19 +169,34 @@ def _fit_global(xi: np.ndarray, state, config, run) -> None:
         v0 = state.J[offd].ravel().astype(np.float64)
         maxiter = min(config.segment_iters, remaining)
 
+        nit = 0
+
         def on_iteration(v):
+            nonlocal nit
             loss, gnorm = cache.lookup(v, fun)
             Jc = couplings(v)
-            run.record_step(loss, gnorm, frobenius(Jc), lambda: Jc.copy())
+            norm = frobenius(Jc)
+            run.record_step(loss, gnorm, norm, lambda: Jc.copy())
+            nit += 1
+            if norm > limit:  # |J| runs away: stop here, and never call it converged
+                raise _Diverged(v.copy(), norm)
 
-        res = _minimize(fun, v0, maxiter, config, on_iteration)
-        state.J = couplings(res.x).copy()
-        state.iterations += int(res.nit)
-        state.epoch += 1
-        state.message = str(res.message)
-        if res.nit < maxiter:  # stopped on a tolerance or a failed line search
+        try:
+            res = _minimize(fun, v0, maxiter, config, on_iteration)
+        except _Diverged as stop:
+            state.J = couplings(stop.v).copy()
+            state.iterations += nit
+            state.epoch += 1
             state.finished = True
-            state.converged = bool(res.success)
+            mark_diverged(state, config, stop.norm, limit, f"after {state.iterations} iterations")
+        else:
+            state.J = couplings(res.x).copy()
+            state.iterations += int(res.nit)
+            state.epoch += 1
+            state.message = str(res.message)
+            if res.nit < maxiter:  # stopped on a tolerance or a failed line search
+                state.finished = True
+                state.converged = bool(res.success)
         run.record_epoch(*evaluate(state.J))
         run.end_of_epoch(checkpoint_now=True)
 

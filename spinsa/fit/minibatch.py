@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from spinsa._torch import device_name, import_torch, resolve_device
+from spinsa.fit.convergence import divergence_norm, mark_diverged
 from spinsa.fit.gradients import make_gradient
 from spinsa.fit.objective import constrained_grad, full_objective
 from spinsa.fit.parametrisation import make_parametrisation
@@ -172,8 +173,8 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
                 )
                 if norm > max_norm:
                     break
-            # the last epoch, or the one early stopping ends on, is always evaluated
-            last = epoch + 1 == config.epochs or run.stop_early()
+            # the last epoch, the one early stopping ends on, or a divergence, is evaluated
+            last = epoch + 1 == config.epochs or run.stop_early() or norm > max_norm
             if last or (epoch + 1) % config.eval_every == 0:
                 loss, gnorm = evaluate()
             else:
@@ -187,18 +188,16 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
             run.end_of_epoch(checkpoint_now=last or state.epoch % config.checkpoint_every == 0)
             if norm > max_norm:
                 run.finish_epochs()
-                _diverged(state, norm, max_norm)
+                mark_diverged(state, config, norm, max_norm, f"after epoch {state.epoch}")
                 return
         state.J = params.couplings().cpu().numpy().copy()
         run.finish_epochs()
 
 
 def _divergence_guard(config, n_tokens: int) -> float:
-    """The |J| at which a CD fit stops (inf for the other methods); warns about full-sweep
-    chains, whose CD has no fixed point at the planted couplings."""
-    if config.method != "cd":
-        return np.inf
-    if config.chain == "sweep":
+    """The |J| at which a fit stops (:func:`spinsa.fit.convergence.divergence_norm`); warns
+    about full-sweep CD chains, whose CD has no fixed point at the planted couplings."""
+    if config.method == "cd" and config.chain == "sweep":
         warnings.warn(
             "CD with full Gibbs sweeps (chain='sweep') can diverge: the attention model's "
             "conditionals belong to no joint law (N >= 3), so the chains' law is not the "
@@ -208,16 +207,4 @@ def _divergence_guard(config, n_tokens: int) -> float:
             UserWarning,
             stacklevel=4,
         )
-    if config.max_norm is not None:
-        return config.max_norm
-    return 100.0 * np.sqrt(n_tokens * (n_tokens - 1)) / config.lam
-
-
-def _diverged(state, norm: float, max_norm: float) -> None:
-    """Mark a fit whose |J| ran away: never converged, whatever the curve did."""
-    state.converged = False
-    state.message = (
-        f"diverged: |J| = {norm:.4g} exceeded max_norm = {max_norm:.4g} after epoch "
-        f"{state.epoch}; the fit stopped (use chain='site', a norm constraint, or a smaller lr)"
-    )
-    warnings.warn(state.message, RuntimeWarning, stacklevel=4)
+    return divergence_norm(config, n_tokens)

@@ -67,7 +67,9 @@ class FitResult:
     converged : bool or None
         Whether the fit met its criterion (:mod:`spinsa.fit.convergence`): L-BFGS, scipy's
         own status (every row's, for ``constraint="row"``); torch, the plateau of the
-        monitored loss. None only in files written before spinsa recorded it for torch.
+        monitored loss. False for a fit that diverged (|J| beyond
+        :func:`~spinsa.fit.convergence.divergence_norm`; the message starts "diverged").
+        None only in files written before spinsa recorded it for torch.
     criterion : str
         The criterion, in words, with its numbers.
     iterations : int

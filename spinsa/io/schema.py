@@ -68,7 +68,9 @@ class SpinsaFileError(ValueError):
     - ``"missing"``: no file at that path;
     - ``"not-hdf5"``: not an HDF5 file at all (text, pickle, npz, a directory...);
     - ``"corrupt"``: HDF5 signature present but the file cannot be read (truncated copy), or
-      a checksum fails (bytes changed after spinsa wrote them);
+      a checksum fails (bytes changed after spinsa wrote them), or a dataset that the layout
+      of the file's kind requires is missing or has the wrong shape (an edit outside spinsa,
+      checksum and all: :func:`spinsa.io.results.check_evaluations`);
     - ``"foreign"``: a valid HDF5 file that spinsa did not write (no ``schema = spinsa/<n>``);
     - ``"newer-schema"``: written by a newer spinsa with a schema this version cannot read.
     """

@@ -4,7 +4,7 @@ numpy starts a large array 16 bytes past a 64-byte boundary (glibc's malloc) and
 ``np.empty`` aligns to 32 bytes, so with 512-bit vectors every load of a tile's row, and
 half of them with 256-bit vectors, spans two cache lines. With the tiles on a cache line
 the dynamics' sweep ran 1.20-1.24x faster on two cores of an Intel Xeon (Emerald Rapids,
-512-bit code; 1.06x with 256-bit code; docs/benchmarks.md). The rows of a tile stay
+512-bit code; 1.06x with 256-bit code; git history of docs/benchmarks.md). The rows of a tile stay
 aligned because a tile's width is a multiple of 16 lanes (64 bytes of float32). The
 stack frames of the written-out blocks are aligned apart, by
 :func:`spinsa.kernels._numba.align_stack` (this module imports from that one).

@@ -86,7 +86,7 @@ def align_stack(typingctx):
     32- or 64-byte reload split across two cache lines, or not, by where the caller's stack
     happened to end: one sweep with 256-bit code ran at 54-60 or 65 GFLOP/s on one thread
     of an AMD Zen 4 by the depth of the stack, and at 65-67 at every depth with the frame
-    aligned (docs/benchmarks.md).
+    aligned (the measurements are in the git history of docs/benchmarks.md).
     """
 
     def codegen(context, builder, signature, args):

@@ -128,7 +128,8 @@ def energy_block_source(
     exp(lam min(x_i . J_ij x_j, clamp) - shift[p])`` over ``pairs`` pairs. The passes of
     :func:`pair_block_source` without y: the scores by blocks of rows through the scratch
     (``pairs`` W floats), then the exps. (One loop, with the exp beside d rows of y, was
-    1.2x slower than the whole pair block with 512-bit code; docs/benchmarks.md.)
+    1.2x slower than the whole pair block with 512-bit code; git history of
+    docs/benchmarks.md.)
     """
     args = ("Xf", "Jf", "jo", "oi", "oj", "lam", "clamp", "shift", "z", "scratch", *extra_args)
     return "\n".join(_two_pass_lines(d, name, args, fields=False, pairs=pairs)) + "\n"
@@ -185,7 +186,7 @@ def pairs_for_registers(n_registers: int) -> int:
     registers, 2 with 16, where four exps side by side do not fit. Measured at d = 8 (the
     block alone, one thread, pairs alternated in one process): with 512-bit code 4 pairs
     are 1.08-1.26x faster than 1; with 256-bit code 2 pairs are 1.06-1.09x faster than 1,
-    while 4 ranged from 0.91x to 1.25x (docs/benchmarks.md)."""
+    while 4 ranged from 0.91x to 1.25x (git history of docs/benchmarks.md)."""
     return 4 if n_registers >= 32 else 2
 
 

@@ -334,7 +334,7 @@ def lane_max(A, c, skip, out, spare):
 
     The running maximum passes between ``out`` and ``spare`` (at least W floats): updated
     in place, LLVM stores only the lanes that grow, with masked stores (``vmaskmovps``),
-    slow on AMD's cores with 256-bit code (docs/benchmarks.md).
+    slow on AMD's cores with 256-bit code (measured: git history of docs/benchmarks.md).
     """
     N = _U(A.shape[0])
     W = _U(A.shape[1])
@@ -428,7 +428,7 @@ def _row_energies(Xt, J, Jb, Jmax, nx, nmax, lam, clamp, t, i, z, shift, scratch
     """:func:`_row_bounded` without the field: the normaliser z and the shift alone.
 
     A function of its own, not a branch of :func:`_row_bounded`: as a branch it made the
-    full sweep about 10 % slower with 256-bit code (docs/benchmarks.md)."""
+    full sweep about 10 % slower with 256-bit code (git history of docs/benchmarks.md)."""
     if not _fixed_shift(Jb, Jmax, nx, nmax, lam, clamp, i, shift, z, scratch):
         return False
     N = _U(Xt.shape[1])

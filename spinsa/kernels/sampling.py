@@ -4,8 +4,11 @@
 Random numbers. Every chain (or every resampled sample) owns a xoshiro256** generator whose
 whole state is a row of four uint64 in an array ``states`` (n_chains, 4). A kernel advances
 each row in place, so results do not depend on how numba spreads chains over threads, and a
-chain stored with its row resumes exactly where it stopped. Rows are seeded from
-``numpy.random.SeedSequence.spawn`` by :mod:`spinsa.sampling`; they must not be all zero.
+chain stored with its row resumes exactly where it stopped. Row k is seeded as the
+generator's authors recommend (Blackman and Vigna, https://prng.di.unimi.it): the first four
+outputs of SplitMix64 started at the 64-bit seed ``key + k`` (:func:`splitmix_states`), with
+``key`` drawn from a ``numpy.random.SeedSequence`` by :mod:`spinsa.sampling`. Rows are never
+all zero (SplitMix64's output function is a bijection and its four inputs differ).
 
 The vMF sampler is Wood's (1994) rejection scheme for w = x . mu (density proportional to
 e^{kappa w} (1 - w^2)^{(d-3)/2} on [-1, 1]) written in terms of 1 - w, so that kappa up to
@@ -43,6 +46,32 @@ _CANCEL = 1e-6
 
 
 # ------------------------------------------------------------------ generators
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_U27, _U30, _U31 = np.uint64(27), np.uint64(30), np.uint64(31)
+
+
+def splitmix_states(key: int, n: int) -> np.ndarray:
+    """xoshiro256** states for ``n`` streams, shape (n, 4) uint64: row k holds the first four
+    outputs of SplitMix64 seeded with ``key + k`` (mod 2^64).
+
+    SplitMix64 (Steele, Lea and Flood 2014; the seeding Blackman and Vigna recommend for
+    xoshiro): z <- z + 0x9E3779B97F4A7C15, output mix(z), with mix the bijection
+    z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27; z *= 0x94D049BB133111EB;
+    z ^= z >> 31. The 4 n inputs key + k + m * 0x9E37..., m = 1 .. 4, are distinct for
+    n < 2^61, so no two words of the table are equal and at most one is zero. Plain numpy
+    (uint64 arithmetic wraps).
+    """
+    z = np.uint64(int(key) % 2**64) + np.arange(int(n), dtype=np.uint64)
+    out = np.empty((int(n), 4), np.uint64)
+    for m in range(4):
+        z += _GOLDEN
+        w = (z ^ (z >> _U30)) * _MIX1
+        w = (w ^ (w >> _U27)) * _MIX2
+        out[:, m] = w ^ (w >> _U31)
+    return out
+
+
 @njit(inline="always")
 def _rotl(v, k):
     return (v << k) | (v >> (_U64 - k))

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ import numpy as np
 from spinsa import io
 from spinsa._progress import progress as progress_bar
 from spinsa.analysis.store import GROUP, load_result
+from spinsa.io.results import check_evaluations
 from spinsa.io.schema import decode_attr
 from spinsa.plotting._base import band, finish, gray, new_figure, save_figure
 from spinsa.plotting.experiments import figure_errors, figure_examples
@@ -172,13 +175,18 @@ def _title(fig, text: str, attrs: dict) -> None:
 
 
 def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
-    """Overlap against t: with the start image (left; any other file: with each
-    trajectory's ``targets``), with the nearest training pattern and with the mean one
-    (right); means over images, with bands of one standard error.
+    """Overlap against t: with each trajectory's target (left: for ``spinsa analyze``'s
+    traces, the start image) and with stored patterns (right: the nearest one, and the mean
+    one where a trace's target is a pattern); means over trajectories, with bands of one
+    standard error.
 
-    A run file of ``spinsa analyze`` holds ``/analysis/overlaps/{test,train,mean}``; any
-    other file is drawn from all its :class:`~spinsa.analysis.OverlapTrace` results,
-    wherever they are (each one labelled by its group), or from the one at ``group``.
+    Every :class:`~spinsa.analysis.OverlapTrace` of the file is drawn (or the one at
+    ``group``), each curve labelled by what its group's attributes say: ``starts`` (the
+    images the runs started from, as ``spinsa analyze`` writes ``/analysis/overlaps/test``
+    and ``train``) or ``target_pattern`` (the pattern its target overlaps are with, as in
+    ``overlaps/mean``); otherwise by its group. A trace draws only the curves it holds
+    (``target``, ``nearest_overlap``); a panel that no trace has data for says which
+    argument of :func:`~spinsa.analysis.trajectory_overlaps` gives it.
 
     Parameters
     ----------
@@ -193,36 +201,47 @@ def figure_overlaps(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     matplotlib.figure.Figure
     """
     contents = _contents(path)
-    path = contents.path
-    found = contents.of("OverlapTrace") if group is None else []
-    standard = f"{GROUP}/overlaps/test" in found
-    if standard:
-        where = f"{GROUP}/overlaps/test"
-        starts = [("test", "test images", "C0"), ("train", "training images", "C1")]
-        traces = [(load_result(path, f"{GROUP}/overlaps/{g}"), name, c) for g, name, c in starts]
-    else:  # every trace of the file, or the one at group
-        groups = found or [_find(contents, "OverlapTrace", "overlaps/test", group, "overlaps")[0]]
-        where = groups[0]
-        traces = [(load_result(path, g), g, f"C{k % 10}") for k, g in enumerate(groups)]
+    if group is None:
+        groups = contents.of("OverlapTrace")
+        groups = groups or [_find(contents, "OverlapTrace", "overlaps/test", None, "overlaps")[0]]
+    else:
+        groups = [_find(contents, "OverlapTrace", "overlaps/test", group, "overlaps")[0]]
     fig = new_figure(figsize)
     ax1, ax2 = fig.subplots(1, 2)
-    for trace, name, color in traces:
+    from_starts = True  # every curve on the left is an overlap with the start image
+    drawn = {ax1: 0, ax2: 0}
+    for k, where in enumerate(groups):
+        trace, attrs = load_result(contents.path, where), contents.attrs[where]
+        color = f"C{k % 10}"
         n = next((a.shape[1] for a in (trace.target, trace.nearest_overlap) if a is not None), 0)
-        label = f"{name} ({n})"
-        if trace.target is not None:
-            _curve(ax1, trace.times, trace.target, label, color)
+        label = f"from {attrs['starts']}" if "starts" in attrs else where
+        label += f" ({n})"
+        curves = []
+        if trace.target is not None and "target_pattern" in attrs:  # a pattern, not a start
+            curves.append((ax2, trace.target, f"{label}: {attrs['target_pattern']}", "--"))
+        elif trace.target is not None:
+            curves.append((ax1, trace.target, label, "-"))
+            from_starts = from_starts and "starts" in attrs
         if trace.nearest_overlap is not None:
-            _curve(ax2, trace.times, trace.nearest_overlap, f"from {label}: nearest pattern", color)
-    if standard:
-        mean = load_result(path, f"{GROUP}/overlaps/mean")
-        _curve(ax2, mean.times, mean.target, "from test images: mean training pattern", "C2", "--")
+            curves.append((ax2, trace.nearest_overlap, f"{label}: nearest pattern", "-"))
+        for ax, values, text, ls in curves:
+            if values.shape[1]:  # a trace of no trajectory has no mean to draw
+                _curve(ax, trace.times, values, text, color, ls)
+                drawn[ax] += 1
     overlap = r"overlap $\frac{1}{N}\sum_i x_i(t)\cdot"
-    if standard:  # spinsa analyze's traces: the targets are the clean start images
+    if not drawn[ax1]:
+        _missing(ax1, "no trace holds overlaps with its targets\n"
+                 "(trajectory_overlaps(..., targets=...))")  # fmt: skip
+    elif from_starts:  # spinsa analyze's traces: the targets are the clean start images
         finish(ax1, "overlap with the start image", ylabel=overlap + r" x_i(0)$")
     else:  # a user's traces: the targets are what trajectory_overlaps was given
         finish(ax1, "overlap with each trajectory's target", ylabel=overlap + r" y_i$, target $y$")
-    finish(ax2, "overlap with stored patterns", ylabel=overlap + r"\xi_i$ with a pattern $\xi$")
-    _title(fig, "Overlaps along the dynamics", _context(contents, where))
+    if not drawn[ax2]:
+        _missing(ax2, "no trace holds overlaps with stored patterns\n"
+                 "(trajectory_overlaps(..., patterns=xi))")  # fmt: skip
+    else:
+        finish(ax2, "overlap with stored patterns", ylabel=overlap + r"\xi_i$ with a pattern $\xi$")
+    _title(fig, "Overlaps along the dynamics", _context(contents, groups[0]))
     return fig
 
 
@@ -231,6 +250,12 @@ def figure_lifetimes(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     below the corrupted input's (left) and the overlap with the clean image above the
     threshold (right), with mean ± s.e. and the censored fraction
     (:meth:`LifetimeTable.plot <spinsa.analysis.LifetimeTable.plot>`).
+
+    Where the attractor that the trajectories end on passes the threshold itself, the
+    legend says for which fraction of the images, and so does a caption: their lifetimes
+    count only the time nearer the clean image than midway to the attractor
+    (:mod:`spinsa.analysis.lifetimes`). A table measured without the attractor says that
+    its lifetimes may count the time spent at it.
 
     A run file of ``spinsa analyze`` holds ``/analysis/lifetimes/table_{error,overlap}``;
     any other file is drawn from its one :class:`~spinsa.analysis.LifetimeTable`, or the one
@@ -253,22 +278,51 @@ def figure_lifetimes(path, *, group: str | None = None, figsize=(11.0, 4.0)):
     attrs = _context(contents, where)
     if group is None and where == f"{GROUP}/lifetimes/table_error":
         threshold = float(attrs.get("threshold", 0.9))
+        midway = "" if table.fraction_attractor_passes is None else " and midway to the attractor"
         panels = {
-            "error": "error below that of the corrupted input",
-            "overlap": f"overlap with the clean image > {threshold:g}",
+            "error": f"error below that of the corrupted input{midway}",
+            "overlap": f"overlap with the clean image > {threshold:g}{midway}",
         }
     else:
         panels = {where: f"lifetimes ({table.criterion}) of {where}"}
     fig = new_figure(figsize if len(panels) > 1 else (6.0, 4.0))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    notes = []
     for ax, (key, title) in zip(axes, panels.items(), strict=True):
         at = f"{GROUP}/lifetimes/table_{key}" if len(panels) > 1 else key
-        table, tasks = load_result(contents.path, at), _context(contents, at).get("tasks", [])
-        table.plot(ax, names=[TASK_TITLES.get(t, t) for t in tasks])
+        table, context = load_result(contents.path, at), _context(contents, at)
+        names = [TASK_TITLES.get(t, t) for t in context.get("tasks", [])]
+        table.plot(ax, names=names)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("fraction of test images" if len(panels) > 1 else ax.get_ylabel())
+        notes.append(_attractor_note(table, names, context.get("attractor")))
+    notes = list(dict.fromkeys(n for n in notes if n))
+    if notes:
+        text = textwrap.fill(" ".join(notes), 60 * len(panels) + 40)
+        fig.supxlabel(text, fontsize=8, color="tab:red")
     _title(fig, "Lifetimes of the transient memories", attrs)
     return fig
+
+
+def _attractor_note(table, names: list[str], attractor) -> str:
+    """What a lifetime figure must say of the attractor: where it passes the threshold
+    itself, or that it was not compared with (``attractor``: what ``spinsa analyze`` said
+    of it, if anything)."""
+    if table.fraction_attractor_passes is None:
+        why = f"the attractor search found {attractor}" if isinstance(attractor, str) else (
+            f"{table.criterion}_lifetimes(..., attractor=...)")  # fmt: skip
+        return (f"Measured without the attractor ({why}): where the attractor passes the "
+                "threshold, a lifetime counts the time spent on it.")  # fmt: skip
+    rows = []
+    for k in range(table.levels.shape[0]):
+        frac = table.attractor_passes_at(k)
+        if frac > 0:
+            name = names[k] if k < len(names) else f"level {table.levels[k]:g}"
+            rows.append(f"{name}: {frac:.0%}")
+    if not rows:
+        return ""
+    return (f"The attractor itself passes the threshold for some images ({', '.join(rows)}): "
+            "their lifetimes count only the time nearer the target than midway to it.")  # fmt: skip
 
 
 def figure_attractors(path, *, group: str | None = None, n_show: int = 8, figsize=None):
@@ -341,26 +395,29 @@ def figure_attractors(path, *, group: str | None = None, n_show: int = 8, figsiz
     return fig
 
 
-def figure_hebbian(path, *, group: str | None = None, n_scatter: int = 20_000, figsize=(16.0, 7.6)):
-    """Fitted couplings against norm-matched Hebbian ones (``/analysis/hebbian``): matrix
-    elements J_ij^ab against K_ij^ab (a seeded sample), |J_ij| on the patch grid around the
-    central patch and by displacement (fitted and Hebbian), per-pair cosines, |J_ij| against
-    distance, and the singular values of both.
+def figure_hebbian(path, *, group: str | None = None, n_scatter: int = 20_000, figsize=None):
+    """Fitted couplings against norm-matched Hebbian ones (``/analysis/hebbian``): the
+    panels that the file has data for, in this order: matrix elements J_ij^ab against
+    K_ij^ab (a seeded sample; from ``/J``), the per-pair cosines (always), |J_ij| on the
+    patch grid around the central patch and by displacement (fitted and Hebbian: from
+    ``maps`` and ``maps_hebbian`` beside the comparison), |J_ij| against distance
+    (``distance``, ``distance_hebbian``) and the singular values of both (unless compared
+    with ``spectra=False``). ``spinsa analyze`` writes every one of them; a figure of a
+    comparison alone draws what it holds, and its caption names what is left out and the
+    function that makes it.
 
     Parameters
     ----------
     path : str or PathLike
         A spinsa file holding a :class:`~spinsa.analysis.HebbianComparison`: at
         ``/analysis/hebbian/comparison`` (``spinsa analyze``), at ``group``, or as the one
-        comparison anywhere in the file. The fitted couplings are read from ``/J``; the
-        strength maps and distance curves from ``maps``, ``maps_hebbian``, ``distance`` and
-        ``distance_hebbian`` beside the comparison. A panel whose data the file lacks says
-        so instead.
+        comparison anywhere in the file.
     group : str, optional
         The group of the comparison to draw.
     n_scatter : int
         Elements drawn in the scatter plot.
-    figsize : (float, float)
+    figsize : (float, float), optional
+        Default: 4 by 3.8 inches per panel, four panels a row.
 
     Returns
     -------
@@ -368,54 +425,81 @@ def figure_hebbian(path, *, group: str | None = None, n_scatter: int = 20_000, f
     """
     contents = _contents(path)
     where, comp = _find(contents, "HebbianComparison", "hebbian/comparison", group, "hebbian")
-    fig = new_figure(figsize)
-    ax = fig.subplots(2, 4)
+    panels: list[Callable] = []  # each draws one panel on the axes it is given
+    left_out: list[str] = []
     if "J" in contents.datasets:
-        _scatter_elements(ax[0, 0], io.read_array(contents.path, "J"), comp, n_scatter)
+        J = io.read_array(contents.path, "J")
+        panels.append(lambda ax: _scatter_elements(ax, J, comp, n_scatter))
     else:
-        _missing(ax[0, 0], "no /J (the fitted couplings)\nin the file")
-
-    for row, (suffix, label) in enumerate((("", "fitted"), ("_hebbian", "Hebbian"))):
+        left_out.append("the matrix elements (no /J in the file)")
+    panels.append(comp.plot)
+    curves = []
+    for suffix, label in (("", "fitted"), ("_hebbian", "Hebbian")):
         maps = _beside(contents, where, f"maps{suffix}")
         if maps is None:
-            for col in (1, 2):
-                _missing(ax[row, col], f"no maps{suffix} beside the comparison\n"
-                         "(spinsa.analysis.strength_maps)")  # fmt: skip
+            left_out.append(f"the {label} strength maps (spinsa.analysis.strength_maps)")
         else:
-            _maps(ax[row, 1], ax[row, 2], maps, label)
+            panels.append(functools.partial(_map, maps=maps, which="center", label=label))
+            panels.append(functools.partial(_map, maps=maps, which="offset", label=label))
         r = _beside(contents, where, f"distance{suffix}")
         if r is not None:
-            r.plot(ax[1, 0], label=label, color=f"C{row}")
-        values = getattr(comp, f"singular_values{suffix}")
-        if values is None:  # compared with spectra=False
-            continue
-        ranks = np.arange(1, values.size + 1)
-        ax[1, 3].semilogy(ranks, np.maximum(values, 1e-12), color=f"C{row}", lw=1.4, label=label)
-
-    comp.plot(ax[0, 3])
-    finish(
-        ax[1, 0],
-        "coupling strength vs distance",
-        "distance between patch centres (pixels)",
-        r"mean $|J_{ij}|_F$",
-    )
-    spectra = comp.singular_values is not None
-    if not spectra:
-        ax[1, 3].text(0.5, 0.5, "spectra not computed\n(spectra=False)", ha="center", va="center")
-    finish(
-        ax[1, 3],
-        "spectra",
-        "rank",
-        "singular value of the (Nd)×(Nd) matrix",
-        legend=8 if spectra else None,
-    )
+            curves.append((r, label, "C1" if suffix else "C0"))
+    if curves:
+        panels.append(functools.partial(_distance_curves, curves=curves))
+    else:
+        left_out.append("strength vs distance (spinsa.analysis.strength_vs_distance)")
+    if comp.singular_values is not None:
+        panels.append(functools.partial(_spectra, comp=comp))
+    else:
+        left_out.append("the spectra (compared with spectra=False)")
+    n_cols = min(4, len(panels))
+    n_rows = -(-len(panels) // n_cols)
+    fig = new_figure(figsize or (4.0 * n_cols, 3.8 * n_rows + 0.4))
+    axes = fig.subplots(n_rows, n_cols, squeeze=False).ravel()
+    for ax, draw in zip(axes, panels, strict=False):
+        draw(ax)
+    for ax in axes[len(panels) :]:
+        ax.set_axis_off()
     _title(
         fig,
         f"Fitted vs Hebbian couplings ({comp.n_patterns} patterns, |J| = "
         f"{comp.norm:.3g}, matched {comp.match})",
         _context(contents, where),
     )
+    if left_out:  # what a figure of spinsa analyze's results shows besides
+        text = textwrap.fill("not in the file: " + "; ".join(left_out), 70 * n_cols)
+        fig.supxlabel(text, fontsize=7, color="0.35")
     return fig
+
+
+def _map(ax, maps, which: str, label: str) -> None:
+    """|J_cj| around the central patch (``which="center"``) or the mean |J_ij| by
+    displacement (``"offset"``), with its colour bar."""
+    maps.plot(ax, which=which)
+    ax.set_title(f"{label}: " + ax.get_title(), fontsize=10)
+
+
+def _distance_curves(ax, curves) -> None:
+    """|J_ij| against distance, a curve per :class:`StrengthDistance` ``(result, label,
+    color)``."""
+    for r, label, color in curves:
+        r.plot(ax, label=label, color=color)
+    finish(
+        ax,
+        "coupling strength vs distance",
+        "distance between patch centres (pixels)",
+        r"mean $|J_{ij}|_F$",
+    )
+
+
+def _spectra(ax, comp) -> None:
+    """The singular values of the fitted and the Hebbian couplings."""
+    for k, (suffix, label) in enumerate((("", "fitted"), ("_hebbian", "Hebbian"))):
+        values = getattr(comp, f"singular_values{suffix}")
+        if values is not None:
+            ranks = np.arange(1, values.size + 1)
+            ax.semilogy(ranks, np.maximum(values, 1e-12), color=f"C{k}", lw=1.4, label=label)
+    finish(ax, "spectra", "rank", "singular value of the (Nd)×(Nd) matrix", legend=8)
 
 
 def _missing(ax, text: str) -> None:
@@ -439,14 +523,6 @@ def _scatter_elements(ax, J, comp, n_scatter: int) -> None:
     ax.plot([-lim, lim], [-lim, lim], color="0.4", lw=0.8, ls="--", label="J = K")
     title = f"matrix elements (global cosine {comp.global_cosine:.3f})"
     finish(ax, title, r"Hebbian $K_{ij}^{ab}$ (norm-matched)", r"fitted $J_{ij}^{ab}$")
-
-
-def _maps(ax_center, ax_offset, maps, label: str) -> None:
-    """|J_cj| around the central patch and the mean |J_ij| by displacement, with colour bars."""
-    maps.plot(ax_center, which="center")
-    ax_center.set_title(f"{label}: " + ax_center.get_title(), fontsize=10)
-    maps.plot(ax_offset, which="offset")
-    ax_offset.set_title(f"{label}: " + ax_offset.get_title(), fontsize=10)
 
 
 def figure_hebbian_errors(path, *, group: str | None = None, figsize=(11.0, 4.0)):
@@ -589,6 +665,7 @@ def plot_run(
     out = Path(out_dir) if out_dir is not None else path.with_name(f"{path.stem}-figures")
     jobs: list[tuple[str, Callable]] = []
     if any(g.startswith("evaluation/") or "/evaluation/" in g for g in contents.attrs):
+        check_evaluations(path)  # a missing or misshapen dataset: refused before any figure
         jobs += [("errors", figure_errors), ("examples", figure_examples)]
     for name, (fn, group) in FIGURES.items():
         # where spinsa analyze writes it, or a user's file with one result of its kind

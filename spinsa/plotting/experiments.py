@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from spinsa import io
 from spinsa.analysis.summary import best_time
 from spinsa.io.results import model_names, read_evaluation, read_tree
 from spinsa.plotting._base import band, finish, gray, level, new_figure
@@ -17,6 +18,7 @@ __all__ = [
     "figure_examples",
     "figure_notebook_view",
     "figure_patch_variances",
+    "figure_validation_curves",
 ]
 
 PIXELS = ("all", "masked", "visible")
@@ -35,6 +37,14 @@ def _task_title(task: str, attrs: dict) -> str:
     if task == "denoise" and "noise_variance" in attrs:
         title += f" (noise variance {float(attrs['noise_variance']):g})"
     return title
+
+
+def _fit_label(path, model: str) -> str:
+    """The model's name, tagged "(fit not converged)" when its file records so (the
+    attributes of its group in a ``reproduce.h5``, the root's in a run file)."""
+    group = f"models/{model}"
+    attrs = io.read_group(path, group)[1] if group in io.read(path).groups else io.read(path).attrs
+    return model + (" (fit not converged)" if attrs.get("fit_converged") is False else "")
 
 
 def _evaluations(path, model, tasks) -> list[tuple[str, dict, dict]]:
@@ -103,13 +113,14 @@ def figure_errors(
     fig = new_figure(figsize or (5.2 * n_cols, 3.6 * len(rows)))
     axes = fig.subplots(len(rows), n_cols, squeeze=False)
     for r, (name, panels) in enumerate(rows):
+        label = _fit_label(path, name)
         for ax in axes[r, len(panels) :]:
             ax.set_axis_off()
         for ax, (task, arrays, attrs) in zip(axes[r], panels, strict=False):
             first = 1 if task == "masked" and arrays["times"].size > 1 else 0
             t = arrays["times"][first:]
             mean = np.asarray(arrays["mean"][pixels], dtype=float)[first:]
-            band(ax, t, mean, arrays["sem"][pixels][first:], name, "C0", lw=1.8, alpha=0.25)
+            band(ax, t, mean, arrays["sem"][pixels][first:], label, "C0", lw=1.8, alpha=0.25)
             if np.isfinite(mean).any():
                 b = best_time(mean)
                 ax.plot(t[b], mean[b], "o", color="C0", ms=5)
@@ -121,10 +132,13 @@ def figure_errors(
             if baselines is not None and attrs.get("embedding_scale", "paper") == "paper":
                 lo, hi = ax.get_ylim()
                 best = _draw_baselines(ax, baselines, task, pixels)
-                # keep the bare SA readable: a baseline's rise beyond its best is cut off
-                ax.set_ylim(lo, max([hi, *(1.15 * b for b in best)]))
+                # show every baseline's best, and keep the bare SA readable: a baseline's
+                # rise beyond its best is cut off
+                ax.set_ylim(
+                    min([lo, *(0.85 * b for b in best)]), max([hi, *(1.15 * b for b in best)])
+                )
             ylabel = f"mean squared error ({pixels} pixels)"
-            finish(ax, f"{name}: {_task_title(task, attrs)}", ylabel=ylabel, legend=7)
+            finish(ax, f"{label}: {_task_title(task, attrs)}", ylabel=ylabel, legend=7)
     return fig
 
 
@@ -230,6 +244,44 @@ def figure_patch_variances(path, *, log: bool = True, figsize: tuple[float, floa
     ax.set_ylabel("density")
     title = f"predicted masked patches (first {attrs.get('n_images', '?')} test images)"
     finish(ax, title, "variance of the pixels of a masked patch")
+    return fig
+
+
+def figure_validation_curves(path, *, figsize: tuple[float, float] | None = None):
+    """The validation curve of every trained baseline of a ``baselines.h5``: one panel per
+    task, the loss after each epoch on a log scale, the kept (lowest) epoch marked, and the
+    label saying whether the stopping rule held (docs/convergence.md).
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A ``baselines.h5``.
+    figsize : (float, float), optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    groups = [g for g in io.read(path).groups if g.count("/") == 2 and g.startswith("models/")]
+    if not groups:
+        raise ValueError(f"{path} holds no trained baseline (models/<model>/<task>)")
+    tasks = [t for t in TASK_TITLES if any(g.endswith(f"/{t}") for g in groups)]
+    fig = new_figure(figsize or (5.6 * len(tasks), 3.8))
+    axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    for ax, task in zip(axes, tasks, strict=True):
+        for k, group in enumerate(g for g in groups if g.endswith(f"/{task}")):
+            arrays, attrs = read_tree(path, f"{group}/history")[0], io.read_group(path, group)[1]
+            val = np.asarray(arrays["val_loss"], dtype=float)
+            if not val.size:
+                continue
+            epochs = np.arange(1, val.size + 1)
+            state = "converged" if attrs.get("converged") else "not converged"
+            label = f"{group.split('/')[1]} ({state}, {val.size} epochs)"
+            ax.plot(epochs, val, color=f"C{k}", lw=1.3, label=label)
+            best = int(np.nanargmin(val))
+            ax.plot(epochs[best], val[best], "o", color=f"C{k}", ms=4)
+        ax.set_yscale("log")
+        finish(ax, TASK_TITLES[task], "epoch", "validation loss (MSE)", legend=7)
     return fig
 
 

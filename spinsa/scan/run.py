@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import logging
 import math
 import os
 import signal
@@ -449,6 +450,32 @@ def run_scan(
 # --------------------------------------------------------------------------- clusters
 
 
+class _NoKillNotice(logging.Filter):
+    """Drops one record of ``distributed.nanny``: "Worker process still alive after 4.0
+    seconds, killing"."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Worker process still alive after")
+
+
+@contextlib.contextmanager
+def _quiet_worker_kills() -> Iterator[None]:
+    """Leave out ``distributed.nanny``'s "Worker process still alive after 4.0 seconds,
+    killing" while the block runs, and only that message.
+
+    A local cluster closing at the end of a scan asks each worker process to stop and kills
+    the ones that take more than 4 s to exit; every point is written by then, so the
+    warning that every ``spinsa scan run`` printed said nothing about the scan. Other
+    messages of the nanny (a worker restarted, out of memory) still show.
+    """
+    logger, notice = logging.getLogger("distributed.nanny"), _NoKillNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
+
+
 def threads_from_workers(client) -> int:
     """Threads per point that keep every host of ``client``'s workers from oversubscribing:
     each host's cores over the Dask threads of its workers, the least over the hosts."""
@@ -560,6 +587,7 @@ def open_client(
         elif cluster == "local":
             n = workers or available_cores()
             threads = threads_per_point or max(1, available_cores() // n)
+            stack.enter_context(_quiet_worker_kills())  # entered first: left after the close
             local = distributed.LocalCluster(
                 n_workers=n,
                 threads_per_worker=1,
