@@ -10,12 +10,22 @@ it behind, and :data:`TEMP_GLOB` finds such leftovers.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["TEMP_GLOB", "atomic_path", "atomic_write_text", "check_writable", "refuse_existing"]
+import numpy as np
+
+__all__ = [
+    "TEMP_GLOB",
+    "atomic_path",
+    "atomic_write_text",
+    "check_writable",
+    "data_fingerprint",
+    "refuse_existing",
+]
 
 #: Matches the temporary files of :func:`atomic_path` (for cleaning up after a kill).
 TEMP_GLOB = ".*.tmp-*"
@@ -116,3 +126,13 @@ def check_writable(path, overwrite: bool = False, flag: str = "--overwrite") -> 
         raise PermissionError(13, f"cannot write in {parent} ({exc.strerror})", str(path)) from None
     probe.unlink()
     return path
+
+
+def data_fingerprint(array) -> str:
+    """SHA-1 of an array's bytes (C order) with its shape and dtype: what a checkpoint records
+    of the data it was computed from, to refuse other data on resumption."""
+    array = np.ascontiguousarray(array)
+    h = hashlib.sha1()
+    h.update(f"{array.shape}|{array.dtype.str}|".encode())
+    h.update(memoryview(array).cast("B"))
+    return h.hexdigest()

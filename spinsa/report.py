@@ -69,13 +69,12 @@ def provenance_lines(kind: str, info, command: str | None) -> list[str]:
     (:data:`REPORT_FORMAT`), then who wrote it, from which file, and the command that
     regenerates it."""
     a = info.attrs
-    lines = [
+    return [
         f"<!-- spinsa report: {kind}, format {REPORT_FORMAT}, spinsa {a.get('spinsa_version')} -->",
         "",
         f"Written by spinsa {a.get('spinsa_version')} on {a.get('host')} at {a.get('created')} "
         f"from `{Path(info.path).name}`" + (f", by `{command}`." if command else "."),
     ]
-    return lines
 
 
 def fmt(value: float | None, digits: int = 4) -> str:
@@ -436,14 +435,14 @@ def _stage_time_lines(stage_times: dict, models) -> list[str]:
     ]
 
 
-def _model_lines(models, exp: dict, model_attrs: dict, n_tokens: dict) -> list[str]:
-    """One line per model: its embedding, fit recipe and result (with |J| and its cosine
-    with the Hebbian couplings: the norm decides the regime), and dynamics."""
+def _model_lines(models, exp: dict, model_attrs: dict, norms: dict) -> list[str]:
+    """One line per model: its embedding, fit recipe and result (with |J| and ``norms``, its
+    root mean square over the pairs and its cosine with the Hebbian couplings: the norm
+    decides the regime), and dynamics."""
     lines = []
     for m in models:
         e, a = exp[m], model_attrs[m]
         fit = e["fit"]
-        n_pairs = n_tokens[m] * (n_tokens[m] - 1)
         recipe = (
             f"{fit['backend']}"
             + (f", preset {fit['preset']}" if fit.get("preset") else "")
@@ -473,10 +472,9 @@ def _model_lines(models, exp: dict, model_attrs: dict, n_tokens: dict) -> list[s
             f"{fmt(a.get('fit_initial_loss', math.nan))}), {a.get('fit_n_steps')} steps in "
             f"{fmt(a.get('fit_wall_time', math.nan), 1)} s on {a.get('fit_device')}; "
             f"**{convergence_words(record, unit)}**; |J| = {fmt(a.get('fit_norm'), 2)} "
-            f"(Frobenius; root mean square over the ordered pairs "
-            f"{fmt(a.get('fit_norm', math.nan) / math.sqrt(n_pairs), 4)}), "
-            f"cosine with the Hebbian couplings of its training spins "
-            f"{fmt(a.get('hebbian_cosine'), 3)}; dynamics {dyn_text}, T = {dyn_m['steps']}"
+            f"(Frobenius; root mean square over the ordered pairs {fmt(norms[m][0], 4)}), "
+            f"cosine with the Hebbian couplings of its training spins {fmt(norms[m][1], 3)}; "
+            f"dynamics {dyn_text}, T = {dyn_m['steps']}"
         )
     return lines
 
@@ -545,13 +543,17 @@ def write_reproduce_report(
     info = io.read(h5_path)
     models = model_names(h5_path)
     summaries = {m: read_summaries(h5_path, m) for m in models}
-    # the attributes only: read_group leaves the model's evaluations and fit history unread
-    model_attrs = {m: io.read_group(h5_path, f"models/{m}")[1] for m in models}
+    # the attributes only: not the couplings J, nor the evaluations and fit history
+    model_attrs = {m: io.read_attrs(h5_path, f"models/{m}") for m in models}
     exp = {m: model_attrs[m]["experiment_config"] for m in models}
     first = exp[models[0]]
     data, dyn, tasks = first["data"], first["dynamics"], first["tasks"]
     shapes = {m: info.datasets[f"models/{m}/J"][0] for m in models}  # J: (N, N, d, d)
-    n_tokens = {m: shape[0] for m, shape in shapes.items()}
+    norms = {  # root mean square |J_ij| over the ordered pairs, and the Hebbian cosine
+        m: (a.get("fit_norm", math.nan) / math.sqrt(shapes[m][0] * (shapes[m][0] - 1)),
+            a.get("hebbian_cosine", math.nan))
+        for m, a in model_attrs.items()
+    }  # fmt: skip
     grids = sorted(
         {(exp[m]["embedding"]["patch"], shape[0], shape[2]) for m, shape in shapes.items()}
     )
@@ -599,7 +601,7 @@ def write_reproduce_report(
         "Models:",
         "",
     ]
-    lines += _model_lines(models, exp, model_attrs, n_tokens)
+    lines += _model_lines(models, exp, model_attrs, norms)
     lines += ["", "## The numbers", "", "| | " + " | ".join(models) + " |"]
     lines.append("|---|" + "---|" * len(models))
     for task, title in TASK_TITLES.items():
@@ -645,18 +647,15 @@ def write_reproduce_report(
         (TRANSIENT_MEMORY, f"{m}, {task}", unconverged.get(m, v), why)
         for m, task, v, why in assess_references(summaries)
     ]
+    study = {}
     if baselines is not None:
-        section, fidelity = _baseline_section(baselines, h5_path, summaries, unconverged)
+        section, fidelity = _baseline_section(baselines, summaries, exp, unconverged)
         lines += ["", *section]
         summary += fidelity
-    patches = patch_claims(exp, summaries, baselines, unconverged)
+        study = read_patch_study(baselines)
+    patches = patch_claims(exp, summaries, study, unconverged)
     if patches:
-        norms = {
-            m: (a.get("fit_norm", math.nan) / math.sqrt(n_tokens[m] * (n_tokens[m] - 1)),
-                a.get("hebbian_cosine", math.nan))
-            for m, a in model_attrs.items()
-        }  # fmt: skip
-        lines += ["", *patch_size_lines(patches, baselines, norms)]
+        lines += ["", *patch_size_lines(patches, study, norms)]
         summary += patches
     if figures:
         lines += ["", "## Figures", "", *figure_lines(figures)]
@@ -847,7 +846,7 @@ def read_baseline_summaries(path) -> dict[str, dict[str, dict]]:
     for model in io.read(path).attrs["models"]:
         for task in TASKS:
             try:
-                out.setdefault(model, {})[task] = io.read_group(path, f"models/{model}/{task}")[1]
+                out.setdefault(model, {})[task] = io.read_attrs(path, f"models/{model}/{task}")
             except KeyError:
                 pass
     return out
@@ -859,14 +858,10 @@ def _patch_medians(baselines_h5) -> dict[str, float]:
     return {str(m): float(v) for m, v in zip(attrs["models"], arrays["median"], strict=True)}
 
 
-def _pixel_space_elsewhere(reproduce_h5, models) -> list[str]:
-    """The bare-SA models whose errors are measured in another pixel space than [0, 1]."""
-
-    def scale(m):
-        cfg = io.read_group(reproduce_h5, f"models/{m}")[1].get("experiment_config", {})
-        return cfg.get("embedding", {}).get("scale", "paper")
-
-    return [m for m in models if scale(m) != "paper"]
+def _pixel_space_elsewhere(exp: dict) -> list[str]:
+    """The bare-SA models (``exp``: name -> experiment config) whose errors are measured in
+    another pixel space than [0, 1]."""
+    return [m for m, e in exp.items() if e.get("embedding", {}).get("scale", "paper") != "paper"]
 
 
 def _training_cells(a: dict, config: dict) -> list[str]:
@@ -889,8 +884,9 @@ def baseline_report_lines(baselines_h5, reproduce_h5, summaries=None) -> list[st
     """The report's section on the baselines (markdown lines), from the two files only;
     ``summaries`` (``model -> read_summaries(...)`` of ``reproduce_h5``) if read already."""
     sa = summaries or {m: read_summaries(reproduce_h5, m) for m in model_names(reproduce_h5)}
-    attrs = {m: io.read_group(reproduce_h5, f"models/{m}")[1] for m in sa}
-    return _baseline_section(baselines_h5, reproduce_h5, sa, unconverged_fits(attrs))[0]
+    attrs = {m: io.read_attrs(reproduce_h5, f"models/{m}") for m in sa}
+    exp = {m: a.get("experiment_config", {}) for m, a in attrs.items()}
+    return _baseline_section(baselines_h5, sa, exp, unconverged_fits(attrs))[0]
 
 
 BEATS_REFERENCES = (
@@ -939,25 +935,24 @@ def _baseline_reference_lines(bl: dict, sa: dict, same_inputs: dict) -> tuple[li
     return lines, rows
 
 
-def _same_inputs(reproduce_h5, sa, elsewhere, patch: int) -> dict[str, str]:
+def _same_inputs(exp: dict, sa: dict, elsewhere, patch: int) -> dict[str, str]:
     """``task -> bare-SA model`` whose test inputs the baselines share: [0, 1] pixels and
     the baselines' patch size (the masks follow the patches)."""
-    out = {}
+    out: dict[str, str] = {}
     for m in (m for m in sa if m not in elsewhere):
-        cfg = io.read_group(reproduce_h5, f"models/{m}")[1].get("experiment_config", {})
-        if cfg.get("embedding", {}).get("patch") == patch:
+        if exp[m].get("embedding", {}).get("patch") == patch:
             for task in sa[m]:
                 out.setdefault(task, m)
     return out
 
 
-def _baseline_section(baselines_h5, reproduce_h5, sa, unconverged) -> tuple[list[str], list]:
+def _baseline_section(baselines_h5, sa, exp, unconverged) -> tuple[list[str], list]:
     """The baselines' section and its verdicts (:func:`assess_baseline_claims`, and each
     baseline against the simple references of its inputs)."""
     bl = read_baseline_summaries(baselines_h5)
     info = io.read(baselines_h5)
     configs = info.config.get("baselines", {})
-    elsewhere = _pixel_space_elsewhere(reproduce_h5, sa)
+    elsewhere = _pixel_space_elsewhere({m: exp[m] for m in sa})
     pv_arrays, pv_attrs = read_tree(baselines_h5, "patch_variances")
     pv_models = [str(m) for m in pv_attrs["models"]]
     medians = _patch_medians(baselines_h5)
@@ -1014,7 +1009,7 @@ def _baseline_section(baselines_h5, reproduce_h5, sa, unconverged) -> tuple[list
                 "-",
             ]
             lines.append(row(cells))
-    same = _same_inputs(reproduce_h5, sa, elsewhere, first["patch"])
+    same = _same_inputs(exp, sa, elsewhere, first["patch"])
     reference_lines, reference_rows = _baseline_reference_lines(bl, sa, same)
     if reference_lines:
         lines += ["", *reference_lines]
@@ -1058,7 +1053,7 @@ def read_patch_study(baselines_h5) -> dict[int, dict]:
     names = io.read(baselines_h5).attrs.get("patch_models") or []
     out = {}
     for name in names:
-        attrs = io.read_group(baselines_h5, f"models/{name}/masked")[1]
+        attrs = io.read_attrs(baselines_h5, f"models/{name}/masked")
         out[int(attrs["patch"])] = attrs
     return out
 
@@ -1073,42 +1068,39 @@ def _same_recipe(a: dict, b: dict) -> bool:
     return strip(a) == strip(b)
 
 
-def _patch_pairs(exp: dict, summaries: dict) -> dict[str, tuple[dict, dict]]:
-    """``"task: model2 / model4" -> (summary at 2x2, summary at 4x4)`` for every bare-SA
-    recipe run on both patch sizes."""
-    pairs: dict[str, tuple[dict, dict]] = {}
+def patch_claims(exp, summaries, study=None, unconverged=None) -> list[tuple]:
+    """:func:`assess_patch_claims` of a reproduce run: its bare-SA recipes run on both patch
+    sizes (``exp``: name -> experiment config; withheld where a fit did not converge,
+    ``unconverged``) and the block's patch ``study`` (:func:`read_patch_study`)."""
+    unconverged = unconverged or {}
+    pairs, withheld = {}, {}
     for m2, e2 in exp.items():
         for m4, e4 in exp.items():
             sizes = (e2["embedding"]["patch"], e4["embedding"]["patch"])
-            if sizes == (2, 4) and _same_recipe(e2, e4):
-                for task in (t for t in TASKS if t in summaries[m2] and t in summaries[m4]):
-                    pairs[f"{task}: {m2} / {m4}"] = (summaries[m2][task], summaries[m4][task])
-    return pairs
+            if sizes != (2, 4) or not _same_recipe(e2, e4):
+                continue
+            for task in (t for t in TASKS if t in summaries[m2] and t in summaries[m4]):
+                where = f"{task}: {m2} / {m4}"
+                pairs[where] = (summaries[m2][task], summaries[m4][task])
+                late = [unconverged[m] for m in (m2, m4) if m in unconverged]
+                if late:
+                    withheld[where] = late[0]
+    return assess_patch_claims(pairs, _study_pair(study or {}), withheld)
 
 
-def patch_claims(exp, summaries, baselines_h5=None, unconverged=None) -> list[tuple]:
-    """:func:`assess_patch_claims` of a reproduce run: its bare-SA recipes run on both patch
-    sizes (withheld where a fit did not converge) and the block's patch study."""
-    pairs = _patch_pairs(exp, summaries)
-    unconverged = unconverged or {}
-    withheld = {}
-    for where in pairs:
-        late = [unconverged[m] for m in where.split(": ")[1].split(" / ") if m in unconverged]
-        if late:
-            withheld[where] = late[0]
-    study = read_patch_study(baselines_h5) if baselines_h5 is not None else {}
-    block = (study[2], study[4]) if {2, 4} <= set(study) else None
-    return assess_patch_claims(pairs, block, withheld)
+def _study_pair(study: dict[int, dict]) -> tuple[dict, dict] | None:
+    """The patch study's (2x2, 4x4) attributes, or None without both."""
+    return (study[2], study[4]) if {2, 4} <= set(study) else None
 
 
-def patch_size_lines(claims: list[tuple], baselines_h5=None, norms=None) -> list[str]:
-    """The section on the paper's patch-size claim (:func:`patch_claims`); [] without any.
-    ``norms``: ``model -> (root-mean-square |J_ij| over the ordered pairs, cosine with the
-    Hebbian couplings)`` of the bare-SA models, stated since the norm sets the regime."""
+def patch_size_lines(claims: list[tuple], study=None, norms=None) -> list[str]:
+    """The section on the paper's patch-size claim (:func:`patch_claims`, of the block's
+    patch ``study``); [] without any. ``norms``: ``model -> (root-mean-square |J_ij| over
+    the ordered pairs, cosine with the Hebbian couplings)`` of the bare-SA models, stated
+    since the norm sets the regime."""
     if not claims:
         return []
-    study = read_patch_study(baselines_h5) if baselines_h5 is not None else {}
-    block = (study[2], study[4]) if {2, 4} <= set(study) else None
+    block = _study_pair(study or {})
     lines = [
         "## Patch size",
         "",

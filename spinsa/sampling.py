@@ -24,7 +24,6 @@ repeats them exactly (docs/decisions.md, 'Independent replicas by default').
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -39,10 +38,12 @@ from spinsa._checks import (
     check_count,
     check_couplings,
     check_finite,
+    check_lam,
     check_positive,
     check_spins,
 )
 from spinsa._config import config_differences
+from spinsa._files import data_fingerprint
 from spinsa._progress import progress as progress_bar
 from spinsa.kernels import sampling as _k
 from spinsa.model import energy as attention_energy
@@ -412,15 +413,6 @@ def twobody_energy(x, J) -> np.ndarray:
     return -0.5 * np.einsum("pia,ijab,pjb->p", x, off, x, optimize=True)
 
 
-def _fingerprint(*arrays) -> str:
-    h = hashlib.sha1()
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.shape}|{a.dtype.str}|".encode())
-        h.update(memoryview(a).cast("B"))
-    return h.hexdigest()
-
-
 class _State:
     """What a run carries from block to block (and what a checkpoint holds)."""
 
@@ -565,7 +557,9 @@ def _run(cfg, J, x0, checkpoint, checkpoint_every, show, callback) -> Chains:
                 f"{norms.min():.4g} to {norms.max():.4g}; pass "
                 "x0 / np.linalg.norm(x0, axis=-1, keepdims=True)"
             )
-    inputs = {"J": _fingerprint(J), "x0": _fingerprint(X)}
+    if cfg.model == "attention" and cfg.n_records:  # the records' energies, before burn-in
+        check_lam(cfg.lam, X, J)
+    inputs = {"J": data_fingerprint(J), "x0": data_fingerprint(X)}
     st = _State(cfg, X, states)
     st.rows = _k.coupled_sites(J)  # the two-body field skips zero blocks (lattices)
     path = None if checkpoint is None else Path(checkpoint)

@@ -865,3 +865,14 @@ def test_evaluation_shapes_are_checked_on_read(tmp_path):
     path = io.write_file(tmp_path / "bare.h5", {"evaluation/masked": arrays}, kind="experiment")
     with pytest.raises(io.SpinsaFileError, match="lacks the datasets times of the layout"):
         read_evaluation(path, "masked")
+
+
+def test_read_attrs_reads_a_groups_attributes_alone(tmp_path):
+    path = tmp_path / "f.h5"
+    io.write_file(path, {"models": {"m": {"J": np.ones((3, 3))}}}, kind="experiment",
+                  group_attrs={"models/m": {"fit_converged": False, "n": 3}})  # fmt: skip
+    assert io.read_attrs(path, "models/m") == io.read_group(path, "models/m")[1]
+    assert io.read_attrs(path, "models/m")["fit_converged"] is False
+    assert io.read_attrs(path)["kind"] == "experiment"
+    with pytest.raises(KeyError, match="no group 'nope'"):
+        io.read_attrs(path, "nope")

@@ -642,3 +642,17 @@ def test_a_checkpoint_names_what_differs(rng, tmp_path):
         f.attrs["kind"] = "experiment"
     with pytest.raises(ValueError, match="not a chains checkpoint: its kind is 'experiment'"):
         sampling.gibbs(J, 1.0, 2, 4, rng=1, checkpoint=path)
+
+
+def test_attention_chains_refuse_a_lam_their_energies_cannot_take_before_burn_in(monkeypatch):
+    """The fields of J ~ 1e40 pass the sampler's own check, but the recorded energies would
+    overflow: refused before any sweep, not at the first record after the burn-in."""
+    J = np.zeros((3, 3, 2, 2))
+    J[0, 1] = J[1, 0] = J[1, 2] = J[2, 1] = 1e40 * np.eye(2)
+
+    def no_sweep(*args):
+        raise AssertionError("a sweep ran before the refusal")
+
+    monkeypatch.setattr(sampling, "_block", no_sweep)
+    with pytest.raises(ValueError, match="lam"):
+        sampling.metropolis(J, 1.0, 1.0, 2, 1, burn_in=100, rng=0)

@@ -34,6 +34,7 @@ from spinsa._checks import (
 from spinsa.analysis._results import AnalysisResult
 from spinsa.couplings import hebbian_couplings, lattice_couplings
 from spinsa.fit import fit_pseudolikelihood, normalised_loss_and_grad, pl_loss_and_grad
+from spinsa.fit.convergence import point_mass_norm
 from spinsa.sampling import heat_bath_sweeps, row_matched_states
 
 __all__ = [
@@ -151,7 +152,7 @@ def fit_planted(x, lam: float, method: str = "normalised", x_site=None, norm=Non
     ndarray, shape (N, N, d, d), float64
         Without a penalty, on samples that the couplings can reproduce exactly (too few, or
         identical), the normalised loss has no finite minimum: a ``RuntimeWarning`` says so
-        when |J| passes 100·√(N(N−1))/λ (:func:`spinsa.fit.convergence.divergence_norm`).
+        when |J| passes 100·√(N(N−1))/λ (:func:`spinsa.fit.convergence.point_mass_norm`).
     """
     check_choice(method, "method", FIT_METHODS)
     x = check_spins(x, "x", np.float64)
@@ -180,11 +181,11 @@ def fit_planted(x, lam: float, method: str = "normalised", x_site=None, norm=Non
             return loss + 0.5 * l2 * (v @ v), G[off].ravel() + l2 * v
 
         J[off] = _lbfgs(fun, np.zeros(off.sum() * d * d), max_iter).reshape(-1, d, d)
-        limit = 100.0 * np.sqrt(N * (N - 1)) / lam  # spinsa.fit.convergence.divergence_norm
-        if l2 == 0 and np.linalg.norm(J) > limit:
+        limit, size = point_mass_norm(N, lam), np.linalg.norm(J)
+        if l2 == 0 and size > limit:
             warnings.warn(
                 f"the normalised pseudo-likelihood diverged on these M = {M} samples: |J| = "
-                f"{np.linalg.norm(J):.4g} > {limit:.4g} = 100 sqrt(N (N - 1)) / lam; it has "
+                f"{size:.4g} > {limit:.4g} = 100 sqrt(N (N - 1)) / lam; it has "
                 "no finite minimum on samples the couplings reproduce exactly (too few, or "
                 "identical); give more samples or l2 > 0",
                 RuntimeWarning,

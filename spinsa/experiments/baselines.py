@@ -78,6 +78,19 @@ CPU_RECIPE = dict(
     device="cpu",
 )
 
+# Seconds of one training image-epoch on 4x4 patches, by width: one torch thread, two
+# trainings side by side (width 128: the paper's recipe on two threads), measured on 2 cores;
+# times (N / 49) ** 1.25 for N tokens (2x2 patches: 5.5x, measured).
+_IMAGE_EPOCH_WIDTHS = (32, 64, 96, 128)
+_IMAGE_EPOCH_SECONDS = (1.1e-3, 1.9e-3, 3.3e-3, 3.6e-3)
+
+
+def _training_seconds(bc: BaselineConfig, n_images: int) -> float:
+    """The most seconds one training of ``bc`` on ``n_images`` images takes on a 2-core CPU:
+    every epoch up to the cap (the stopping rule usually ends it sooner)."""
+    per = np.interp(bc.width, _IMAGE_EPOCH_WIDTHS, _IMAGE_EPOCH_SECONDS)
+    return bc.epochs * n_images * (1 - bc.val_fraction) * per * (bc.n_tokens / 49) ** 1.25
+
 
 def _config(value: Any, model: str) -> BaselineConfig:
     if isinstance(value, dict):
@@ -284,23 +297,22 @@ def run_baselines(
     all_train = np.asarray(images.train, dtype=np.float32)
     test = np.asarray(images.test, dtype=np.float32)
     train = _subset(all_train, spec.n_train, spec.seed)
-    study_train = _subset(all_train, spec.patch_study_n_train or spec.n_train, spec.seed)
+    study_train = train
+    if spec.patch_study_n_train not in (None, spec.n_train):
+        study_train = _subset(all_train, spec.patch_study_n_train, spec.seed)
     n_var = min(spec.n_patch_images, test.shape[0])
     jobs = [(model, bc, task, train) for model, bc in spec.configs().items() for task in TASKS]
     jobs += [(model, bc, "masked", study_train) for model, bc in spec.patch_models().items()]
-    # the longest first, so that two workers finish together: image-epochs x (N / 49)^1.25
-    jobs.sort(key=lambda job: -len(job[3]) * (job[1].n_tokens / 49) ** 1.25 * job[1].width)
-    checkpoints = [ckdir / f"baseline-{model}-{task}.pt" for model, _, task, _ in jobs]
-    _train_side_by_side(
-        [(*job[1:], ckpt) for job, ckpt in zip(jobs, checkpoints, strict=True)], spec.workers, say
-    )
+    jobs.sort(key=lambda job: -_training_seconds(job[1], len(job[3])))  # two finish together
+    jobs = [(*job, ckdir / f"baseline-{job[0]}-{job[2]}.pt") for job in jobs]
+    _train_side_by_side(jobs, spec.workers, say)
 
     arrays: dict[str, Any] = {}
     group_attrs: dict[str, dict] = {}
     experiments = config.experiments()
     fig2 = _sa_patch_variances(experiments, images, reproduce_h5, n_var)
     streams = dict(tasks.streams(), index=images.test_index)  # the run's corruptions, checked above
-    for (model, bc, task, subset), ckpt in zip(jobs, checkpoints, strict=True):
+    for model, bc, task, subset, ckpt in jobs:
         group = f"models/{model}/{task}"
         arrays[group], group_attrs[group] = _train_and_evaluate(
             bc.replace(progress=progress), task, subset, test, ckpt, spec.T, streams,
@@ -361,7 +373,7 @@ def _train_one(job) -> None:
 
 
 def _train_side_by_side(jobs, workers: int, say) -> None:
-    """Train the jobs ``(config, task, images, checkpoint)``, ``workers`` at a time, each in
+    """Train the jobs ``(model, config, task, images, checkpoint)``, ``workers`` at a time, each in
     a new Python process (no fork of this process's threads, and no import of the caller's
     script, as multiprocessing would do);
     a finished checkpoint returns at once. With one worker nothing is done here:
@@ -370,7 +382,7 @@ def _train_side_by_side(jobs, workers: int, say) -> None:
         return
 
     def run(index: int) -> str:
-        config, task, images, ckpt = jobs[index]
+        _, config, task, images, ckpt = jobs[index]
         job = ckpt.with_name(f"{ckpt.stem}.job.npz")
         with atomic_path(job) as tmp, open(tmp, "wb") as f:
             np.savez(

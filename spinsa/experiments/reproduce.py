@@ -138,11 +138,6 @@ _COST = {
     "bptt_epoch": 2.6e-9,  # one backprop-through-dynamics epoch, per unrolled step
     "dynamics": 6.5e-11,  # one step of one image, per pair unit, errors included
     "references": 2.5e-3,  # the references of one task, per test image (50,000 training)
-    # one training image-epoch of a baseline on 4x4 patches by width, one torch thread, two
-    # trainings side by side (width 128: the paper's recipe on two threads)
-    "baseline_widths": (32, 64, 96, 128),
-    "baseline_image_epoch": (1.1e-3, 1.9e-3, 3.3e-3, 3.6e-3),
-    "baseline_tokens": 1.25,  # ... times (N / 49) to this power (2x2 patches: 5.5x, measured)
     "baseline_eval": 1.5e-4,  # one iteration of the recycled block on one test image
 }
 
@@ -213,10 +208,10 @@ def _baselines_seconds(cfg: ReproduceConfig, spec, cuda: bool) -> float:
     for bc, n_tasks, n in jobs:
         if cuda and bc.device in ("auto", "cuda"):
             return math.nan  # not measured here
-        tokens = (bc.n_tokens / 49) ** _COST["baseline_tokens"]
-        per = np.interp(bc.width, _COST["baseline_widths"], _COST["baseline_image_epoch"])
-        training += n_tasks * bc.epochs * n * (1 - bc.val_fraction) * per * tokens
-        evaluation += n_tasks * n_test * spec.T * _COST["baseline_eval"] * tokens
+        training += n_tasks * _baselines._training_seconds(bc, n)
+        evaluation += (
+            n_tasks * n_test * spec.T * _COST["baseline_eval"] * (bc.n_tokens / 49) ** 1.25
+        )
     return training / min(spec.workers, n_trainings) + evaluation
 
 

@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from spinsa._checks import check_couplings, check_fit_inputs, check_fit_result, check_result
+from spinsa._files import data_fingerprint
 from spinsa._progress import progress as progress_bar
 from spinsa._torch import resolve_device
 from spinsa.damico import standardize_features
-from spinsa.fit.checkpoint import FitState, data_fingerprint, load_checkpoint, save_checkpoint
+from spinsa.fit.checkpoint import FitState, load_checkpoint, save_checkpoint
 from spinsa.fit.config import FitConfig, NormWarning
 from spinsa.fit.memory import estimate_memory
 from spinsa.fit.monitor import EpochMonitor, split_validation
@@ -406,14 +407,13 @@ def fit_pseudolikelihood(
 
 
 def _check_grad_norm(state: FitState, config: FitConfig) -> None:
-    """The gradient norm of the last evaluated epoch is finite, else an error that names the
-    options (the penalty's gradient l2·J can overflow where J and the loss do not)."""
-    evaluated = [g for loss, g in zip(state.epoch_loss, state.epoch_grad_norm, strict=False)
-                 if np.isfinite(loss)]  # fmt: skip
+    """The gradient norm of the last epoch is finite (its loss is, checked before), else an
+    error that names the options (the penalty's gradient l2·J can overflow where J and the
+    loss do not)."""
     penalty = f"l2 = {config.l2:g}, " if config.constraint == "l2" else ""
     cause = (
         f"{penalty}lam = {config.lam:g} in {config.dtype}; lower "
         + ("l2 or lam" if penalty else "lam")
         + ", or use dtype='float64'"
     )
-    check_result(evaluated[-1:], "the fit's gradient norm", cause)
+    check_result(state.epoch_grad_norm[-1:], "the fit's gradient norm", cause)

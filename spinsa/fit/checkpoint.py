@@ -21,7 +21,6 @@ interrupted, and checkpoints between segments, so a resumed fit retraces the uni
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,14 +70,6 @@ class FitState:
     row_loss: np.ndarray | None = None
     row_gnorm2: np.ndarray | None = None
     row_success: np.ndarray | None = None
-
-
-def data_fingerprint(xi: np.ndarray) -> str:
-    """SHA-1 of the patterns' bytes (the fit's dtype, C order) with their shape and dtype."""
-    h = hashlib.sha1()
-    h.update(f"{xi.shape}|{xi.dtype.str}|".encode())
-    h.update(memoryview(np.ascontiguousarray(xi)).cast("B"))
-    return h.hexdigest()
 
 
 def save_checkpoint(path, state: FitState, config, fingerprint: str) -> None:

@@ -152,7 +152,7 @@ class FitConfig:
         fit with neither ``norm`` nor ``J0`` nor a preset warns (:class:`NormWarning`)
         with the value kept.
     l2 : float
-        Strength of the L2 penalty, in (0, 1e30] (:data:`spinsa._checks.OPTIMISER_MAX`);
+        Strength of the L2 penalty, in (0, 1e30];
         used by ``constraint="l2"`` only.
     init : {"uniform", "normal"}
         Initial couplings when no ``J0`` is given, with zero diagonal blocks:
@@ -235,7 +235,7 @@ class FitConfig:
     lr, weight_decay, momentum : float
         Optimiser parameters (``weight_decay`` is decoupled for AdamW, coupled for Adam and
         SGD, as in torch; ``momentum`` is SGD's). Each, and lr · weight_decay, is at most
-        1e30 (:data:`spinsa._checks.OPTIMISER_MAX`): the optimisers compute in float32,
+        1e30: the optimisers compute in float32,
         whose largest number is 3.4e38, and Adam's first step is lr / (1 - 0.9).
     lr_decay_every : int or None
         Multiply the learning rate by ``lr_decay`` every this many epochs (torch's

@@ -40,7 +40,7 @@ __all__ = [
     "lbfgs_criterion",
     "convergence_words",
     "divergence_norm",
-    "mark_diverged",
+    "point_mass_norm",
 ]
 
 
@@ -120,13 +120,20 @@ def divergence_norm(config, n_tokens: int) -> float:
     if config.method == "cd" and config.max_norm is not None:
         return float(config.max_norm)
     if config.method == "cd" or (config.loss == "normalised" and config.constraint == "none"):
-        return float(100.0 * np.sqrt(n_tokens * (n_tokens - 1)) / config.lam)
+        return point_mass_norm(n_tokens, config.lam)
     return float("inf")
 
 
-def mark_diverged(state, config, norm: float, limit: float, when: str) -> None:
+def point_mass_norm(n_tokens: int, lam: float) -> float:
+    """100·√(N(N−1))/λ: the |J| whose blocks, of mean norm 100/λ, make every conditional a
+    point mass (a fit beyond it has diverged)."""
+    return float(100.0 * np.sqrt(n_tokens * (n_tokens - 1)) / lam)
+
+
+def mark_diverged(state, config, norm: float, limit: float, when: str, stacklevel: int) -> None:
     """Mark a fit whose |J| ran away (``norm`` > ``limit`` ``when``, "after epoch 3"): never
-    converged, with a message that says what to do, and a ``RuntimeWarning``."""
+    converged, with a message that says what to do, and a ``RuntimeWarning`` at the caller's
+    ``stacklevel`` (counted from here: the user's call of ``fit_pseudolikelihood``)."""
     if config.method == "cd":
         bound, why = f"max_norm = {limit:.4g}", ""
         todo = "use chain='site', a norm constraint, or a smaller lr"
@@ -142,4 +149,4 @@ def mark_diverged(state, config, norm: float, limit: float, when: str) -> None:
     state.message = (
         f"diverged: |J| = {norm:.4g} exceeded {bound} {when}{why}; the fit stopped ({todo})"
     )
-    warnings.warn(state.message, RuntimeWarning, stacklevel=4)
+    warnings.warn(state.message, RuntimeWarning, stacklevel=stacklevel)

@@ -181,18 +181,21 @@ def _fit_global(xi: np.ndarray, state, config, run) -> None:
             if norm > limit:  # |J| runs away: stop here, and never call it converged
                 raise _Diverged(v.copy(), norm)
 
+        res = stop = None
         try:
             res = _minimize(fun, v0, maxiter, config, on_iteration)
-        except _Diverged as stop:
-            state.J = couplings(stop.v).copy()
-            state.iterations += nit
-            state.epoch += 1
+        except _Diverged as diverged:
+            stop = diverged
+        v, n = (stop.v, nit) if stop is not None else (res.x, int(res.nit))
+        state.J = couplings(v).copy()
+        state.iterations += n
+        state.epoch += 1
+        if stop is not None:
             state.finished = True
-            mark_diverged(state, config, stop.norm, limit, f"after {state.iterations} iterations")
+            when = f"after {state.iterations} iterations"
+            # stacklevel 7: the user's call of fit_pseudolikelihood
+            mark_diverged(state, config, stop.norm, limit, when, stacklevel=7)
         else:
-            state.J = couplings(res.x).copy()
-            state.iterations += int(res.nit)
-            state.epoch += 1
             state.message = str(res.message)
             if res.nit < maxiter:  # stopped on a tolerance or a failed line search
                 state.finished = True

@@ -188,7 +188,9 @@ def fit_torch(xi: np.ndarray, state, config, run) -> None:
             run.end_of_epoch(checkpoint_now=last or state.epoch % config.checkpoint_every == 0)
             if norm > max_norm:
                 run.finish_epochs()
-                mark_diverged(state, config, norm, max_norm, f"after epoch {state.epoch}")
+                mark_diverged(
+                    state, config, norm, max_norm, f"after epoch {state.epoch}", stacklevel=6
+                )  # the user's call of fit_pseudolikelihood
                 return
         state.J = params.couplings().cpu().numpy().copy()
         run.finish_epochs()

@@ -692,6 +692,16 @@ def read_group(path: str | os.PathLike, group: str) -> tuple[dict[str, np.ndarra
     return _read_group(Path(path), group, nested=False)
 
 
+def read_attrs(path: str | os.PathLike, group: str = "/") -> dict[str, Any]:
+    """The attributes of ``group`` (decoded), without loading any of its arrays: what
+    :func:`read_group` returns second, for a group that holds large datasets (couplings)."""
+    group = group.strip("/") or "/"
+    with open_file(path) as f:
+        if group not in f or not isinstance(f[group], h5py.Group):
+            raise KeyError(f"{path} has no group {group!r}; its groups: {_members(f, h5py.Group)}")
+        return {k: decode_attr(v) for k, v in f[group].attrs.items()}
+
+
 def _read_group(path: Path, group: str, nested: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     """The datasets of ``group`` (and, if ``nested``, of its subgroups, as dicts) and its attrs."""
 

@@ -42,8 +42,8 @@ def _task_title(task: str, attrs: dict) -> str:
 def _fit_label(path, model: str) -> str:
     """The model's name, tagged "(fit not converged)" when its file records so (the
     attributes of its group in a ``reproduce.h5``, the root's in a run file)."""
-    group = f"models/{model}"
-    attrs = io.read_group(path, group)[1] if group in io.read(path).groups else io.read(path).attrs
+    info, group = io.read(path), f"models/{model}"
+    attrs = io.read_attrs(path, group) if group in info.groups else info.attrs
     return model + (" (fit not converged)" if attrs.get("fit_converged") is False else "")
 
 
@@ -270,7 +270,7 @@ def figure_validation_curves(path, *, figsize: tuple[float, float] | None = None
     axes = fig.subplots(1, len(tasks), squeeze=False)[0]
     for ax, task in zip(axes, tasks, strict=True):
         for k, group in enumerate(g for g in groups if g.endswith(f"/{task}")):
-            arrays, attrs = read_tree(path, f"{group}/history")[0], io.read_group(path, group)[1]
+            arrays, attrs = read_tree(path, f"{group}/history")[0], io.read_attrs(path, group)
             val = np.asarray(arrays["val_loss"], dtype=float)
             if not val.size:
                 continue

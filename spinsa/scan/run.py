@@ -450,30 +450,12 @@ def run_scan(
 # --------------------------------------------------------------------------- clusters
 
 
-class _NoKillNotice(logging.Filter):
-    """Drops one record of ``distributed.nanny``: "Worker process still alive after 4.0
-    seconds, killing"."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Worker process still alive after")
-
-
-@contextlib.contextmanager
-def _quiet_worker_kills() -> Iterator[None]:
-    """Leave out ``distributed.nanny``'s "Worker process still alive after 4.0 seconds,
-    killing" while the block runs, and only that message.
-
-    A local cluster closing at the end of a scan asks each worker process to stop and kills
-    the ones that take more than 4 s to exit; every point is written by then, so the
-    warning that every ``spinsa scan run`` printed said nothing about the scan. Other
-    messages of the nanny (a worker restarted, out of memory) still show.
-    """
-    logger, notice = logging.getLogger("distributed.nanny"), _NoKillNotice()
-    logger.addFilter(notice)
-    try:
-        yield
-    finally:
-        logger.removeFilter(notice)
+def _no_kill_notice(record: logging.LogRecord) -> bool:
+    """Leaves out ``distributed.nanny``'s "Worker process still alive after 4.0 seconds,
+    killing", and only that message: a local cluster closing at the end of a scan kills the
+    workers slow to exit after every point is written, so it says nothing about the scan.
+    Other messages of the nanny (a worker restarted, out of memory) still show."""
+    return not record.getMessage().startswith("Worker process still alive after")
 
 
 def threads_from_workers(client) -> int:
@@ -587,7 +569,9 @@ def open_client(
         elif cluster == "local":
             n = workers or available_cores()
             threads = threads_per_point or max(1, available_cores() // n)
-            stack.enter_context(_quiet_worker_kills())  # entered first: left after the close
+            nanny = logging.getLogger("distributed.nanny")  # filtered until after the close
+            nanny.addFilter(_no_kill_notice)
+            stack.callback(nanny.removeFilter, _no_kill_notice)
             local = distributed.LocalCluster(
                 n_workers=n,
                 threads_per_worker=1,
